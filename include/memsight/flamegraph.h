@@ -1,0 +1,21 @@
+#pragma once
+// Renders folded stacks ("a;b;c 123" per line) as a self-contained,
+// interactive SVG flamegraph: click to zoom, search, hover details,
+// deterministic colours. No external script, no network.
+
+#include <string>
+#include <string_view>
+
+namespace memsight {
+
+struct FlamegraphOptions {
+  std::string title = "Flame Graph";
+  std::string count_name = "bytes";  // unit shown in hover text
+  int width = 1200;
+  bool bytes = true;  // format counts as sizes (KiB, MiB, ...) in labels
+};
+
+// Throws memsight::Error on malformed input lines.
+std::string render_flamegraph_svg(std::string_view folded, const FlamegraphOptions& opts = {});
+
+}  // namespace memsight

@@ -1,0 +1,34 @@
+#pragma once
+// Reading and writing snapshot files. One reader and one writer per format,
+// shared by the CLI, the Python module and the tests.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "memsight/error.h"
+#include "memsight/snapshot.h"
+
+namespace memsight {
+
+// Called now and then while reading with (bytes consumed, total bytes or 0).
+using Progress = std::function<void(uint64_t done, uint64_t total)>;
+
+// Reads a snapshot pickle (protocols 2-5), plain or gzip/zstd/xz-compressed
+// (detected by magic bytes). Never runs code: opcodes that import or call
+// are refused. Throws memsight::Error with a one-line message.
+Snapshot read_snapshot_file(const std::string& path, const Progress& progress = {});
+Snapshot read_snapshot_bytes(std::string_view data);
+
+// Serialises a snapshot as a protocol-4 pickle that pickle.load and torch's
+// tools read back into the same dicts.
+std::string pickle_snapshot(const Snapshot& snap);
+// Writes to a temporary name beside `path`, then renames; compresses with
+// gzip for ".gz" and zstd for ".zst"/".zstd" names.
+void write_snapshot_file(const Snapshot& snap, const std::string& path);
+
+// Writes `content` to `path` atomically (temp file + rename). Throws Error.
+void write_file_atomic(const std::string& path, std::string_view content);
+
+}  // namespace memsight

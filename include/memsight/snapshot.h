@@ -1,0 +1,233 @@
+#pragma once
+// The snapshot model: everything a PyTorch CUDA memory snapshot holds, in
+// columns, with strings, frames and whole stacks interned. Analyses take a
+// `const Snapshot&` and return values; nothing here touches Python or CUDA.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "memsight/pyvalue.h"
+
+namespace memsight {
+
+using StrId = uint32_t;    // index into StringTable; 0 is the empty string
+using FrameId = uint32_t;  // index into FrameTable::frames
+using StackId = uint32_t;  // index into FrameTable stacks; 0 is the empty stack
+
+class StringTable {
+ public:
+  StringTable();
+  StrId intern(std::string_view s);
+  std::string_view get(StrId id) const { return strings_[id]; }
+  size_t size() const { return strings_.size(); }
+
+ private:
+  std::vector<std::string_view> strings_;
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  size_t chunk_left_ = 0;
+  char* chunk_pos_ = nullptr;
+  std::unordered_map<std::string_view, StrId> index_;
+};
+
+// One stack frame. Frames carry `name, filename, line` in that key order;
+// anything else (fx_node_* keys, a different key order) is kept in `extra`.
+struct Frame {
+  StrId name = 0;
+  StrId filename = 0;
+  int64_t line = 0;
+  uint32_t extra = 0;  // 0: plain frame; else 1 + index into FrameTable::extras
+};
+
+class FrameTable {
+ public:
+  FrameTable();
+  FrameId intern_frame(const Frame& f);
+  // Interns a whole stack (innermost frame first, as torch stores it).
+  StackId intern_stack(std::span<const FrameId> frames);
+  std::span<const FrameId> stack(StackId id) const {
+    return {stack_frames_.data() + stack_begin_[id], stack_frames_.data() + stack_begin_[id + 1]};
+  }
+  const Frame& frame(FrameId id) const { return frames_[id]; }
+  size_t frame_count() const { return frames_.size(); }
+  size_t stack_count() const { return stack_begin_.size() - 1; }
+  // A frame whose dict was not plain: the full dict, keys in their order.
+  std::vector<PyValue> extras;
+
+ private:
+  struct FrameHash {
+    size_t operator()(const Frame& f) const;
+  };
+  struct FrameEq {
+    bool operator()(const Frame& a, const Frame& b) const {
+      return a.name == b.name && a.filename == b.filename && a.line == b.line &&
+             a.extra == b.extra;
+    }
+  };
+  std::vector<Frame> frames_;
+  std::unordered_map<Frame, FrameId, FrameHash, FrameEq> frame_index_;
+  std::vector<uint32_t> stack_begin_;
+  std::vector<FrameId> stack_frames_;
+  std::unordered_multimap<uint64_t, StackId> stack_index_;
+};
+
+enum class Action : uint8_t {
+  Alloc,
+  FreeRequested,
+  FreeCompleted,
+  SegmentAlloc,
+  SegmentFree,
+  SegmentMap,
+  SegmentUnmap,
+  Snapshot,
+  Oom,
+  Other,  // any other action string (kept verbatim in TraceTable::action_name)
+};
+std::string_view action_name(Action a);
+Action parse_action(std::string_view s);
+
+// Which typed column a key of a dict is stored in; `Extra` keeps the value as
+// a PyValue. A Shape is the dict's keys in their original order.
+enum class Field : uint8_t {
+  Extra,
+  // trace entry
+  Action,
+  Addr,  // "addr", or "device_free" for oom entries
+  Size,
+  Stream,
+  TimeUs,
+  CompileContext,
+  UserMetadata,
+  Frames,
+  // segment (besides Stream, Frames)
+  Device,
+  Address,
+  TotalSize,
+  AllocatedSize,
+  ActiveSize,
+  RequestedSize,
+  SegmentType,
+  SegmentPoolId,
+  IsExpandable,
+  Blocks,
+  // block (besides Address, Size, RequestedSize, Frames)
+  State,
+};
+
+struct ShapeKey {
+  StrId key;
+  Field field;
+};
+using ShapeId = uint16_t;
+
+class ShapeTable {
+ public:
+  ShapeId intern(std::span<const ShapeKey> keys);
+  std::span<const ShapeKey> get(ShapeId id) const {
+    return {keys_.data() + begin_[id], keys_.data() + begin_[id + 1]};
+  }
+  size_t size() const { return begin_.size() - 1; }
+  ShapeTable() { begin_.push_back(0); }
+
+ private:
+  std::vector<ShapeKey> keys_;
+  std::vector<uint32_t> begin_;
+};
+
+// Every trace entry of every device, in columns; device d owns rows
+// [device_begin[d], device_begin[d+1]).
+struct TraceTable {
+  std::vector<Action> action;
+  std::vector<int64_t> addr;  // addr, or device_free for oom
+  std::vector<int64_t> size;
+  std::vector<int64_t> stream;
+  std::vector<int64_t> time_us;
+  std::vector<StrId> compile_context;
+  std::vector<StrId> user_metadata;
+  std::vector<StackId> stack;
+  std::vector<ShapeId> shape;
+  // Rows with Action::Other: the action string.
+  std::unordered_map<uint32_t, StrId> action_name;
+  // Rows whose shape has Extra keys: their values, in shape order.
+  std::unordered_map<uint32_t, std::vector<PyValue>> extras;
+
+  size_t rows() const { return action.size(); }
+  void reserve(size_t n);
+  void push_back_row();  // appends a zeroed row
+};
+
+enum class BlockState : uint8_t { ActiveAllocated, ActivePendingFree, Inactive, Other };
+
+struct Block {
+  int64_t address = 0;
+  int64_t size = 0;
+  int64_t requested_size = 0;
+  BlockState state = BlockState::Inactive;
+  StrId state_name = 0;
+  StackId stack = 0;
+  ShapeId shape = 0;
+  uint32_t extra = 0;  // 0: none; else 1 + index into Snapshot::extras (values in shape order)
+};
+
+struct Segment {
+  int64_t device = 0;
+  int64_t address = 0;
+  int64_t total_size = 0;
+  int64_t allocated_size = 0;
+  int64_t active_size = 0;
+  int64_t requested_size = 0;
+  int64_t stream = 0;
+  StrId segment_type = 0;
+  int64_t pool_id[2] = {0, 0};
+  bool is_expandable = false;
+  StackId stack = 0;
+  uint32_t block_begin = 0, block_end = 0;  // into Snapshot::blocks
+  ShapeId shape = 0;
+  uint32_t extra = 0;  // as Block::extra
+};
+
+struct Snapshot {
+  StringTable strings;
+  FrameTable frames;
+  ShapeTable shapes;
+  std::vector<Segment> segments;
+  std::vector<Block> blocks;
+  TraceTable trace;
+  std::vector<uint32_t> device_begin{0};  // device_count()+1 offsets into trace rows
+  // Extra-key values of segments and blocks (see Block::extra).
+  std::vector<std::vector<PyValue>> extras;
+  // Top-level keys other than segments/device_traces, in order, verbatim
+  // (allocator_settings, external_annotations, host_segments, ...).
+  std::vector<std::pair<std::string, PyValue>> top_level;
+  // Original top-level key order, including "segments" and "device_traces".
+  std::vector<std::string> top_keys;
+  // The file was a bare list of segments (memory_snapshot() output).
+  bool legacy_segment_list = false;
+
+  size_t device_count() const { return device_begin.size() - 1; }
+  std::pair<uint32_t, uint32_t> device_rows(size_t d) const {
+    return {device_begin[d], device_begin[d + 1]};
+  }
+  std::span<const Block> segment_blocks(const Segment& s) const {
+    return {blocks.data() + s.block_begin, blocks.data() + s.block_end};
+  }
+  const PyValue* top(std::string_view key) const;
+  std::string_view str(StrId id) const { return strings.get(id); }
+};
+
+// The Python dicts the model was read from, rebuilt (for repr and for keys
+// the model keeps verbatim).
+PyValue frame_to_pyvalue(const Snapshot& snap, FrameId f);
+PyValue stack_to_pyvalue(const Snapshot& snap, StackId s);
+PyValue row_to_pyvalue(const Snapshot& snap, uint32_t row);
+PyValue block_to_pyvalue(const Snapshot& snap, const Block& b);
+PyValue segment_to_pyvalue(const Snapshot& snap, const Segment& s);
+// Whether a dict of this shape carried the key stored in `field`.
+bool shape_has(const Snapshot& snap, ShapeId shape, Field field);
+
+}  // namespace memsight

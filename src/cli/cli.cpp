@@ -1,0 +1,83 @@
+#include "cli/cli.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "memsight/reader.h"
+
+namespace memsight::cli {
+
+Args parse_args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs) {
+  Args a;
+  bool only_positional = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& s = argv[i];
+    if (only_positional || s == "-" || s.empty() || s[0] != '-') {
+      a.positional.push_back(s);
+      continue;
+    }
+    if (s == "--") {
+      only_positional = true;
+      continue;
+    }
+    std::string name = s, value;
+    bool inline_value = false;
+    if (auto eq = s.find('='); s.rfind("--", 0) == 0 && eq != std::string::npos) {
+      name = s.substr(0, eq);
+      value = s.substr(eq + 1);
+      inline_value = true;
+    }
+    const OptionSpec* spec = nullptr;
+    for (const auto& sp : specs)
+      if (name == sp.long_name || (!sp.short_name.empty() && name == sp.short_name)) spec = &sp;
+    if (!spec) throw Error("unknown option " + name + " (see --help)");
+    if (spec->takes_value && !inline_value) {
+      if (i + 1 >= argv.size()) throw Error("option " + name + " needs a value");
+      value = argv[++i];
+    }
+    a.options[spec->long_name] = value;
+  }
+  return a;
+}
+
+void expect_positional(const Args& a, size_t n, const std::string& usage) {
+  if (a.positional.size() != n) {
+    if (a.positional.size() < n) throw Error("missing argument; usage: " + usage);
+    throw Error("unexpected argument '" + a.positional[n] + "'; usage: " + usage);
+  }
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Snapshot load(const std::string& path) {
+  // Progress only where a person is watching and the wait is noticeable.
+  bool tty = isatty(STDERR_FILENO);
+  bool shown = false;
+  Progress progress;
+  if (tty) {
+    progress = [&shown](uint64_t done, uint64_t total) {
+      if (total < (64u << 20)) return;
+      std::fprintf(stderr, "\rreading snapshot: %3d%%", static_cast<int>(done * 100 / total));
+      std::fflush(stderr);
+      shown = true;
+    };
+  }
+  Snapshot s = read_snapshot_file(path, progress);
+  if (shown) std::fprintf(stderr, "\r\033[K");
+  return s;
+}
+
+void write_output(const std::string& path, const std::string& content) {
+  if (path == "-") {
+    std::fwrite(content.data(), 1, content.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  write_file_atomic(path, content);
+}
+
+}  // namespace memsight::cli

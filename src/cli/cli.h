@@ -1,0 +1,44 @@
+#pragma once
+// Shared plumbing of the `memsight` subcommands: argument parsing, loading
+// with progress, writing outputs by extension.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "memsight/snapshot.h"
+
+namespace memsight::cli {
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;  // "--output" -> value ("" for flags)
+  bool has(const std::string& name) const { return options.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const {
+    auto it = options.find(name);
+    return it == options.end() ? fallback : it->second;
+  }
+};
+
+struct OptionSpec {
+  std::string long_name;   // "--output"
+  std::string short_name;  // "-o" or ""
+  bool takes_value;
+};
+
+// Throws memsight::Error for unknown options or missing values.
+Args parse_args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs);
+void expect_positional(const Args& a, size_t n, const std::string& usage);
+
+Snapshot load(const std::string& path);
+// Writes to `path` ("-" for stdout) atomically.
+void write_output(const std::string& path, const std::string& content);
+bool ends_with(const std::string& s, const std::string& suffix);
+
+int cmd_text(const std::string& name, const std::vector<std::string>& argv);
+int cmd_compare(const std::vector<std::string>& argv);
+int cmd_summary(const std::vector<std::string>& argv);
+int cmd_view(const std::string& name, const std::vector<std::string>& argv);
+int cmd_convert(const std::vector<std::string>& argv);
+
+}  // namespace memsight::cli

@@ -1,0 +1,18 @@
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "memsight/reader.h"
+
+namespace memsight::cli {
+
+int cmd_convert(const std::vector<std::string>& argv) {
+  Args a = parse_args(argv, {{"--output", "-o", true}});
+  expect_positional(a, 1, "memsight convert SNAPSHOT -o OUT");
+  if (!a.has("--output")) throw Error("missing -o OUT");
+  Snapshot snap = load(a.positional[0]);
+  write_snapshot_file(snap, a.get("--output"));
+  std::fprintf(stderr, "wrote %s\n", a.get("--output").c_str());
+  return 0;
+}
+
+}  // namespace memsight::cli

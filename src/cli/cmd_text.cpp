@@ -1,0 +1,59 @@
+// stats, trace, segments, memory, compare: torch's _memory_viz commands.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/cli.h"
+#include "memsight/flamegraph.h"
+#include "memsight/text_tools.h"
+
+namespace memsight::cli {
+namespace {
+
+// segments/memory/compare: SVG flamegraph by default (as torch), folded text
+// for .folded/.txt names or "-".
+void write_flamegraph(const std::string& folded, const std::string& out, const std::string& title) {
+  if (out == "-" || ends_with(out, ".folded") || ends_with(out, ".txt")) {
+    write_output(out, folded);
+  } else {
+    FlamegraphOptions opts;
+    opts.title = title;
+    write_output(out, render_flamegraph_svg(folded, opts));
+  }
+  if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());
+}
+
+}  // namespace
+
+int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
+  bool graph = name == "segments" || name == "memory";
+  Args a = parse_args(argv, {{"--output", "-o", true}});
+  expect_positional(a, 1, "memsight " + name + " SNAPSHOT" + (graph ? " [-o output.svg]" : ""));
+  Snapshot snap = load(a.positional[0]);
+  if (name == "stats" || name == "trace") {
+    std::string text = name == "stats" ? segsum(snap) : trace_text(snap);
+    text += '\n';  // torch's CLI print()s the returned string
+    write_output(a.get("--output", "-"), text);
+    return 0;
+  }
+  std::string folded = name == "segments" ? folded_segments(snap) : folded_memory(snap);
+  write_flamegraph(folded, a.get("--output", "output.svg"),
+                   name == "segments" ? "Segments (reserved memory by segment and stack)"
+                                      : "Memory (allocator blocks by stack)");
+  return 0;
+}
+
+int cmd_compare(const std::vector<std::string>& argv) {
+  Args a = parse_args(argv, {{"--output", "-o", true}});
+  expect_positional(a, 2, "memsight compare BEFORE AFTER [-o output.svg]");
+  Snapshot before = load(a.positional[0]);
+  Snapshot after = load(a.positional[1]);
+  Comparison c = compare(before, after);
+  std::string out = a.get("--output", "output.svg");
+  // The set lines go to stdout unless the folded text itself does.
+  std::fputs(c.stdout_text.c_str(), out == "-" ? stderr : stdout);
+  std::fflush(stdout);
+  write_flamegraph(c.folded, out, "Segments only in one snapshot");
+  return 0;
+}
+
+}  // namespace memsight::cli

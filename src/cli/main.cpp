@@ -1,0 +1,128 @@
+// memsight: GPU memory snapshots explained. Dispatches to one subcommand;
+// every user error is one line on stderr and exit status 2.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/cli.h"
+#include "memsight/error.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(memsight - GPU memory snapshots explained
+
+usage: memsight COMMAND [options] SNAPSHOT...
+
+SNAPSHOT is a PyTorch CUDA memory snapshot (torch.cuda.memory._dump_snapshot),
+plain or compressed with gzip, zstd or xz; "-" reads standard input. Reading
+never runs code from the file.
+
+Commands compatible with `python -m torch.cuda._memory_viz` (same text):
+  stats SNAP                 segment summary with page maps (torch: stats)
+  trace SNAP                 the allocation event log (torch: trace)
+  segments SNAP [-o FILE]    flamegraph of reserved memory by segment
+  memory SNAP [-o FILE]      flamegraph of allocated memory by stack
+  compare BEFORE AFTER [-o FILE]
+                             segments present in only one of two snapshots
+    (-o: .svg writes an interactive flamegraph (default output.svg),
+     .folded/.txt or "-" the folded stacks)
+
+Beyond torch:
+  summary SNAP [--json]      peak memory, top allocation sites, fragmentation,
+                             out-of-memory diagnosis
+  view SNAP [-o FILE]        self-contained interactive HTML report (offline)
+  trace-plot SNAP [-o FILE]  the report, opened on the memory timeline
+  segment-plot SNAP [-o FILE]
+                             the report, opened on the allocator state history
+  convert SNAP -o OUT        rewrite a snapshot (.gz/.zst names compress)
+
+Run `memsight COMMAND --help` for a command's options.
+)";
+
+const char* command_help(const std::string& c) {
+  if (c == "stats")
+    return "usage: memsight stats SNAPSHOT [-o FILE]\n\n"
+           "Prints torch's segment summary: one line per segment of at least 20 MiB\n"
+           "with a page map, then totals of reserved, allocated and free memory.\n";
+  if (c == "trace")
+    return "usage: memsight trace SNAPSHOT [-o FILE]\n\n"
+           "Prints the recorded allocator events of each device as pseudo-Python,\n"
+           "exactly as `python -m torch.cuda._memory_viz trace` does.\n";
+  if (c == "segments" || c == "memory")
+    return "usage: memsight segments|memory SNAPSHOT [-o FILE]\n\n"
+           "Writes a flamegraph of the snapshot's blocks: `segments` groups by stream\n"
+           "and segment, `memory` by stream only, then by allocation stack.\n"
+           "  -o FILE   .svg: interactive flamegraph (default output.svg);\n"
+           "            .folded/.txt or -: folded stacks, byte-identical to torch's\n";
+  if (c == "compare")
+    return "usage: memsight compare BEFORE AFTER [-o FILE]\n\n"
+           "Prints the addresses of segments only in BEFORE and only in AFTER, and\n"
+           "writes their blocks as a flamegraph (-o as for `segments`).\n";
+  if (c == "summary")
+    return "usage: memsight summary SNAPSHOT [--json] [-o FILE]\n\n"
+           "Per device: peak allocated and reserved memory over the trace and when\n"
+           "they happened, the top allocation sites live at the peak, fragmentation\n"
+           "of reserved memory, whether the history buffer wrapped, and a diagnosis\n"
+           "of every out-of-memory event.\n"
+           "  --json    machine-readable output\n";
+  if (c == "view" || c == "trace-plot" || c == "segment-plot")
+    return "usage: memsight view|trace-plot|segment-plot SNAPSHOT [-o FILE] [--view NAME]\n\n"
+           "Writes one self-contained HTML file (no network needed) with the memory\n"
+           "timeline, segment timeline, allocator state history, flamegraphs and a\n"
+           "summary. Default output: the snapshot name with .html.\n"
+           "  --view NAME   first view: overview, timeline, segments-timeline, state,\n"
+           "                flamegraph (trace-plot: timeline; segment-plot: state)\n";
+  if (c == "convert")
+    return "usage: memsight convert SNAPSHOT -o OUT\n\n"
+           "Reads a snapshot and writes it back as a pickle that torch and pickle.load\n"
+           "read; OUT ending in .gz or .zst is compressed.\n";
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    std::puts("memsight 0.1.0");
+    return 0;
+  }
+  std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  const char* help = command_help(cmd);
+  if (!help) {
+    std::fprintf(stderr, "memsight: unknown command '%s' (run `memsight --help`)\n", cmd.c_str());
+    return 2;
+  }
+  for (const auto& a : rest) {
+    if (a == "-h" || a == "--help") {
+      std::fputs(help, stdout);
+      return 0;
+    }
+  }
+  try {
+    using namespace memsight::cli;
+    if (cmd == "stats" || cmd == "trace" || cmd == "segments" || cmd == "memory")
+      return cmd_text(cmd, rest);
+    if (cmd == "compare") return cmd_compare(rest);
+    if (cmd == "summary") return cmd_summary(rest);
+    if (cmd == "view" || cmd == "trace-plot" || cmd == "segment-plot") return cmd_view(cmd, rest);
+    if (cmd == "convert") return cmd_convert(rest);
+  } catch (const memsight::Error& e) {
+    std::fprintf(stderr, "memsight %s: %s\n", cmd.c_str(), e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "memsight %s: out of memory\n", cmd.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "memsight %s: internal error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+  return 2;
+}

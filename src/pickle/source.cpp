@@ -1,0 +1,271 @@
+#include "pickle/source.h"
+
+#include <fcntl.h>
+#include <lzma.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "memsight/error.h"
+
+namespace memsight {
+namespace {
+
+// Raw bytes from a file descriptor or from memory, with a small look-ahead
+// so the magic number can be peeked without losing it.
+class RawSource : public ByteSource {
+ public:
+  RawSource(int fd, uint64_t total, std::string name)
+      : fd_(fd), total_(total), name_(std::move(name)) {}
+  explicit RawSource(std::string_view mem) : mem_(mem), total_(mem.size()) {}
+  ~RawSource() override {
+    if (fd_ > 0) ::close(fd_);
+  }
+  size_t read(char* dst, size_t n) override {
+    if (fd_ < 0) {
+      size_t k = std::min(n, mem_.size() - pos_);
+      std::memcpy(dst, mem_.data() + pos_, k);
+      pos_ += k;
+      return k;
+    }
+    while (true) {
+      ssize_t r = ::read(fd_, dst, n);
+      if (r >= 0) {
+        pos_ += static_cast<uint64_t>(r);
+        return static_cast<size_t>(r);
+      }
+      if (errno != EINTR) throw Error(name_ + ": read failed: " + std::strerror(errno));
+    }
+  }
+  uint64_t consumed() const override { return pos_; }
+  uint64_t total() const override { return total_; }
+
+ private:
+  int fd_ = -1;
+  std::string_view mem_;
+  uint64_t pos_ = 0;
+  uint64_t total_ = 0;
+  std::string name_;
+};
+
+// Replays peeked bytes before continuing with the inner source.
+class PeekedSource : public ByteSource {
+ public:
+  PeekedSource(std::unique_ptr<ByteSource> inner, std::string head)
+      : inner_(std::move(inner)), head_(std::move(head)) {}
+  size_t read(char* dst, size_t n) override {
+    if (head_pos_ < head_.size()) {
+      size_t k = std::min(n, head_.size() - head_pos_);
+      std::memcpy(dst, head_.data() + head_pos_, k);
+      head_pos_ += k;
+      return k;
+    }
+    return inner_->read(dst, n);
+  }
+  uint64_t consumed() const override { return inner_->consumed(); }
+  uint64_t total() const override { return inner_->total(); }
+
+ private:
+  std::unique_ptr<ByteSource> inner_;
+  std::string head_;
+  size_t head_pos_ = 0;
+};
+
+constexpr size_t kInChunk = 1 << 18;
+
+class GzipSource : public ByteSource {
+ public:
+  explicit GzipSource(std::unique_ptr<ByteSource> in) : in_(std::move(in)), buf_(kInChunk) {
+    std::memset(&zs_, 0, sizeof zs_);
+    if (inflateInit2(&zs_, 15 + 32) != Z_OK) throw Error("gzip: cannot initialise zlib");
+  }
+  ~GzipSource() override { inflateEnd(&zs_); }
+  size_t read(char* dst, size_t n) override {
+    zs_.next_out = reinterpret_cast<Bytef*>(dst);
+    zs_.avail_out = static_cast<uInt>(n);
+    while (zs_.avail_out == n && !done_) {
+      if (zs_.avail_in == 0) {
+        size_t k = in_->read(buf_.data(), buf_.size());
+        if (k == 0) throw Error("gzip: compressed data is truncated");
+        zs_.next_in = reinterpret_cast<Bytef*>(buf_.data());
+        zs_.avail_in = static_cast<uInt>(k);
+      }
+      int r = inflate(&zs_, Z_NO_FLUSH);
+      if (r == Z_STREAM_END) {
+        // Concatenated gzip members are legal; continue if more input follows.
+        if (zs_.avail_in == 0) {
+          size_t k = in_->read(buf_.data(), buf_.size());
+          if (k == 0) {
+            done_ = true;
+            break;
+          }
+          zs_.next_in = reinterpret_cast<Bytef*>(buf_.data());
+          zs_.avail_in = static_cast<uInt>(k);
+        }
+        inflateReset(&zs_);
+      } else if (r != Z_OK && r != Z_BUF_ERROR) {
+        throw Error(std::string("gzip: corrupted compressed data (") + (zs_.msg ? zs_.msg : "?") +
+                    ")");
+      }
+    }
+    return n - zs_.avail_out;
+  }
+  uint64_t consumed() const override { return in_->consumed(); }
+  uint64_t total() const override { return in_->total(); }
+  std::string_view compression() const override { return "gzip"; }
+
+ private:
+  std::unique_ptr<ByteSource> in_;
+  std::vector<char> buf_;
+  z_stream zs_;
+  bool done_ = false;
+};
+
+class ZstdSource : public ByteSource {
+ public:
+  explicit ZstdSource(std::unique_ptr<ByteSource> in)
+      : in_(std::move(in)), buf_(kInChunk), ds_(ZSTD_createDStream()) {
+    if (!ds_) throw Error("zstd: cannot initialise decoder");
+    ZSTD_initDStream(ds_);
+  }
+  ~ZstdSource() override { ZSTD_freeDStream(ds_); }
+  size_t read(char* dst, size_t n) override {
+    ZSTD_outBuffer out{dst, n, 0};
+    while (out.pos == 0 && !done_) {
+      if (inb_.pos == inb_.size) {
+        size_t k = in_->read(buf_.data(), buf_.size());
+        if (k == 0) {
+          if (!frame_done_) throw Error("zstd: compressed data is truncated");
+          done_ = true;
+          break;
+        }
+        inb_ = {buf_.data(), k, 0};
+      }
+      size_t r = ZSTD_decompressStream(ds_, &out, &inb_);
+      if (ZSTD_isError(r))
+        throw Error(std::string("zstd: corrupted compressed data (") + ZSTD_getErrorName(r) + ")");
+      frame_done_ = (r == 0);
+    }
+    return out.pos;
+  }
+  uint64_t consumed() const override { return in_->consumed(); }
+  uint64_t total() const override { return in_->total(); }
+  std::string_view compression() const override { return "zstd"; }
+
+ private:
+  std::unique_ptr<ByteSource> in_;
+  std::vector<char> buf_;
+  ZSTD_DStream* ds_;
+  ZSTD_inBuffer inb_{nullptr, 0, 0};
+  bool done_ = false;
+  bool frame_done_ = false;
+};
+
+class XzSource : public ByteSource {
+ public:
+  explicit XzSource(std::unique_ptr<ByteSource> in) : in_(std::move(in)), buf_(kInChunk) {
+    if (lzma_stream_decoder(&zs_, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
+      throw Error("xz: cannot initialise decoder");
+  }
+  ~XzSource() override { lzma_end(&zs_); }
+  size_t read(char* dst, size_t n) override {
+    zs_.next_out = reinterpret_cast<uint8_t*>(dst);
+    zs_.avail_out = n;
+    while (zs_.avail_out == n && !done_) {
+      lzma_action action = LZMA_RUN;
+      if (zs_.avail_in == 0 && !eof_) {
+        size_t k = in_->read(buf_.data(), buf_.size());
+        if (k == 0) eof_ = true;
+        zs_.next_in = reinterpret_cast<uint8_t*>(buf_.data());
+        zs_.avail_in = k;
+      }
+      if (eof_) action = LZMA_FINISH;
+      lzma_ret r = lzma_code(&zs_, action);
+      if (r == LZMA_STREAM_END) {
+        done_ = true;
+      } else if (r != LZMA_OK) {
+        throw Error(r == LZMA_BUF_ERROR ? "xz: compressed data is truncated"
+                                        : "xz: corrupted compressed data");
+      }
+    }
+    return n - zs_.avail_out;
+  }
+  uint64_t consumed() const override { return in_->consumed(); }
+  uint64_t total() const override { return in_->total(); }
+  std::string_view compression() const override { return "xz"; }
+
+ private:
+  std::unique_ptr<ByteSource> in_;
+  std::vector<char> buf_;
+  lzma_stream zs_ = LZMA_STREAM_INIT;
+  bool eof_ = false, done_ = false;
+};
+
+std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
+  char head[6];
+  size_t got = 0;
+  while (got < sizeof head) {
+    size_t k = raw->read(head + got, sizeof head - got);
+    if (k == 0) break;
+    got += k;
+  }
+  auto src = std::make_unique<PeekedSource>(std::move(raw), std::string(head, got));
+  auto u = [&](size_t i) { return static_cast<unsigned char>(head[i]); };
+  if (got >= 2 && u(0) == 0x1f && u(1) == 0x8b) return std::make_unique<GzipSource>(std::move(src));
+  if (got >= 4 && u(0) == 0x28 && u(1) == 0xb5 && u(2) == 0x2f && u(3) == 0xfd)
+    return std::make_unique<ZstdSource>(std::move(src));
+  if (got >= 6 && std::memcmp(head, "\xfd" "7zXZ\0", 6) == 0)
+    return std::make_unique<XzSource>(std::move(src));
+  return src;
+}
+
+}  // namespace
+
+std::unique_ptr<ByteSource> open_source(const std::string& path) {
+  if (path == "-") return wrap(std::make_unique<RawSource>(0, 0, "<stdin>"));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw Error(path + ": is a directory, expected a snapshot file");
+  }
+  return wrap(std::make_unique<RawSource>(fd, static_cast<uint64_t>(st.st_size), path));
+}
+
+std::unique_ptr<ByteSource> memory_source(std::string_view data) {
+  return wrap(std::make_unique<RawSource>(data));
+}
+
+std::string compress(std::string_view data, std::string_view method) {
+  if (method == "zstd") {
+    std::string out(ZSTD_compressBound(data.size()), '\0');
+    size_t r = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3);
+    if (ZSTD_isError(r)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(r));
+    out.resize(r);
+    return out;
+  }
+  if (method == "gzip") {
+    z_stream zs{};
+    if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+      throw Error("gzip: cannot initialise zlib");
+    std::string out(deflateBound(&zs, static_cast<uLong>(data.size())) + 64, '\0');
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    zs.avail_in = static_cast<uInt>(data.size());
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());
+    zs.avail_out = static_cast<uInt>(out.size());
+    int r = deflate(&zs, Z_FINISH);
+    deflateEnd(&zs);
+    if (r != Z_STREAM_END) throw Error("gzip: compression failed");
+    out.resize(zs.total_out);
+    return out;
+  }
+  throw Error("unknown compression: " + std::string(method));
+}
+
+}  // namespace memsight

@@ -1,0 +1,35 @@
+#pragma once
+// Byte sources for readers: a file read in chunks, decompressed on the fly
+// when it starts with a gzip, zstd or xz magic number. Streaming keeps peak
+// memory independent of the file size.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace memsight {
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Reads up to n bytes; returns 0 at the end. Throws Error on I/O or
+  // decompression failure.
+  virtual size_t read(char* dst, size_t n) = 0;
+  // Bytes of the underlying file consumed so far / in total (0 if unknown),
+  // for progress reports.
+  virtual uint64_t consumed() const = 0;
+  virtual uint64_t total() const = 0;
+  // "gzip", "zstd", "xz" or "" for plain input.
+  virtual std::string_view compression() const { return ""; }
+};
+
+// Opens `path` ("-" is standard input) and detects compression.
+std::unique_ptr<ByteSource> open_source(const std::string& path);
+// A source over memory (also decompressing when the bytes are compressed).
+std::unique_ptr<ByteSource> memory_source(std::string_view data);
+
+// Compresses a whole buffer ("gzip" or "zstd").
+std::string compress(std::string_view data, std::string_view method);
+
+}  // namespace memsight

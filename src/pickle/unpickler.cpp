@@ -1,0 +1,490 @@
+#include "pickle/unpickler.h"
+
+#include <cstring>
+
+#include "memsight/error.h"
+
+namespace memsight {
+namespace {
+
+enum Op : uint8_t {
+  MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', FLOAT = 'F', INT = 'I',
+  BININT = 'J', BININT1 = 'K', LONG = 'L', BININT2 = 'M', NONE = 'N', PERSID = 'P',
+  BINPERSID = 'Q', REDUCE = 'R', STRING = 'S', BINSTRING = 'T', SHORT_BINSTRING = 'U',
+  UNICODE = 'V', BINUNICODE = 'X', APPEND = 'a', BUILD = 'b', GLOBAL = 'c', DICT = 'd',
+  EMPTY_DICT = '}', APPENDS = 'e', GET = 'g', BINGET = 'h', INST = 'i', LONG_BINGET = 'j',
+  LIST = 'l', EMPTY_LIST = ']', OBJ = 'o', PUT = 'p', BINPUT = 'q', LONG_BINPUT = 'r',
+  SETITEM = 's', TUPLE = 't', EMPTY_TUPLE = ')', SETITEMS = 'u', BINFLOAT = 'G',
+  PROTO = 0x80, NEWOBJ = 0x81, EXT1 = 0x82, EXT2 = 0x83, EXT4 = 0x84, TUPLE1 = 0x85,
+  TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89, LONG1 = 0x8a, LONG4 = 0x8b,
+  BINBYTES = 'B', SHORT_BINBYTES = 'C', SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d,
+  BINBYTES8 = 0x8e, EMPTY_SET = 0x8f, ADDITEMS = 0x90, FROZENSET = 0x91, NEWOBJ_EX = 0x92,
+  STACK_GLOBAL = 0x93, MEMOIZE = 0x94, FRAME = 0x95, BYTEARRAY8 = 0x96, NEXT_BUFFER = 0x97,
+  READONLY_BUFFER = 0x98,
+};
+
+const char* code_opcode_name(uint8_t op) {
+  switch (op) {
+    case GLOBAL: return "GLOBAL";
+    case STACK_GLOBAL: return "STACK_GLOBAL";
+    case REDUCE: return "REDUCE";
+    case BUILD: return "BUILD";
+    case INST: return "INST";
+    case OBJ: return "OBJ";
+    case NEWOBJ: return "NEWOBJ";
+    case NEWOBJ_EX: return "NEWOBJ_EX";
+    case EXT1: return "EXT1";
+    case EXT2: return "EXT2";
+    case EXT4: return "EXT4";
+    case PERSID: return "PERSID";
+    case BINPERSID: return "BINPERSID";
+    default: return nullptr;
+  }
+}
+
+const char* other_opcode_name(uint8_t op) {
+  switch (op) {
+    case FLOAT: return "FLOAT";
+    case INT: return "INT";
+    case LONG: return "LONG";
+    case STRING: return "STRING";
+    case BINSTRING: return "BINSTRING";
+    case SHORT_BINSTRING: return "SHORT_BINSTRING";
+    case UNICODE: return "UNICODE";
+    case GET: return "GET";
+    case PUT: return "PUT";
+    case EMPTY_SET: return "EMPTY_SET";
+    case ADDITEMS: return "ADDITEMS";
+    case FROZENSET: return "FROZENSET";
+    case NEXT_BUFFER: return "NEXT_BUFFER";
+    case READONLY_BUFFER: return "READONLY_BUFFER";
+    default: return nullptr;
+  }
+}
+
+template <typename T>
+T load_le(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;  // x86-64 and arm64 Linux are little-endian, as pickle is
+}
+
+}  // namespace
+
+Unpickler::Unpickler(ByteSource& src, StringTable& strings, DictHook* hook, Progress progress)
+    : src_(src), strings_(strings), hook_(hook), progress_(std::move(progress)) {
+  buf_.resize(1 << 20);
+  p_ = end_ = reinterpret_cast<const uint8_t*>(buf_.data());
+  stack_.reserve(1024);
+}
+
+uint64_t Unpickler::offset() const {
+  return buf_offset_ + static_cast<uint64_t>(p_ - reinterpret_cast<const uint8_t*>(buf_.data()));
+}
+
+void Unpickler::fail(const std::string& what) const {
+  throw Error("corrupted pickle at byte " + std::to_string(op_offset_) + ": " + what);
+}
+
+void Unpickler::refill(size_t need, bool hard) {
+  auto* base = reinterpret_cast<uint8_t*>(buf_.data());
+  size_t left = static_cast<size_t>(end_ - p_);
+  buf_offset_ += static_cast<uint64_t>(p_ - base);
+  if (need > buf_.size()) {
+    // One item larger than the buffer (a long string): grow to hold it.
+    std::vector<char> bigger(need + (1 << 20));
+    std::memcpy(bigger.data(), p_, left);
+    buf_.swap(bigger);
+    base = reinterpret_cast<uint8_t*>(buf_.data());
+  } else if (left) {
+    std::memmove(base, p_, left);
+  }
+  size_t have = left;
+  while (have < need && !eof_) {
+    size_t k = src_.read(buf_.data() + have, buf_.size() - have);
+    if (k == 0) eof_ = true;
+    have += k;
+  }
+  p_ = base;
+  end_ = base + have;
+  if (have < need && hard)
+    throw Error("truncated pickle at byte " + std::to_string(buf_offset_ + have) + ": expected " +
+                std::to_string(need - have) + " more bytes");
+  if (progress_ && src_.consumed() >= next_progress_) {
+    progress_(src_.consumed(), src_.total());
+    next_progress_ = src_.consumed() + (16 << 20);
+  }
+}
+
+uint32_t Unpickler::new_node(Val::Tag tag) {
+  uint32_t id;
+  if (!free_nodes_.empty()) {
+    id = free_nodes_.back();
+    free_nodes_.pop_back();
+    Node& n = nodes_[id];
+    n.items.clear();
+    n.memo = UINT32_MAX;
+    n.gets = 0;
+    n.is_converted = false;
+  } else {
+    id = static_cast<uint32_t>(nodes_.size());
+    nodes_.emplace_back();
+  }
+  stack_.push_back(Val::make(tag, id));
+  return id;
+}
+
+size_t Unpickler::pop_mark() {
+  if (marks_.empty()) fail("MARK expected but none is open");
+  size_t m = marks_.back();
+  marks_.pop_back();
+  if (m > stack_.size()) fail("stack underflow");
+  return m;
+}
+
+void Unpickler::push_long(const uint8_t* b, size_t n) {
+  if (n == 0) {
+    stack_.push_back(Val::integer(0));
+    return;
+  }
+  if (n <= 8) {
+    uint64_t u = 0;
+    for (size_t i = 0; i < n; ++i) u |= uint64_t{b[i]} << (8 * i);
+    if (n < 8 && (b[n - 1] & 0x80)) u |= ~uint64_t{0} << (8 * n);  // sign-extend
+    auto v = static_cast<int64_t>(u);
+    // An 8-byte LONG1 with the top bit clear is a positive int64.
+    if (Val::fits_int(v)) {
+      stack_.push_back(Val::integer(v));
+      return;
+    }
+  }
+  blobs_.emplace_back(reinterpret_cast<const char*>(b), n);
+  stack_.push_back(Val::make(Val::Big, blobs_.size() - 1));
+}
+
+void Unpickler::memo_put(uint64_t idx) {
+  if (stack_.empty()) fail("memo store on an empty stack");
+  Val v = stack_.back();
+  if (idx < memo_.size()) {
+    memo_[idx] = v;
+  } else if (idx == memo_.size()) {
+    memo_.push_back(v);
+  } else if (idx - memo_.size() < 4096) {
+    memo_.resize(idx + 1);
+    memo_[idx] = v;
+  } else {
+    sparse_memo_[idx] = v;
+    if (v.is_node()) nodes_[v.idx()].memo = UINT32_MAX;  // sparse slots are not rewritten
+    return;
+  }
+  if (v.is_node()) nodes_[v.idx()].memo = static_cast<uint32_t>(idx);
+}
+
+Val Unpickler::memo_get(uint64_t idx) {
+  Val v;
+  if (idx < memo_.size()) {
+    v = memo_[idx];
+  } else {
+    auto it = sparse_memo_.find(idx);
+    if (it == sparse_memo_.end()) fail("memo key " + std::to_string(idx) + " was never stored");
+    v = it->second;
+  }
+  if (v.is_node()) {
+    Node& n = nodes_[v.idx()];
+    if (n.is_converted) return n.converted;
+    ++n.gets;
+  }
+  return v;
+}
+
+void Unpickler::convert_node(Val container, Val compact) {
+  Node& n = nodes_[container.idx()];
+  if (n.memo != UINT32_MAX && n.memo < memo_.size() && memo_[n.memo] == container)
+    memo_[n.memo] = compact;
+  if (n.gets == 0) {
+    // Nothing but the caller refers to it: recycle the node.
+    n.items.clear();
+    n.is_converted = false;
+    n.memo = UINT32_MAX;
+    free_nodes_.push_back(container.idx());
+  } else {
+    n.is_converted = true;
+    n.converted = compact;
+    n.items.clear();
+    n.items.shrink_to_fit();
+  }
+}
+
+void Unpickler::add_pairs(Node& d, const Val* kv, size_t n) {
+  // Later keys replace earlier equal ones, as in a Python dict. Only scalar
+  // keys can be compared cheaply; small dicts are checked, big ones trusted.
+  for (size_t i = 0; i + 1 < n; i += 2) {
+    bool replaced = false;
+    if (d.items.size() <= 64) {
+      for (size_t j = 0; j < d.items.size(); j += 2) {
+        if (d.items[j] == kv[i] && !kv[i].is_node()) {
+          d.items[j + 1] = kv[i + 1];
+          replaced = true;
+          break;
+        }
+      }
+    }
+    if (!replaced) {
+      d.items.push_back(kv[i]);
+      d.items.push_back(kv[i + 1]);
+    }
+  }
+}
+
+void Unpickler::set_items(size_t from) {
+  // stack_[from-1] is the dict, stack_[from..] are key/value pairs.
+  if (from == 0) fail("SETITEMS without a dict");
+  size_t n = stack_.size() - from;
+  if (n % 2) fail("odd number of items for a dict");
+  Val target = stack_[from - 1];
+  if (target.tag() != Val::Dict) fail("SETITEM on something that is not a dict");
+  Node* d = &nodes_[target.idx()];
+  if (d->is_converted) fail("dict updated after it was read (split SETITEMS are not supported)");
+  if (d->items.empty() && hook_ && d->gets == 0 && n > 0) {
+    Val out;
+    if (hook_->convert_dict(*this, {stack_.data() + from, n}, out)) {
+      convert_node(target, out);
+      stack_[from - 1] = out;
+      stack_.resize(from);
+      return;
+    }
+    d = &nodes_[target.idx()];  // the hook may have grown the pool
+  }
+  add_pairs(*d, stack_.data() + from, n);
+  stack_.resize(from);
+}
+
+Val Unpickler::run() {
+  using T = Val::Tag;
+  need(1);
+  if (*p_ != PROTO) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "not a pickle (starts with byte 0x%02x)", *p_);
+    throw Error(buf);
+  }
+  for (;;) {
+    if (end_ - p_ < 16 && !eof_) refill(16, /*hard=*/false);
+    if (p_ == end_)
+      throw Error("truncated pickle at byte " + std::to_string(offset()) + ": ended before STOP");
+    op_offset_ = offset();
+    uint8_t op = *p_++;
+    switch (op) {
+      case PROTO: {
+        need(1);
+        uint8_t v = *p_++;
+        if (v > 5) fail("unsupported pickle protocol " + std::to_string(v));
+        break;
+      }
+      case FRAME:
+        need(8);
+        p_ += 8;
+        break;
+      case STOP: {
+        if (stack_.empty()) fail("STOP with an empty stack");
+        if (progress_) progress_(src_.consumed(), src_.total());
+        return stack_.back();
+      }
+      case MARK:
+        marks_.push_back(stack_.size());
+        break;
+      case POP:
+        if (!marks_.empty() && marks_.back() == stack_.size()) {
+          marks_.pop_back();
+        } else {
+          if (stack_.empty()) fail("POP on an empty stack");
+          stack_.pop_back();
+        }
+        break;
+      case POP_MARK:
+        stack_.resize(pop_mark());
+        break;
+      case DUP:
+        if (stack_.empty()) fail("DUP on an empty stack");
+        stack_.push_back(stack_.back());
+        break;
+      case NONE:
+        stack_.push_back(Val::make(T::None, 0));
+        break;
+      case NEWTRUE:
+        stack_.push_back(Val::make(T::True, 0));
+        break;
+      case NEWFALSE:
+        stack_.push_back(Val::make(T::False, 0));
+        break;
+      case BININT1:
+        need(1);
+        stack_.push_back(Val::integer(*p_++));
+        break;
+      case BININT2:
+        need(2);
+        stack_.push_back(Val::integer(load_le<uint16_t>(p_)));
+        p_ += 2;
+        break;
+      case BININT:
+        need(4);
+        stack_.push_back(Val::integer(load_le<int32_t>(p_)));
+        p_ += 4;
+        break;
+      case LONG1: {
+        need(1);
+        size_t n = *p_++;
+        need(n);
+        push_long(p_, n);
+        p_ += n;
+        break;
+      }
+      case LONG4: {
+        need(4);
+        int32_t n = load_le<int32_t>(p_);
+        if (n < 0) fail("negative LONG4 length");
+        p_ += 4;
+        need(static_cast<size_t>(n));
+        push_long(p_, static_cast<size_t>(n));
+        p_ += n;
+        break;
+      }
+      case BINFLOAT: {
+        need(8);
+        uint64_t u = 0;
+        for (int i = 0; i < 8; ++i) u = (u << 8) | p_[i];  // big-endian
+        double d;
+        std::memcpy(&d, &u, 8);
+        p_ += 8;
+        floats_.push_back(d);
+        stack_.push_back(Val::make(T::Float, floats_.size() - 1));
+        break;
+      }
+      case SHORT_BINUNICODE:
+      case BINUNICODE:
+      case BINUNICODE8:
+      case SHORT_BINBYTES:
+      case BINBYTES:
+      case BINBYTES8:
+      case BYTEARRAY8: {
+        size_t w = (op == SHORT_BINUNICODE || op == SHORT_BINBYTES) ? 1
+                   : (op == BINUNICODE || op == BINBYTES)           ? 4
+                                                                    : 8;
+        need(w);
+        uint64_t n = w == 1 ? *p_ : w == 4 ? load_le<uint32_t>(p_) : load_le<uint64_t>(p_);
+        p_ += w;
+        if (n > (uint64_t{1} << 40)) fail("string length " + std::to_string(n) + " is absurd");
+        need(static_cast<size_t>(n));
+        std::string_view s(reinterpret_cast<const char*>(p_), static_cast<size_t>(n));
+        p_ += n;
+        if (op == SHORT_BINUNICODE || op == BINUNICODE || op == BINUNICODE8) {
+          stack_.push_back(Val::make(T::Str, strings_.intern(s)));
+        } else {
+          blobs_.emplace_back(s);
+          stack_.push_back(Val::make(T::Bytes, blobs_.size() - 1));
+        }
+        break;
+      }
+      case EMPTY_DICT:
+        new_node(T::Dict);
+        break;
+      case EMPTY_LIST:
+        new_node(T::List);
+        break;
+      case EMPTY_TUPLE:
+        new_node(T::Tuple);
+        break;
+      case TUPLE1:
+      case TUPLE2:
+      case TUPLE3:
+      case TUPLE:
+      case LIST:
+      case DICT: {
+        size_t from;
+        if (op == TUPLE1 || op == TUPLE2 || op == TUPLE3) {
+          size_t k = static_cast<size_t>(op - TUPLE1 + 1);
+          if (stack_.size() < k) fail("stack underflow building a tuple");
+          from = stack_.size() - k;
+        } else {
+          from = pop_mark();
+        }
+        std::vector<Val> items(stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.end());
+        stack_.resize(from);
+        if (op == DICT) {
+          if (items.size() % 2) fail("odd number of items for DICT");
+          new_node(T::Dict);
+          // Route through SETITEMS so the hook sees it.
+          stack_.insert(stack_.end(), items.begin(), items.end());
+          set_items(stack_.size() - items.size());
+        } else {
+          uint32_t id = new_node(op == LIST ? T::List : T::Tuple);
+          nodes_[id].items = std::move(items);
+        }
+        break;
+      }
+      case APPEND: {
+        if (stack_.size() < 2) fail("APPEND with too few items on the stack");
+        Val list = stack_[stack_.size() - 2];
+        if (list.tag() != T::List || nodes_[list.idx()].is_converted)
+          fail("APPEND to something that is not a list");
+        nodes_[list.idx()].items.push_back(stack_.back());
+        stack_.pop_back();
+        break;
+      }
+      case APPENDS: {
+        size_t from = pop_mark();
+        if (from == 0) fail("APPENDS without a list");
+        Val list = stack_[from - 1];
+        if (list.tag() != T::List || nodes_[list.idx()].is_converted)
+          fail("APPENDS to something that is not a list");
+        auto& items = nodes_[list.idx()].items;
+        items.insert(items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.end());
+        stack_.resize(from);
+        break;
+      }
+      case SETITEM:
+        if (stack_.size() < 3) fail("SETITEM with too few items on the stack");
+        set_items(stack_.size() - 2);
+        break;
+      case SETITEMS:
+        set_items(pop_mark());
+        break;
+      case MEMOIZE:
+        memo_put(memo_.size() + sparse_memo_.size());
+        break;
+      case BINPUT:
+        need(1);
+        memo_put(*p_++);
+        break;
+      case LONG_BINPUT:
+        need(4);
+        memo_put(load_le<uint32_t>(p_));
+        p_ += 4;
+        break;
+      case BINGET:
+        need(1);
+        stack_.push_back(memo_get(*p_++));
+        break;
+      case LONG_BINGET:
+        need(4);
+        stack_.push_back(memo_get(load_le<uint32_t>(p_)));
+        p_ += 4;
+        break;
+      default: {
+        if (const char* name = code_opcode_name(op))
+          throw Error("refusing to run code: pickle opcode " + std::string(name) + " at byte " +
+                      std::to_string(op_offset_) +
+                      " would import or call a Python object; a memory snapshot holds only "
+                      "plain data");
+        if (const char* name = other_opcode_name(op))
+          throw Error("unsupported pickle opcode " + std::string(name) + " at byte " +
+                      std::to_string(op_offset_) +
+                      " (not used by memory snapshots, which torch writes with protocol 2+)");
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "0x%02x", op);
+        fail(std::string("unknown opcode ") + buf);
+      }
+    }
+  }
+}
+
+}  // namespace memsight

@@ -1,0 +1,123 @@
+#pragma once
+// A restricted pickle virtual machine for the data subset of protocols 2-5.
+//
+// It never imports or calls anything: GLOBAL, REDUCE, BUILD and the other
+// code-running opcodes are refused with an Error naming the opcode and byte
+// offset. Values are 8-byte tagged words; containers live in a node pool.
+//
+// To keep memory flat on huge inputs, a DictHook may turn a dict into a
+// compact value (a trace row, a frame) the moment its items arrive; the
+// dict's node is then recycled and its memo slot rewritten, so a later
+// BINGET sees the compact value.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "memsight/pyvalue.h"
+#include "memsight/reader.h"
+#include "memsight/snapshot.h"
+#include "pickle/source.h"
+
+namespace memsight {
+
+struct Val {
+  enum Tag : uint64_t {
+    None = 0, False, True, Int, Big, Float, Str, Bytes, List, Tuple, Dict, FrameRef, StackRef, Row
+  };
+  uint64_t bits = 0;
+
+  static constexpr uint64_t kPayload = (uint64_t{1} << 60) - 1;
+  static Val make(Tag t, uint64_t payload) { return Val{(uint64_t{t} << 60) | (payload & kPayload)}; }
+  static bool fits_int(int64_t v) { return v >= -(int64_t{1} << 59) && v < (int64_t{1} << 59); }
+  static Val integer(int64_t v) { return make(Int, static_cast<uint64_t>(v)); }
+  Tag tag() const { return static_cast<Tag>(bits >> 60); }
+  uint64_t payload() const { return bits & kPayload; }
+  uint32_t idx() const { return static_cast<uint32_t>(bits & kPayload); }
+  int64_t as_int() const {  // sign-extend the 60-bit payload
+    return static_cast<int64_t>(bits << 4) >> 4;
+  }
+  bool is_node() const { return tag() == List || tag() == Tuple || tag() == Dict; }
+  bool operator==(const Val& o) const { return bits == o.bits; }
+};
+
+struct Node {
+  std::vector<Val> items;  // dict: key, value, key, value ...
+  uint32_t memo = UINT32_MAX;  // memo slot holding this node, if any
+  uint32_t gets = 0;           // memo reads of it (0: the stack holds the only reference)
+  Val converted;               // set when the node was turned into a compact value
+  bool is_converted = false;
+};
+
+class Unpickler;
+
+class DictHook {
+ public:
+  virtual ~DictHook() = default;
+  // Called when an empty dict receives its first batch of items. Return true
+  // and set `out` to replace the dict with a compact value.
+  virtual bool convert_dict(Unpickler& vm, std::span<const Val> items, Val& out) = 0;
+};
+
+class Unpickler {
+ public:
+  Unpickler(ByteSource& src, StringTable& strings, DictHook* hook, Progress progress = {});
+  // Runs to STOP and returns the result. Throws Error.
+  Val run();
+
+  // Access for hooks and converters.
+  Node& node(Val v) { return nodes_[v.idx()]; }
+  const Node& node(Val v) const { return nodes_[v.idx()]; }
+  // Follows a node that was converted in place.
+  Val resolve(Val v) const {
+    if (v.is_node() && nodes_[v.idx()].is_converted) return nodes_[v.idx()].converted;
+    return v;
+  }
+  // Replaces a container by a compact value everywhere the VM can see it:
+  // its memo slot, and the node itself (for holders that still point at it).
+  // Frees the node when nothing else can refer to it.
+  void convert_node(Val container, Val compact);
+  double float_at(Val v) const { return floats_[v.idx()]; }
+  const std::string& bytes_at(Val v) const { return blobs_[v.idx()]; }
+  const std::string& big_at(Val v) const { return blobs_[v.idx()]; }
+  uint64_t offset() const;  // byte offset of the next unread byte
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const;
+  void refill(size_t need, bool hard = true);
+  void need(size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) refill(n);
+  }
+  uint32_t new_node(Val::Tag tag);
+  size_t pop_mark();
+  void push_long(const uint8_t* bytes, size_t n);
+  void memo_put(uint64_t idx);
+  Val memo_get(uint64_t idx);
+  void set_items(size_t from);  // SETITEM(S) / DICT helper
+  void add_pairs(Node& d, const Val* kv, size_t n);
+
+  ByteSource& src_;
+  StringTable& strings_;
+  DictHook* hook_;
+  Progress progress_;
+  std::vector<char> buf_;
+  const uint8_t* p_ = nullptr;
+  const uint8_t* end_ = nullptr;
+  uint64_t buf_offset_ = 0;  // file offset of buf_[0]
+  uint64_t op_offset_ = 0;   // offset of the opcode being run
+  uint64_t next_progress_ = 0;
+  bool eof_ = false;
+
+  std::vector<Val> stack_;
+  std::vector<size_t> marks_;
+  std::vector<Val> memo_;
+  std::unordered_map<uint64_t, Val> sparse_memo_;
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> free_nodes_;
+  std::vector<double> floats_;
+  std::vector<std::string> blobs_;  // bytes and big ints
+};
+
+}  // namespace memsight

@@ -1,0 +1,544 @@
+// Pickle -> Snapshot model. Trace entries and frames are converted while the
+// pickle streams in (see DictHook); segments, blocks and the small top-level
+// values are converted once the VM reaches STOP.
+#include <array>
+
+#include "memsight/reader.h"
+#include "pickle/source.h"
+#include "pickle/unpickler.h"
+#include "snapshot/read_internal.h"
+
+namespace memsight {
+namespace {
+
+constexpr int kMaxDepth = 1000;
+
+// Key names the model knows, interned first so their ids are small constants.
+enum Key : StrId {
+  kEmpty = 0, kAction, kAddr, kDeviceFree, kSize, kStream, kTimeUs, kCompileContext,
+  kUserMetadata, kFrames, kDevice, kAddress, kTotalSize, kAllocatedSize, kActiveSize,
+  kRequestedSize, kSegmentType, kSegmentPoolId, kIsExpandable, kBlocks, kState, kName,
+  kFilename, kLine, kSegments, kDeviceTraces, kKeyCount
+};
+constexpr std::array<std::string_view, kKeyCount> kKeyNames = {
+    "", "action", "addr", "device_free", "size", "stream", "time_us", "compile_context",
+    "user_metadata", "frames", "device", "address", "total_size", "allocated_size", "active_size",
+    "requested_size", "segment_type", "segment_pool_id", "is_expandable", "blocks", "state", "name",
+    "filename", "line", "segments", "device_traces"};
+
+class Builder : public DictHook {
+ public:
+  explicit Builder(Snapshot& s) : snap_(s) {
+    for (auto name : kKeyNames) snap_.strings.intern(name);
+  }
+
+  bool convert_dict(Unpickler& vm, std::span<const Val> items, Val& out) override {
+    if (items[0].tag() != Val::Str) return false;
+    StrId k0 = items[0].idx();
+    if (k0 == kAction && items[1].tag() == Val::Str) {
+      out = Val::make(Val::Row, make_row(vm, items));
+      return true;
+    }
+    if (k0 == kName && items.size() >= 6 && items[2] == Val::make(Val::Str, kFilename) &&
+        items[4] == Val::make(Val::Str, kLine)) {
+      out = Val::make(Val::FrameRef, make_frame(vm, items));
+      return true;
+    }
+    return false;
+  }
+
+  void finish(Unpickler& vm, Val root);
+
+ private:
+  uint32_t make_row(Unpickler& vm, std::span<const Val> items);
+  FrameId make_frame(Unpickler& vm, std::span<const Val> items);
+  bool to_stack(Unpickler& vm, Val v, StackId& out);
+  PyValue materialize(Unpickler& vm, Val v, int depth = 0);
+  void convert_segments(Unpickler& vm, Val list);
+  void convert_traces(Unpickler& vm, Val list);
+  uint32_t row_from_generic(Unpickler& vm, Val dict);
+  static bool is_int(Val v) { return v.tag() == Val::Int; }
+  std::string type_name(Val v) const;
+
+  Snapshot& snap_;
+  std::vector<ShapeKey> shape_buf_;
+  std::vector<ShapeKey> last_shape_;
+  ShapeId last_shape_id_ = 0;
+  std::vector<FrameId> frame_buf_;
+};
+
+std::string Builder::type_name(Val v) const {
+  switch (v.tag()) {
+    case Val::None: return "None";
+    case Val::False:
+    case Val::True: return "a bool";
+    case Val::Int:
+    case Val::Big: return "an int";
+    case Val::Float: return "a float";
+    case Val::Str: return "a str";
+    case Val::Bytes: return "bytes";
+    case Val::List: return "a list";
+    case Val::Tuple: return "a tuple";
+    case Val::Dict: return "a dict";
+    default: return "a dict";
+  }
+}
+
+// Field of a trace-entry key with a value of the right type, else Extra.
+uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
+  TraceTable& t = snap_.trace;
+  auto row = static_cast<uint32_t>(t.rows());
+  t.push_back_row();
+  shape_buf_.clear();
+  std::vector<PyValue>* extras = nullptr;
+  uint32_t seen = 0;
+  for (size_t i = 0; i < items.size(); i += 2) {
+    Val k = items[i], v = vm.resolve(items[i + 1]);
+    Field f = Field::Extra;
+    StrId key = k.tag() == Val::Str ? k.idx() : 0;
+    if (k.tag() == Val::Str && key < kKeyCount) {
+      switch (key) {
+        case kAction:
+          if (v.tag() == Val::Str) {
+            f = Field::Action;
+            Action a = parse_action(snap_.str(v.idx()));
+            t.action[row] = a;
+            if (a == Action::Other) t.action_name[row] = v.idx();
+          }
+          break;
+        case kAddr:
+        case kDeviceFree:
+          if (is_int(v)) f = Field::Addr, t.addr[row] = v.as_int();
+          break;
+        case kSize:
+          if (is_int(v)) f = Field::Size, t.size[row] = v.as_int();
+          break;
+        case kStream:
+          if (is_int(v)) f = Field::Stream, t.stream[row] = v.as_int();
+          break;
+        case kTimeUs:
+          if (is_int(v)) f = Field::TimeUs, t.time_us[row] = v.as_int();
+          break;
+        case kCompileContext:
+          if (v.tag() == Val::Str) f = Field::CompileContext, t.compile_context[row] = v.idx();
+          break;
+        case kUserMetadata:
+          if (v.tag() == Val::Str) f = Field::UserMetadata, t.user_metadata[row] = v.idx();
+          break;
+        case kFrames: {
+          StackId sid;
+          if (to_stack(vm, items[i + 1], sid)) f = Field::Frames, t.stack[row] = sid;
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    if (f != Field::Extra) {
+      uint32_t bit = 1u << static_cast<int>(f);
+      if (seen & bit) f = Field::Extra;  // a duplicate typed key stays verbatim
+      seen |= bit;
+    }
+    if (f == Field::Extra) {
+      if (!extras) extras = &t.extras[row];
+      if (k.tag() != Val::Str) {
+        // Non-string keys: keep the key too, as a (key, value) tuple.
+        extras->push_back(PyValue::tuple({materialize(vm, k), materialize(vm, items[i + 1])}));
+        key = 0;
+      } else {
+        extras->push_back(materialize(vm, items[i + 1]));
+      }
+    }
+    shape_buf_.push_back({key, f});
+  }
+  if (shape_buf_.size() == last_shape_.size() &&
+      std::equal(shape_buf_.begin(), shape_buf_.end(), last_shape_.begin(),
+                 [](const ShapeKey& a, const ShapeKey& b) {
+                   return a.key == b.key && a.field == b.field;
+                 })) {
+    t.shape[row] = last_shape_id_;
+  } else {
+    last_shape_id_ = t.shape[row] = snap_.shapes.intern(shape_buf_);
+    last_shape_ = shape_buf_;
+  }
+  return row;
+}
+
+FrameId Builder::make_frame(Unpickler& vm, std::span<const Val> items) {
+  Frame f;
+  Val name = vm.resolve(items[1]), file = vm.resolve(items[3]), line = vm.resolve(items[5]);
+  bool plain = items.size() == 6 && name.tag() == Val::Str && file.tag() == Val::Str &&
+               line.tag() == Val::Int;
+  if (name.tag() == Val::Str) f.name = name.idx();
+  if (file.tag() == Val::Str) f.filename = file.idx();
+  if (line.tag() == Val::Int) f.line = line.as_int();
+  if (!plain) {
+    PyValue d = PyValue::dict();
+    for (size_t i = 0; i < items.size(); ++i) d.items.push_back(materialize(vm, items[i]));
+    snap_.frames.extras.push_back(std::move(d));
+    f.extra = static_cast<uint32_t>(snap_.frames.extras.size());
+  }
+  return snap_.frames.intern_frame(f);
+}
+
+// A list of frames becomes an interned stack; the list node is converted in
+// place so every other holder (a block, a memo read) sees the stack too.
+bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
+  v = vm.resolve(v);
+  if (v.tag() == Val::StackRef) {
+    out = v.idx();
+    return true;
+  }
+  if (v.tag() != Val::List) return false;
+  frame_buf_.clear();
+  for (Val item : vm.node(v).items) {
+    item = vm.resolve(item);
+    if (item.tag() == Val::FrameRef) {
+      frame_buf_.push_back(item.idx());
+    } else if (item.tag() == Val::Dict) {
+      // A frame dict in another key order: keep it whole as an extra.
+      PyValue d = materialize(vm, item);
+      Frame f;
+      if (auto* n = d.get("name"); n && n->kind == PyValue::Kind::Str)
+        f.name = snap_.strings.intern(n->s);
+      if (auto* n = d.get("filename"); n && n->kind == PyValue::Kind::Str)
+        f.filename = snap_.strings.intern(n->s);
+      if (auto* n = d.get("line"); n && n->kind == PyValue::Kind::Int) f.line = n->i;
+      snap_.frames.extras.push_back(std::move(d));
+      f.extra = static_cast<uint32_t>(snap_.frames.extras.size());
+      frame_buf_.push_back(snap_.frames.intern_frame(f));
+    } else {
+      return false;
+    }
+  }
+  out = snap_.frames.intern_stack(frame_buf_);
+  vm.convert_node(v, Val::make(Val::StackRef, out));
+  return true;
+}
+
+PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
+  if (depth > kMaxDepth) throw Error("corrupted pickle: values nested deeper than 1000 levels");
+  v = vm.resolve(v);
+  switch (v.tag()) {
+    case Val::None: return PyValue::none();
+    case Val::False: return PyValue::boolean(false);
+    case Val::True: return PyValue::boolean(true);
+    case Val::Int: return PyValue::integer(v.as_int());
+    case Val::Big: {
+      PyValue p;
+      p.kind = PyValue::Kind::BigInt;
+      p.s = vm.big_at(v);
+      return p;
+    }
+    case Val::Float: return PyValue::real(vm.float_at(v));
+    case Val::Str: return PyValue::str(snap_.str(v.idx()));
+    case Val::Bytes: {
+      PyValue p;
+      p.kind = PyValue::Kind::Bytes;
+      p.s = vm.bytes_at(v);
+      return p;
+    }
+    case Val::List:
+    case Val::Tuple:
+    case Val::Dict: {
+      PyValue p;
+      p.kind = v.tag() == Val::List    ? PyValue::Kind::List
+               : v.tag() == Val::Tuple ? PyValue::Kind::Tuple
+                                       : PyValue::Kind::Dict;
+      // Copy: materialising may recurse into the node pool and grow it.
+      std::vector<Val> items = vm.node(v).items;
+      p.items.reserve(items.size());
+      for (Val item : items) p.items.push_back(materialize(vm, item, depth + 1));
+      return p;
+    }
+    case Val::FrameRef: return frame_to_pyvalue(snap_, v.idx());
+    case Val::StackRef: {
+      PyValue p = PyValue::list();
+      for (FrameId f : snap_.frames.stack(v.idx())) p.items.push_back(frame_to_pyvalue(snap_, f));
+      return p;
+    }
+    case Val::Row: return row_to_pyvalue(snap_, v.idx());
+  }
+  return PyValue::none();
+}
+
+void Builder::finish(Unpickler& vm, Val root) {
+  root = vm.resolve(root);
+  if (root.tag() == Val::List) {
+    // memory_snapshot() output: a bare list of segments.
+    snap_.legacy_segment_list = true;
+    convert_segments(vm, root);
+    return;
+  }
+  if (root.tag() != Val::Dict)
+    throw Error("not a memory snapshot: the pickle holds " + type_name(root) +
+                ", expected a dict with 'segments' and 'device_traces'");
+  const auto items = vm.node(root).items;
+  bool has_segments = false;
+  Val traces{};
+  bool has_traces = false;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i + 1 < items.size(); i += 2) {
+    if (items[i].tag() != Val::Str)
+      throw Error("not a memory snapshot: a top-level key is " + type_name(items[i]));
+    keys.emplace_back(snap_.str(items[i].idx()));
+  }
+  for (size_t i = 0; i + 1 < items.size(); i += 2) {
+    StrId k = items[i].idx();
+    if (k == kSegments) {
+      has_segments = true;
+      convert_segments(vm, items[i + 1]);
+    } else if (k == kDeviceTraces) {
+      has_traces = true;
+      traces = items[i + 1];
+    }
+  }
+  if (!has_segments) {
+    std::string list;
+    for (auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+    throw Error("not a memory snapshot: no 'segments' key (top-level keys: " +
+                (list.empty() ? std::string("none") : list) + ")");
+  }
+  // Other top-level values are materialised before the trace table can be
+  // reordered, since a Row value refers to the table as read.
+  for (size_t i = 0; i + 1 < items.size(); i += 2) {
+    StrId k = items[i].idx();
+    if (k != kSegments && k != kDeviceTraces)
+      snap_.top_level.emplace_back(std::string(snap_.str(k)), materialize(vm, items[i + 1]));
+  }
+  snap_.top_keys = std::move(keys);
+  if (has_traces) convert_traces(vm, traces);
+}
+
+void Builder::convert_segments(Unpickler& vm, Val list) {
+  list = vm.resolve(list);
+  if (list.tag() != Val::List)
+    throw Error("not a memory snapshot: 'segments' is " + type_name(list) + ", expected a list");
+  const auto segs = vm.node(list).items;
+  for (size_t si = 0; si < segs.size(); ++si) {
+    Val sv = vm.resolve(segs[si]);
+    if (sv.tag() != Val::Dict)
+      throw Error("not a memory snapshot: segments[" + std::to_string(si) + "] is " +
+                  type_name(sv) + ", expected a dict");
+    Segment seg;
+    std::vector<ShapeKey> shape;
+    std::vector<PyValue> extras;
+    Val blocks{};
+    bool has_blocks = false;
+    const auto items = vm.node(sv).items;
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      Val k = items[i], v = vm.resolve(items[i + 1]);
+      Field f = Field::Extra;
+      StrId key = k.tag() == Val::Str ? k.idx() : 0;
+      if (k.tag() == Val::Str) {
+        auto int_field = [&](Field fld, int64_t& dst) {
+          if (is_int(v)) f = fld, dst = v.as_int();
+        };
+        switch (key) {
+          case kDevice: int_field(Field::Device, seg.device); break;
+          case kAddress: int_field(Field::Address, seg.address); break;
+          case kTotalSize: int_field(Field::TotalSize, seg.total_size); break;
+          case kAllocatedSize: int_field(Field::AllocatedSize, seg.allocated_size); break;
+          case kActiveSize: int_field(Field::ActiveSize, seg.active_size); break;
+          case kRequestedSize: int_field(Field::RequestedSize, seg.requested_size); break;
+          case kStream: int_field(Field::Stream, seg.stream); break;
+          case kSegmentType:
+            if (v.tag() == Val::Str) f = Field::SegmentType, seg.segment_type = v.idx();
+            break;
+          case kSegmentPoolId:
+            if (v.tag() == Val::Tuple && vm.node(v).items.size() == 2 &&
+                is_int(vm.resolve(vm.node(v).items[0])) && is_int(vm.resolve(vm.node(v).items[1]))) {
+              f = Field::SegmentPoolId;
+              seg.pool_id[0] = vm.resolve(vm.node(v).items[0]).as_int();
+              seg.pool_id[1] = vm.resolve(vm.node(v).items[1]).as_int();
+            }
+            break;
+          case kIsExpandable:
+            if (v.tag() == Val::True || v.tag() == Val::False)
+              f = Field::IsExpandable, seg.is_expandable = v.tag() == Val::True;
+            break;
+          case kFrames:
+            if (to_stack(vm, items[i + 1], seg.stack)) f = Field::Frames;
+            break;
+          case kBlocks:
+            if (v.tag() == Val::List) f = Field::Blocks, blocks = v, has_blocks = true;
+            break;
+          default:
+            break;
+        }
+      }
+      if (f == Field::Extra)
+        extras.push_back(k.tag() == Val::Str ? materialize(vm, items[i + 1])
+                                             : PyValue::tuple({materialize(vm, k),
+                                                               materialize(vm, items[i + 1])}));
+      shape.push_back({key, f});
+    }
+    seg.shape = snap_.shapes.intern(shape);
+    if (!extras.empty()) {
+      snap_.extras.push_back(std::move(extras));
+      seg.extra = static_cast<uint32_t>(snap_.extras.size());
+    }
+    seg.block_begin = static_cast<uint32_t>(snap_.blocks.size());
+    if (has_blocks) {
+      int64_t running = seg.address;
+      const auto bl = vm.node(blocks).items;
+      for (size_t bi = 0; bi < bl.size(); ++bi) {
+        Val bv = vm.resolve(bl[bi]);
+        if (bv.tag() != Val::Dict)
+          throw Error("not a memory snapshot: segments[" + std::to_string(si) + "]['blocks'][" +
+                      std::to_string(bi) + "] is " + type_name(bv) + ", expected a dict");
+        Block b;
+        b.address = running;
+        std::vector<ShapeKey> bshape;
+        std::vector<PyValue> bextras;
+        const auto bitems = vm.node(bv).items;
+        for (size_t i = 0; i + 1 < bitems.size(); i += 2) {
+          Val k = bitems[i], v = vm.resolve(bitems[i + 1]);
+          Field f = Field::Extra;
+          StrId key = k.tag() == Val::Str ? k.idx() : 0;
+          if (k.tag() == Val::Str) {
+            switch (key) {
+              case kAddress:
+                if (is_int(v)) f = Field::Address, b.address = v.as_int();
+                break;
+              case kSize:
+                if (is_int(v)) f = Field::Size, b.size = v.as_int();
+                break;
+              case kRequestedSize:
+                if (is_int(v)) f = Field::RequestedSize, b.requested_size = v.as_int();
+                break;
+              case kState:
+                if (v.tag() == Val::Str) {
+                  f = Field::State;
+                  b.state_name = v.idx();
+                  auto s = snap_.str(v.idx());
+                  b.state = s == "active_allocated"      ? BlockState::ActiveAllocated
+                            : s == "active_pending_free" ? BlockState::ActivePendingFree
+                            : s == "inactive"            ? BlockState::Inactive
+                                                         : BlockState::Other;
+                }
+                break;
+              case kFrames:
+                if (to_stack(vm, bitems[i + 1], b.stack)) f = Field::Frames;
+                break;
+              default:
+                break;
+            }
+          }
+          if (f == Field::Extra)
+            bextras.push_back(k.tag() == Val::Str
+                                  ? materialize(vm, bitems[i + 1])
+                                  : PyValue::tuple({materialize(vm, k), materialize(vm, bitems[i + 1])}));
+          bshape.push_back({key, f});
+        }
+        b.shape = snap_.shapes.intern(bshape);
+        if (!bextras.empty()) {
+          snap_.extras.push_back(std::move(bextras));
+          b.extra = static_cast<uint32_t>(snap_.extras.size());
+        }
+        running = b.address + b.size;
+        snap_.blocks.push_back(b);
+      }
+    }
+    seg.block_end = static_cast<uint32_t>(snap_.blocks.size());
+    snap_.segments.push_back(seg);
+  }
+}
+
+uint32_t Builder::row_from_generic(Unpickler& vm, Val dict) {
+  const auto items = vm.node(dict).items;
+  if (items.empty() || items[0] != Val::make(Val::Str, kAction))
+    throw Error("not a memory snapshot: a device trace entry has no 'action' key first");
+  return make_row(vm, items);
+}
+
+void Builder::convert_traces(Unpickler& vm, Val list) {
+  list = vm.resolve(list);
+  if (list.tag() != Val::List)
+    throw Error("not a memory snapshot: 'device_traces' is " + type_name(list) +
+                ", expected a list");
+  const auto devices = vm.node(list).items;
+  std::vector<std::vector<uint32_t>> order(devices.size());
+  bool contiguous = true;
+  uint32_t expect = 0;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    Val dv = vm.resolve(devices[d]);
+    if (dv.tag() != Val::List)
+      throw Error("not a memory snapshot: device_traces[" + std::to_string(d) + "] is " +
+                  type_name(dv) + ", expected a list");
+    const auto& entries = vm.node(dv).items;
+    order[d].reserve(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      Val e = vm.resolve(entries[i]);
+      uint32_t row;
+      if (e.tag() == Val::Row) {
+        row = e.idx();
+      } else if (e.tag() == Val::Dict) {
+        row = row_from_generic(vm, e);
+      } else {
+        throw Error("not a memory snapshot: device_traces[" + std::to_string(d) + "][" +
+                    std::to_string(i) + "] is " + type_name(e) + ", expected a dict");
+      }
+      if (row != expect) contiguous = false;
+      expect = row + 1;
+      order[d].push_back(row);
+    }
+  }
+  snap_.device_begin.assign(1, 0);
+  uint32_t total = 0;
+  for (auto& o : order) snap_.device_begin.push_back(total += static_cast<uint32_t>(o.size()));
+  if (contiguous && total == snap_.trace.rows()) return;
+  // Rare: entries shared, reordered or stray rows. Gather them in device order.
+  TraceTable old = std::move(snap_.trace);
+  TraceTable& t = snap_.trace = TraceTable{};
+  t.reserve(total);
+  for (auto& o : order) {
+    for (uint32_t r : o) {
+      auto nr = static_cast<uint32_t>(t.rows());
+      t.action.push_back(old.action[r]);
+      t.addr.push_back(old.addr[r]);
+      t.size.push_back(old.size[r]);
+      t.stream.push_back(old.stream[r]);
+      t.time_us.push_back(old.time_us[r]);
+      t.compile_context.push_back(old.compile_context[r]);
+      t.user_metadata.push_back(old.user_metadata[r]);
+      t.stack.push_back(old.stack[r]);
+      t.shape.push_back(old.shape[r]);
+      if (auto it = old.action_name.find(r); it != old.action_name.end())
+        t.action_name[nr] = it->second;
+      if (auto it = old.extras.find(r); it != old.extras.end()) t.extras[nr] = it->second;
+    }
+  }
+}
+
+}  // namespace
+
+Snapshot read_snapshot(ByteSource& src, const Progress& progress) {
+  Snapshot snap;
+  Builder builder(snap);
+  if (src.total() > 0 && src.compression().empty()) snap.trace.reserve(src.total() / 48);
+  Unpickler vm(src, snap.strings, &builder, progress);
+  Val root = vm.run();
+  builder.finish(vm, root);
+  return snap;
+}
+
+Snapshot read_snapshot_file(const std::string& path, const Progress& progress) {
+  auto src = open_source(path);
+  try {
+    return read_snapshot(*src, progress);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error(path + ": out of memory while reading the snapshot");
+  } catch (const std::length_error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+Snapshot read_snapshot_bytes(std::string_view data) {
+  auto src = memory_source(data);
+  return read_snapshot(*src, {});
+}
+
+}  // namespace memsight

@@ -1,0 +1,445 @@
+// Model -> protocol-4 pickle that pickle.load turns back into the dicts torch
+// wrote. Layout of what we emit:
+//
+//   PROTO 4
+//   EMPTY_DICT                                  top-level dict
+//     MARK 'segments' [segments...] 'device_traces' [[entries...]...] ... SETITEMS
+//   entry:  EMPTY_DICT MARK key value ... SETITEMS
+//   frames: a list per stack, memoised, so identical stacks share one object
+//           (as torch's de-duplicated tracebacks do); frame dicts memoised too.
+//
+// Strings are memoised on first use and read back with BINGET afterwards.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <unordered_map>
+
+#include "memsight/reader.h"
+#include "pickle/source.h"
+
+namespace memsight {
+namespace {
+
+class Pickler {
+ public:
+  explicit Pickler(const Snapshot& snap) : snap_(snap) {}
+
+  std::string run() {
+    out_.reserve(1 << 20);
+    op(0x80);
+    op(4);
+    if (snap_.legacy_segment_list) {
+      segments();
+    } else {
+      op('}');
+      op('(');
+      size_t n = 0;
+      for (const std::string& k : snap_.top_keys) {
+        flush_batch(n);
+        str(k);
+        if (k == "segments") {
+          segments();
+        } else if (k == "device_traces") {
+          traces();
+        } else if (const PyValue* v = snap_.top(k)) {
+          value(*v);
+        } else {
+          op('N');
+        }
+      }
+      if (snap_.top_keys.empty()) {  // a model built in code
+        str("segments");
+        segments();
+        str("device_traces");
+        traces();
+      }
+      op('u');
+    }
+    op('.');
+    return std::move(out_);
+  }
+
+ private:
+  void op(uint8_t b) { out_.push_back(static_cast<char>(b)); }
+  void raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  // Python batches SETITEMS/APPENDS by 1000; any batch size is valid, but
+  // matching keeps our pickles looking like Python's.
+  void flush_batch(size_t& n, char close = 'u') {
+    if (n && n % 1000 == 0) {
+      op(static_cast<uint8_t>(close));
+      op('(');
+    }
+    ++n;
+  }
+
+  void memo_get(uint32_t idx) {
+    if (idx < 256) {
+      op('h');
+      op(static_cast<uint8_t>(idx));
+    } else {
+      op('j');
+      raw(&idx, 4);
+    }
+  }
+  uint32_t memoize() {
+    op(0x94);
+    return memo_count_++;
+  }
+
+  // Strings of the model are memoised by id, others through a local table.
+  void str(StrId id) {
+    if (id >= id_memo_.size()) id_memo_.resize(snap_.strings.size(), UINT32_MAX);
+    if (id_memo_[id] != UINT32_MAX) return memo_get(id_memo_[id]);
+    id_memo_[id] = emit_str(snap_.str(id));
+  }
+  void str(std::string_view s) {
+    StrId local = local_strings_.intern(s);
+    if (local >= local_memo_.size()) local_memo_.resize(local + 1, UINT32_MAX);
+    if (local_memo_[local] != UINT32_MAX) return memo_get(local_memo_[local]);
+    local_memo_[local] = emit_str(s);
+  }
+  uint32_t emit_str(std::string_view s) {
+    if (s.size() < 256) {
+      op(0x8c);
+      op(static_cast<uint8_t>(s.size()));
+    } else {
+      op('X');
+      auto n = static_cast<uint32_t>(s.size());
+      raw(&n, 4);
+    }
+    raw(s.data(), s.size());
+    return memoize();
+  }
+
+  void integer(int64_t v) {
+    if (v >= 0 && v < 256) {
+      op('K');
+      op(static_cast<uint8_t>(v));
+    } else if (v >= 0 && v < 65536) {
+      op('M');
+      auto u = static_cast<uint16_t>(v);
+      raw(&u, 2);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+      op('J');
+      auto u = static_cast<int32_t>(v);
+      raw(&u, 4);
+    } else {
+      // LONG1 with the fewest two's complement bytes, as Python writes it.
+      uint8_t bytes[8];
+      auto u = static_cast<uint64_t>(v);
+      for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(u >> (8 * i));
+      int n = 8;
+      while (n > 1 && ((bytes[n - 1] == 0 && !(bytes[n - 2] & 0x80)) ||
+                       (bytes[n - 1] == 0xff && (bytes[n - 2] & 0x80))))
+        --n;
+      op(0x8a);
+      op(static_cast<uint8_t>(n));
+      raw(bytes, static_cast<size_t>(n));
+    }
+  }
+
+  void value(const PyValue& v) {
+    using K = PyValue::Kind;
+    switch (v.kind) {
+      case K::None: op('N'); break;
+      case K::Bool: op(v.b ? 0x88 : 0x89); break;
+      case K::Int: integer(v.i); break;
+      case K::BigInt:
+        if (v.s.size() < 256) {
+          op(0x8a);
+          op(static_cast<uint8_t>(v.s.size()));
+        } else {
+          op(0x8b);
+          auto n = static_cast<int32_t>(v.s.size());
+          raw(&n, 4);
+        }
+        raw(v.s.data(), v.s.size());
+        break;
+      case K::Float: {
+        op('G');
+        uint64_t u;
+        std::memcpy(&u, &v.f, 8);
+        for (int i = 7; i >= 0; --i) op(static_cast<uint8_t>(u >> (8 * i)));
+        break;
+      }
+      case K::Str: str(v.s); break;
+      case K::Bytes: {
+        op('B');
+        auto n = static_cast<uint32_t>(v.s.size());
+        raw(&n, 4);
+        raw(v.s.data(), v.s.size());
+        break;
+      }
+      case K::List: {
+        op(']');
+        if (v.items.empty()) break;
+        op('(');
+        size_t n = 0;
+        for (const PyValue& item : v.items) {
+          flush_batch(n, 'e');
+          value(item);
+        }
+        op('e');
+        break;
+      }
+      case K::Tuple: {
+        if (v.items.empty()) {
+          op(')');
+          break;
+        }
+        if (v.items.size() > 3) op('(');
+        for (const PyValue& item : v.items) value(item);
+        op(v.items.size() == 1   ? 0x85
+           : v.items.size() == 2 ? 0x86
+           : v.items.size() == 3 ? 0x87
+                                 : 't');
+        break;
+      }
+      case K::Dict: {
+        op('}');
+        if (v.items.empty()) break;
+        op('(');
+        size_t n = 0;
+        for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+          flush_batch(n);
+          value(v.items[i]);
+          value(v.items[i + 1]);
+        }
+        op('u');
+        break;
+      }
+    }
+  }
+
+  void frame(FrameId id) {
+    auto it = frame_memo_.find(id);
+    if (it != frame_memo_.end()) return memo_get(it->second);
+    const Frame& f = snap_.frames.frame(id);
+    if (f.extra) {
+      value(snap_.frames.extras[f.extra - 1]);
+    } else {
+      op('}');
+      op('(');
+      str("name");
+      str(f.name);
+      str("filename");
+      str(f.filename);
+      str("line");
+      integer(f.line);
+      op('u');
+    }
+    frame_memo_.emplace(id, memoize());
+  }
+
+  void stack(StackId id) {
+    auto it = stack_memo_.find(id);
+    if (it != stack_memo_.end()) return memo_get(it->second);
+    op(']');
+    auto frames = snap_.frames.stack(id);
+    // Memoise the list before its items, as Python does.
+    uint32_t slot = memoize();
+    if (!frames.empty()) {
+      op('(');
+      size_t n = 0;
+      for (FrameId f : frames) {
+        flush_batch(n, 'e');
+        frame(f);
+      }
+      op('e');
+    }
+    stack_memo_.emplace(id, slot);
+  }
+
+  void extra_pair(StrId key, const PyValue& v) {
+    if (key == 0 && v.kind == PyValue::Kind::Tuple && v.items.size() == 2) {
+      value(v.items[0]);
+      value(v.items[1]);
+    } else {
+      str(key);
+      value(v);
+    }
+  }
+
+  void segments() {
+    op(']');
+    if (snap_.segments.empty()) return;
+    op('(');
+    size_t n = 0;
+    for (const Segment& s : snap_.segments) {
+      flush_batch(n, 'e');
+      op('}');
+      op('(');
+      size_t xi = 0;
+      for (const ShapeKey& k : snap_.shapes.get(s.shape)) {
+        if (k.field == Field::Extra) {
+          extra_pair(k.key, snap_.extras[s.extra - 1][xi++]);
+          continue;
+        }
+        str(k.key);
+        switch (k.field) {
+          case Field::Device: integer(s.device); break;
+          case Field::Address: integer(s.address); break;
+          case Field::TotalSize: integer(s.total_size); break;
+          case Field::AllocatedSize: integer(s.allocated_size); break;
+          case Field::ActiveSize: integer(s.active_size); break;
+          case Field::RequestedSize: integer(s.requested_size); break;
+          case Field::Stream: integer(s.stream); break;
+          case Field::SegmentType: str(s.segment_type); break;
+          case Field::SegmentPoolId:
+            integer(s.pool_id[0]);
+            integer(s.pool_id[1]);
+            op(0x86);
+            break;
+          case Field::IsExpandable: op(s.is_expandable ? 0x88 : 0x89); break;
+          case Field::Frames: stack(s.stack); break;
+          case Field::Blocks: blocks(s); break;
+          default: op('N'); break;
+        }
+      }
+      op('u');
+    }
+    op('e');
+  }
+
+  void blocks(const Segment& s) {
+    op(']');
+    auto bl = snap_.segment_blocks(s);
+    if (bl.empty()) return;
+    op('(');
+    size_t n = 0;
+    for (const Block& b : bl) {
+      flush_batch(n, 'e');
+      op('}');
+      op('(');
+      size_t xi = 0;
+      for (const ShapeKey& k : snap_.shapes.get(b.shape)) {
+        if (k.field == Field::Extra) {
+          extra_pair(k.key, snap_.extras[b.extra - 1][xi++]);
+          continue;
+        }
+        str(k.key);
+        switch (k.field) {
+          case Field::Address: integer(b.address); break;
+          case Field::Size: integer(b.size); break;
+          case Field::RequestedSize: integer(b.requested_size); break;
+          case Field::State: str(b.state_name); break;
+          case Field::Frames: stack(b.stack); break;
+          default: op('N'); break;
+        }
+      }
+      op('u');
+    }
+    op('e');
+  }
+
+  void traces() {
+    const TraceTable& t = snap_.trace;
+    op(']');
+    if (snap_.device_count() == 0) return;
+    op('(');
+    size_t nd = 0;
+    for (size_t d = 0; d < snap_.device_count(); ++d) {
+      flush_batch(nd, 'e');
+      auto [begin, end] = snap_.device_rows(d);
+      op(']');
+      if (begin == end) continue;
+      op('(');
+      size_t n = 0;
+      for (uint32_t r = begin; r < end; ++r) {
+        flush_batch(n, 'e');
+        op('}');
+        op('(');
+        const std::vector<PyValue>* extras = nullptr;
+        if (auto it = t.extras.find(r); it != t.extras.end()) extras = &it->second;
+        size_t xi = 0;
+        for (const ShapeKey& k : snap_.shapes.get(t.shape[r])) {
+          if (k.field == Field::Extra) {
+            extra_pair(k.key, (*extras)[xi++]);
+            continue;
+          }
+          str(k.key);
+          switch (k.field) {
+            case Field::Action: {
+              auto it = t.action_name.find(r);
+              if (it != t.action_name.end())
+                str(it->second);
+              else
+                str(action_name(t.action[r]));
+              break;
+            }
+            case Field::Addr: integer(t.addr[r]); break;
+            case Field::Size: integer(t.size[r]); break;
+            case Field::Stream: integer(t.stream[r]); break;
+            case Field::TimeUs: integer(t.time_us[r]); break;
+            case Field::CompileContext: str(t.compile_context[r]); break;
+            case Field::UserMetadata: str(t.user_metadata[r]); break;
+            case Field::Frames: stack(t.stack[r]); break;
+            default: op('N'); break;
+          }
+        }
+        op('u');
+      }
+      op('e');
+    }
+    op('e');
+  }
+
+  const Snapshot& snap_;
+  std::string out_;
+  uint32_t memo_count_ = 0;
+  std::vector<uint32_t> id_memo_;
+  StringTable local_strings_;
+  std::vector<uint32_t> local_memo_;
+  std::unordered_map<FrameId, uint32_t> frame_memo_;
+  std::unordered_map<StackId, uint32_t> stack_memo_;
+};
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+std::string pickle_snapshot(const Snapshot& snap) { return Pickler(snap).run(); }
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::random_device rd;
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp" + std::to_string(rd()))).string();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(path + ": cannot write: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t w = ::write(fd, content.data() + done, content.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(path + ": write failed: " + std::strerror(e));
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    throw Error(path + ": cannot write: " + std::strerror(e));
+  }
+}
+
+void write_snapshot_file(const Snapshot& snap, const std::string& path) {
+  std::string data = pickle_snapshot(snap);
+  if (ends_with(path, ".gz"))
+    data = compress(data, "gzip");
+  else if (ends_with(path, ".zst") || ends_with(path, ".zstd"))
+    data = compress(data, "zstd");
+  write_file_atomic(path, data);
+}
+
+}  // namespace memsight
