@@ -126,6 +126,7 @@ uint32_t Unpickler::new_node(Val::Tag tag) {
     n.memo = UINT32_MAX;
     n.gets = 0;
     n.is_converted = false;
+    n.row_first = n.row_count = 0;
   } else {
     id = static_cast<uint32_t>(nodes_.size());
     nodes_.emplace_back();
@@ -162,16 +163,42 @@ void Unpickler::push_long(const uint8_t* b, size_t n) {
   stack_.push_back(Val::make(Val::Big, blobs_.size() - 1));
 }
 
+void Unpickler::memo_set(size_t idx, Val v) {
+  uint64_t payload = v.payload();
+  if (payload < (uint64_t{1} << 28)) {
+    memo_[idx] = static_cast<uint32_t>((uint64_t{v.tag()} << 28) | payload);
+    if (memo_[idx] != kWide) return;
+  }
+  memo_[idx] = kWide;
+  memo_wide_[idx] = v;
+}
+
+Val Unpickler::memo_at(size_t idx) const {
+  uint32_t m = memo_[idx];
+  if (m == kWide) return memo_wide_.at(idx);
+  return Val::make(static_cast<Val::Tag>(m >> 28), m & ((1u << 28) - 1));
+}
+
+std::vector<Val> Unpickler::list_items(Val v) const {
+  const Node& n = nodes_[v.idx()];
+  std::vector<Val> out;
+  out.reserve(n.row_count + n.items.size());
+  for (uint32_t r = 0; r < n.row_count; ++r) out.push_back(Val::make(Val::Row, n.row_first + r));
+  out.insert(out.end(), n.items.begin(), n.items.end());
+  return out;
+}
+
 void Unpickler::memo_put(uint64_t idx) {
   if (stack_.empty()) fail("memo store on an empty stack");
   Val v = stack_.back();
   if (idx < memo_.size()) {
-    memo_[idx] = v;
+    memo_set(idx, v);
   } else if (idx == memo_.size()) {
-    memo_.push_back(v);
+    memo_.push_back(0);
+    memo_set(idx, v);
   } else if (idx - memo_.size() < 4096) {
     memo_.resize(idx + 1);
-    memo_[idx] = v;
+    memo_set(idx, v);
   } else {
     sparse_memo_[idx] = v;
     if (v.is_node()) nodes_[v.idx()].memo = UINT32_MAX;  // sparse slots are not rewritten
@@ -183,7 +210,7 @@ void Unpickler::memo_put(uint64_t idx) {
 Val Unpickler::memo_get(uint64_t idx) {
   Val v;
   if (idx < memo_.size()) {
-    v = memo_[idx];
+    v = memo_at(idx);
   } else {
     auto it = sparse_memo_.find(idx);
     if (it == sparse_memo_.end()) fail("memo key " + std::to_string(idx) + " was never stored");
@@ -199,8 +226,8 @@ Val Unpickler::memo_get(uint64_t idx) {
 
 void Unpickler::convert_node(Val container, Val compact) {
   Node& n = nodes_[container.idx()];
-  if (n.memo != UINT32_MAX && n.memo < memo_.size() && memo_[n.memo] == container)
-    memo_[n.memo] = compact;
+  if (n.memo != UINT32_MAX && n.memo < memo_.size() && memo_at(n.memo) == container)
+    memo_set(n.memo, compact);
   if (n.gets == 0) {
     // Nothing but the caller refers to it: recycle the node.
     n.items.clear();
@@ -213,6 +240,27 @@ void Unpickler::convert_node(Val container, Val compact) {
     n.items.clear();
     n.items.shrink_to_fit();
   }
+}
+
+void Unpickler::append_items(Node& list, const Val* v, size_t n) {
+  size_t i = 0;
+  if (list.items.empty()) {
+    // Extend the row range while the items are the next rows.
+    for (; i < n && v[i].tag() == Val::Row; ++i) {
+      if (list.row_count == 0) {
+        list.row_first = v[i].idx();
+      } else if (v[i].idx() != list.row_first + list.row_count) {
+        break;
+      }
+      ++list.row_count;
+    }
+    if (i < n && list.row_count) {
+      for (uint32_t r = 0; r < list.row_count; ++r)
+        list.items.push_back(Val::make(Val::Row, list.row_first + r));
+      list.row_count = 0;
+    }
+  }
+  list.items.insert(list.items.end(), v + i, v + n);
 }
 
 void Unpickler::add_pairs(Node& d, const Val* kv, size_t n) {
@@ -257,6 +305,182 @@ void Unpickler::set_items(size_t from) {
   }
   add_pairs(*d, stack_.data() + from, n);
   stack_.resize(from);
+}
+
+// Fast path. A trace entry or a frame is a flat dict: keys and values are
+// memo reads, small ints, short strings and at most lists of memo reads.
+// Decode it straight from the buffer into a compact value, with no nodes.
+// Anything else, or the buffer running out, abandons the attempt without
+// side effects that matter (strings interned, a node's read count bumped)
+// and the generic path runs from the same byte.
+bool Unpickler::flat_get(uint64_t idx, Val& out) {
+  size_t base = memo_.size();
+  if (idx < base) {
+    out = memo_at(idx);
+    if (out.is_node()) {
+      Node& n = nodes_[out.idx()];
+      if (n.is_converted) {
+        out = n.converted;
+      } else {
+        ++n.gets;
+        flat_gets_.push_back(out.idx());
+      }
+    }
+    return true;
+  }
+  idx -= base;
+  if (idx == 0 || idx >= flat_memo_.size()) return false;  // the dict itself, or unknown
+  out = flat_memo_[idx];
+  return true;
+}
+
+bool Unpickler::flat_value(const uint8_t*& q, Val& out) {
+  using T = Val::Tag;
+  if (end_ - q < 16) return false;
+  uint8_t op = *q++;
+  switch (op) {
+    case BINGET:
+      return flat_get(*q++, out);
+    case LONG_BINGET: {
+      uint64_t idx = load_le<uint32_t>(q);
+      q += 4;
+      return flat_get(idx, out);
+    }
+    case BININT1:
+      out = Val::integer(*q++);
+      return true;
+    case BININT2:
+      out = Val::integer(load_le<uint16_t>(q));
+      q += 2;
+      return true;
+    case BININT:
+      out = Val::integer(load_le<int32_t>(q));
+      q += 4;
+      return true;
+    case LONG1: {
+      size_t n = *q++;
+      if (n == 0 || n > 8) return false;
+      uint64_t u = 0;
+      std::memcpy(&u, q, 8);  // 16 bytes are in the buffer
+      if (n < 8) {
+        u &= (uint64_t{1} << (8 * n)) - 1;
+        if (q[n - 1] & 0x80) u |= ~uint64_t{0} << (8 * n);
+      }
+      q += n;
+      auto v = static_cast<int64_t>(u);
+      if (!Val::fits_int(v)) return false;
+      out = Val::integer(v);
+      return true;
+    }
+    case SHORT_BINUNICODE: {
+      size_t n = *q++;
+      if (static_cast<size_t>(end_ - q) < n + 16) return false;
+      std::string_view sv(reinterpret_cast<const char*>(q), n);
+      if (sv == last_str_) {
+        out = Val::make(T::Str, last_str_id_);
+      } else {
+        last_str_id_ = strings_.intern(sv);
+        last_str_ = strings_.get(last_str_id_);
+        out = Val::make(T::Str, last_str_id_);
+      }
+      q += n;
+      if (*q == MEMOIZE) {
+        ++q;
+        flat_memo_.push_back(out);
+      }
+      return true;
+    }
+    case NONE:
+      out = Val::make(T::None, 0);
+      return true;
+    case NEWTRUE:
+      out = Val::make(T::True, 0);
+      return true;
+    case NEWFALSE:
+      out = Val::make(T::False, 0);
+      return true;
+    case EMPTY_LIST: {
+      // A list of frames: EMPTY_LIST MEMOIZE, then nothing, one item and
+      // APPEND, or MARK items APPENDS.
+      if (*q++ != MEMOIZE) return false;
+      size_t slot = flat_memo_.size();
+      flat_memo_.push_back(Val{});
+      flat_frames_.clear();
+      Val item;
+      if (*q == MARK) {
+        ++q;
+        while (true) {
+          if (end_ - q < 16) return false;
+          if (*q == APPENDS) {
+            ++q;
+            break;
+          }
+          if (*q != BINGET && *q != LONG_BINGET) return false;
+          if (!flat_value(q, item) || item.tag() != T::FrameRef) return false;
+          flat_frames_.push_back(item.idx());
+        }
+      } else if (*q == BINGET || *q == LONG_BINGET) {
+        const uint8_t* save = q;
+        if (!flat_value(q, item)) return false;
+        if (*q == APPEND && item.tag() == T::FrameRef) {
+          ++q;
+          flat_frames_.push_back(item.idx());
+        } else {
+          q = save;  // that was the next key: the list is empty
+        }
+      }
+      out = Val::make(T::StackRef, frames_->intern_stack(flat_frames_));
+      flat_memo_[slot] = out;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+bool Unpickler::try_flat_dict() {
+  if (!sparse_memo_.empty()) return false;
+  if (end_ - p_ < 4096 && !eof_) refill(4096, /*hard=*/false);
+  const uint8_t* q = p_;
+  if (end_ - q < 16 || q[0] != MEMOIZE || q[1] != MARK) return false;
+  q += 2;
+  flat_kv_.clear();
+  flat_memo_.assign(1, Val{});  // slot 0: the dict itself
+  flat_gets_.clear();
+  auto bail = [&] {
+    for (uint32_t id : flat_gets_) --nodes_[id].gets;
+    return false;
+  };
+  // Only dicts that start with "action" or "name" take this path.
+  Val key;
+  const uint8_t* first = q;
+  if (!flat_value(q, key) || key.tag() != Val::Str ||
+      (key.idx() != action_key_ && key.idx() != name_key_))
+    return bail();
+  q = first;
+  flat_memo_.resize(1);  // the peek may have memoised the key; it is read again below
+  while (true) {
+    if (end_ - q < 16) return bail();
+    if (*q == SETITEMS) {
+      ++q;
+      break;
+    }
+    Val k, v;
+    if (!flat_value(q, k) || k.tag() != Val::Str || !flat_value(q, v)) return bail();
+    flat_kv_.push_back(k);
+    flat_kv_.push_back(v);
+  }
+  Val out;
+  if (flat_kv_.empty() || !hook_->convert_dict(*this, flat_kv_, out)) return bail();
+  // Commit: the memo slots this dict created, in order.
+  flat_memo_[0] = out;
+  for (Val v : flat_memo_) {
+    memo_.push_back(0);
+    memo_set(memo_.size() - 1, v);
+  }
+  stack_.push_back(out);
+  p_ = q;
+  return true;
 }
 
 Val Unpickler::run() {
@@ -385,6 +609,7 @@ Val Unpickler::run() {
         break;
       }
       case EMPTY_DICT:
+        if (frames_ && try_flat_dict()) break;
         new_node(T::Dict);
         break;
       case EMPTY_LIST:
@@ -426,7 +651,7 @@ Val Unpickler::run() {
         Val list = stack_[stack_.size() - 2];
         if (list.tag() != T::List || nodes_[list.idx()].is_converted)
           fail("APPEND to something that is not a list");
-        nodes_[list.idx()].items.push_back(stack_.back());
+        append_items(nodes_[list.idx()], &stack_.back(), 1);
         stack_.pop_back();
         break;
       }
@@ -436,8 +661,7 @@ Val Unpickler::run() {
         Val list = stack_[from - 1];
         if (list.tag() != T::List || nodes_[list.idx()].is_converted)
           fail("APPENDS to something that is not a list");
-        auto& items = nodes_[list.idx()].items;
-        items.insert(items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.end());
+        append_items(nodes_[list.idx()], stack_.data() + from, stack_.size() - from);
         stack_.resize(from);
         break;
       }

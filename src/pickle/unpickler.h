@@ -45,6 +45,9 @@ struct Val {
 
 struct Node {
   std::vector<Val> items;  // dict: key, value, key, value ...
+  // A list of consecutive trace rows is kept as a range, not as items: the
+  // device traces of a big snapshot would otherwise cost 8 bytes an entry.
+  uint32_t row_first = 0, row_count = 0;
   uint32_t memo = UINT32_MAX;  // memo slot holding this node, if any
   uint32_t gets = 0;           // memo reads of it (0: the stack holds the only reference)
   Val converted;               // set when the node was turned into a compact value
@@ -66,6 +69,10 @@ class Unpickler {
   Unpickler(ByteSource& src, StringTable& strings, DictHook* hook, Progress progress = {});
   // Runs to STOP and returns the result. Throws Error.
   Val run();
+  // Expected number of memo entries, to size tables up front.
+  void reserve_memo(size_t n) { memo_.reserve(n); }
+  // The items of a list, with a row range expanded.
+  std::vector<Val> list_items(Val v) const;
 
   // Access for hooks and converters.
   Node& node(Val v) { return nodes_[v.idx()]; }
@@ -97,6 +104,29 @@ class Unpickler {
   Val memo_get(uint64_t idx);
   void set_items(size_t from);  // SETITEM(S) / DICT helper
   void add_pairs(Node& d, const Val* kv, size_t n);
+  void append_items(Node& list, const Val* v, size_t n);
+  bool try_flat_dict();
+  bool flat_value(const uint8_t*& q, Val& out);
+  bool flat_get(uint64_t idx, Val& out);
+  std::vector<Val> flat_kv_;
+  std::vector<Val> flat_memo_;  // memo values made inside the flat dict, in order
+  std::vector<FrameId> flat_frames_;
+  std::vector<uint32_t> flat_gets_;  // nodes whose gets were bumped, undone on bail-out
+  FrameTable* frames_ = nullptr;
+
+ public:
+  // Enables the fast path for flat dicts (trace entries, frames), which
+  // interns frame lists into `frames` as stacks directly.
+  void enable_fast_path(FrameTable* frames, StrId action_key, StrId name_key) {
+    frames_ = frames;
+    action_key_ = action_key;
+    name_key_ = name_key;
+  }
+
+ private:
+  StrId action_key_ = 0, name_key_ = 0;
+  std::string_view last_str_;
+  StrId last_str_id_ = 0;
 
   ByteSource& src_;
   StringTable& strings_;
@@ -112,7 +142,13 @@ class Unpickler {
 
   std::vector<Val> stack_;
   std::vector<size_t> marks_;
-  std::vector<Val> memo_;
+  // Memo slots are 32 bits (tag + 28-bit payload); the rare value that does
+  // not fit lives in memo_wide_ and its slot holds kWide.
+  static constexpr uint32_t kWide = UINT32_MAX;
+  std::vector<uint32_t> memo_;
+  std::unordered_map<uint64_t, Val> memo_wide_;
+  void memo_set(size_t idx, Val v);
+  Val memo_at(size_t idx) const;
   std::unordered_map<uint64_t, Val> sparse_memo_;
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_nodes_;

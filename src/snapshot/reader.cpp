@@ -191,7 +191,7 @@ bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
   }
   if (v.tag() != Val::List) return false;
   frame_buf_.clear();
-  for (Val item : vm.node(v).items) {
+  for (Val item : vm.list_items(v)) {
     item = vm.resolve(item);
     if (item.tag() == Val::FrameRef) {
       frame_buf_.push_back(item.idx());
@@ -246,7 +246,7 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
                : v.tag() == Val::Tuple ? PyValue::Kind::Tuple
                                        : PyValue::Kind::Dict;
       // Copy: materialising may recurse into the node pool and grow it.
-      std::vector<Val> items = vm.node(v).items;
+      std::vector<Val> items = v.tag() == Val::List ? vm.list_items(v) : vm.node(v).items;
       p.items.reserve(items.size());
       for (Val item : items) p.items.push_back(materialize(vm, item, depth + 1));
       return p;
@@ -314,7 +314,7 @@ void Builder::convert_segments(Unpickler& vm, Val list) {
   list = vm.resolve(list);
   if (list.tag() != Val::List)
     throw Error("not a memory snapshot: 'segments' is " + type_name(list) + ", expected a list");
-  const auto segs = vm.node(list).items;
+  const auto segs = vm.list_items(list);
   for (size_t si = 0; si < segs.size(); ++si) {
     Val sv = vm.resolve(segs[si]);
     if (sv.tag() != Val::Dict)
@@ -381,7 +381,7 @@ void Builder::convert_segments(Unpickler& vm, Val list) {
     seg.block_begin = static_cast<uint32_t>(snap_.blocks.size());
     if (has_blocks) {
       int64_t running = seg.address;
-      const auto bl = vm.node(blocks).items;
+      const auto bl = vm.list_items(blocks);
       for (size_t bi = 0; bi < bl.size(); ++bi) {
         Val bv = vm.resolve(bl[bi]);
         if (bv.tag() != Val::Dict)
@@ -457,7 +457,7 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
   if (list.tag() != Val::List)
     throw Error("not a memory snapshot: 'device_traces' is " + type_name(list) +
                 ", expected a list");
-  const auto devices = vm.node(list).items;
+  const auto devices = vm.list_items(list);
   std::vector<std::vector<uint32_t>> order(devices.size());
   bool contiguous = true;
   uint32_t expect = 0;
@@ -466,7 +466,7 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
     if (dv.tag() != Val::List)
       throw Error("not a memory snapshot: device_traces[" + std::to_string(d) + "] is " +
                   type_name(dv) + ", expected a list");
-    const auto& entries = vm.node(dv).items;
+    const auto entries = vm.list_items(dv);
     order[d].reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       Val e = vm.resolve(entries[i]);
@@ -516,8 +516,15 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
 Snapshot read_snapshot(ByteSource& src, const Progress& progress) {
   Snapshot snap;
   Builder builder(snap);
-  if (src.total() > 0 && src.compression().empty()) snap.trace.reserve(src.total() / 48);
   Unpickler vm(src, snap.strings, &builder, progress);
+  vm.enable_fast_path(&snap.frames, kAction, kName);
+  if (src.total() > 0 && src.compression().empty()) {
+    // Reserved, not touched: untouched pages cost no memory, and tables that
+    // never reallocate never hold two copies at once. A trace entry takes
+    // at least ~60 bytes of pickle.
+    snap.trace.reserve(src.total() / 60);
+    vm.reserve_memo(src.total() / 30);
+  }
   Val root = vm.run();
   builder.finish(vm, root);
   return snap;
