@@ -87,6 +87,12 @@ void Unpickler::fail(const std::string& what) const {
 }
 
 void Unpickler::refill(size_t need, bool hard) {
+  // A length past the end of a plain input is corruption: say so before
+  // trying to allocate room for it.
+  if (hard && src_.compression().empty() && src_.total() &&
+      offset() + need > src_.total())
+    throw Error("truncated pickle at byte " + std::to_string(src_.total()) + ": expected " +
+                std::to_string(offset() + need - src_.total()) + " more bytes");
   auto* base = reinterpret_cast<uint8_t*>(buf_.data());
   size_t left = static_cast<size_t>(end_ - p_);
   buf_offset_ += static_cast<uint64_t>(p_ - base);

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what memsight needs to build and test, from Debian 12 packages
+# (and, for the browser tests, playwright-core from npm). Idempotent: fast
+# when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  zlib1g-dev libzstd-dev liblzma-dev libgtest-dev
+  clang libclang-rt-14-dev                         # libFuzzer + sanitizers
+  python3 python3-dev python3-pytest python3-pybind11 pybind11-dev python3-yaml
+  python3-boto3 python3-fsspec                     # uploads (s3://, other schemes)
+  nodejs npm chromium                              # viewer tests
+  xz-utils zstd
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# npm packages for the browser tests and the S3 test server (project-local).
+if [ -f package.json ] && [ ! -d node_modules ]; then
+  npm install --no-audit --no-fund --silent
+fi

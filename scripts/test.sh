@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole test suite: unit and golden tests (release and ASan+UBSan
+# builds), a bounded fuzzing run, viewer tests in node and Chromium, and the
+# Python and CLI tests (last, so its summary line closes the output).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+
+echo "== build (release)"
+cmake --preset release >/dev/null
+cmake --build --preset release
+echo "== unit + golden tests (release)"
+ctest --test-dir build/release --output-on-failure -j2
+
+echo "== unit + golden tests (ASan + UBSan)"
+cmake --preset asan >/dev/null
+cmake --build --preset asan
+ctest --test-dir build/asan --output-on-failure -j2
+
+echo "== fuzzing the snapshot reader for ${FUZZ_SECONDS}s"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz
+mkdir -p build/fuzz/corpus
+cp tests/data/*.pickle build/fuzz/corpus/
+build/fuzz/fuzz_snapshot build/fuzz/corpus tests/fuzz/seeds -max_total_time="${FUZZ_SECONDS}" \
+  -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 2>&1 | tail -n 12
+
+if [ -d viewer/test ]; then
+  echo "== viewer unit tests (node)"
+  node --test viewer/test/
+fi
+if [ -d tests/browser ]; then
+  echo "== browser tests (headless chromium, offline)"
+  node --test tests/browser/
+fi
+
+echo "== python + CLI tests"
+export MEMSIGHT_BIN="$PWD/build/release/memsight"
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+/usr/bin/python3 -m pytest -q tests/python tests/cli

@@ -1,0 +1,195 @@
+#include "report/page_pack.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "memsight/error.h"
+
+namespace memsight::report {
+namespace {
+
+template <class T>
+std::string narrow(std::span<const int64_t> v) {
+  std::string out(v.size() * sizeof(T), '\0');
+  T* p = reinterpret_cast<T*>(out.data());
+  for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(v[i]);
+  return out;
+}
+
+}  // namespace
+
+void PagePacker::add(const std::string& name, const char* type, size_t count, std::string bytes) {
+  if (!header_.empty()) header_ += ',';
+  json_string(header_, name);
+  header_ += ":[\"";
+  header_ += type;
+  header_ += "\"," + std::to_string(offset_) + ',' + std::to_string(count) + ']';
+  bytes.resize((bytes.size() + 7) & ~size_t{7}, '\0');
+  offset_ += bytes.size();
+  data_.push_back(std::move(bytes));
+}
+
+void PagePacker::ints(const std::string& name, std::span<const int64_t> v) {
+  int64_t lo = 0, hi = 0;
+  if (!v.empty()) {
+    auto [a, b] = std::minmax_element(v.begin(), v.end());
+    lo = *a;
+    hi = *b;
+  }
+  if (v.empty() || lo == hi) {
+    if (!header_.empty()) header_ += ',';
+    json_string(header_, name);
+    header_ += ":[\"const\"," + std::to_string(v.size()) + ',' + std::to_string(lo) + ']';
+    return;
+  }
+  if (lo >= 0 && hi <= 0xff) return add(name, "u8", v.size(), narrow<uint8_t>(v));
+  if (lo >= -128 && hi <= 127) return add(name, "i8", v.size(), narrow<int8_t>(v));
+  if (lo >= 0 && hi <= 0xffff) return add(name, "u16", v.size(), narrow<uint16_t>(v));
+  if (lo >= -32768 && hi <= 32767) return add(name, "i16", v.size(), narrow<int16_t>(v));
+  if (lo >= 0 && hi <= 0xffffffffll) return add(name, "u32", v.size(), narrow<uint32_t>(v));
+  if (lo >= std::numeric_limits<int32_t>::min() && hi <= std::numeric_limits<int32_t>::max())
+    return add(name, "i32", v.size(), narrow<int32_t>(v));
+  return add(name, "f64", v.size(), narrow<double>(v));
+}
+
+void PagePacker::f64(const std::string& name, std::span<const double> v) {
+  std::string bytes(v.size() * sizeof(double), '\0');
+  if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  add(name, "f64", v.size(), std::move(bytes));
+}
+
+void PagePacker::u8(const std::string& name, std::string_view bytes) {
+  add(name, "u8", bytes.size(), std::string(bytes));
+}
+
+std::string PagePacker::finish(std::string_view meta_json) {
+  std::string header = "{\"v\":1,\"columns\":{" + header_ + "},\"meta\":";
+  header += meta_json;
+  header += '}';
+  size_t head = 8 + header.size();
+  size_t pad = ((head + 7) & ~size_t{7}) - head;
+  header.append(pad, ' ');  // JSON allows trailing whitespace
+  std::string out;
+  out.reserve(8 + header.size() + offset_);
+  out += "MSV1";
+  uint32_t h = static_cast<uint32_t>(header.size());
+  char le[4] = {static_cast<char>(h), static_cast<char>(h >> 8), static_cast<char>(h >> 16),
+                static_cast<char>(h >> 24)};
+  out.append(le, 4);
+  out += header;
+  for (auto& d : data_) {
+    out += d;
+    std::string().swap(d);
+  }
+  data_.clear();
+  return out;
+}
+
+std::string base64(std::string_view raw) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out((raw.size() + 2) / 3 * 4, '=');
+  const auto* in = reinterpret_cast<const unsigned char*>(raw.data());
+  char* o = out.data();
+  size_t n = raw.size() / 3 * 3, i = 0;
+  for (; i < n; i += 3, o += 4) {
+    uint32_t v = (uint32_t{in[i]} << 16) | (uint32_t{in[i + 1]} << 8) | in[i + 2];
+    o[0] = kAlphabet[v >> 18];
+    o[1] = kAlphabet[(v >> 12) & 63];
+    o[2] = kAlphabet[(v >> 6) & 63];
+    o[3] = kAlphabet[v & 63];
+  }
+  if (size_t rest = raw.size() - n) {
+    uint32_t v = uint32_t{in[i]} << 16;
+    if (rest == 2) v |= uint32_t{in[i + 1]} << 8;
+    o[0] = kAlphabet[v >> 18];
+    o[1] = kAlphabet[(v >> 12) & 63];
+    if (rest == 2) o[2] = kAlphabet[(v >> 6) & 63];
+  }
+  return out;
+}
+
+namespace {
+
+std::string deflate_one(std::string_view raw, int level) {
+  z_stream z{};
+  if (deflateInit2(&z, level, Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw Error("html: zlib deflateInit failed");
+  std::string out(deflateBound(&z, raw.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = static_cast<uInt>(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) throw Error("html: zlib deflate failed");
+  return base64(out);
+}
+
+}  // namespace
+
+std::string deflate_base64(std::string_view raw, int parts, int level) {
+  // zlib's avail_in is 32-bit: pieces stay well below 4 GiB.
+  constexpr size_t kMaxPiece = size_t{1} << 30;
+  size_t n = std::max<size_t>(1, std::min<size_t>(parts, raw.size() / (1 << 20) + 1));
+  n = std::max(n, (raw.size() + kMaxPiece - 1) / kMaxPiece);
+  size_t step = (raw.size() + n - 1) / n;
+  std::vector<std::string> out(n);
+  std::vector<std::thread> threads;
+  std::exception_ptr failure;
+  std::mutex failure_mu;
+  for (size_t k = 1; k < n; ++k)
+    threads.emplace_back([&, k] {
+      try {
+        size_t b = std::min(raw.size(), k * step);
+        out[k] = deflate_one(raw.substr(b, std::min(step, raw.size() - b)), level);
+      } catch (...) {
+        std::lock_guard lock(failure_mu);
+        failure = std::current_exception();
+      }
+    });
+  out[0] = deflate_one(raw.substr(0, std::min(step, raw.size())), level);
+  for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+  std::string joined;
+  size_t total = n;
+  for (auto& s : out) total += s.size();
+  joined.reserve(total);
+  for (size_t k = 0; k < n; ++k) {
+    if (k) joined += '.';
+    joined += out[k];
+  }
+  return joined;
+}
+
+void json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '<': out += "\\u003c"; break;  // never "</script>" inside a script element
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace memsight::report

@@ -1,0 +1,57 @@
+#pragma once
+// Packing of the report page's data: named little-endian columns in one
+// blob, then deflate + base64 for embedding in HTML. Layout (docs/formats.md):
+//
+//   0        4        8                 8+H (padded to 8)
+//   +--------+--------+-----------------+----------+----------+---
+//   | "MSV1" | H (u32)| header JSON (H) | column 0 | column 1 | ...
+//   +--------+--------+-----------------+----------+----------+---
+//
+// The header maps each column name to [type, byte offset, count] (or
+// ["const", count, value] for a column whose values are all equal) and
+// carries the page's small metadata. Every column starts 8-byte aligned so
+// the browser can view it as a typed array in place, without copying.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memsight::report {
+
+class PagePacker {
+ public:
+  // Integer column, stored in the narrowest of u8/i8/u16/i16/u32/i32/f64
+  // that holds every value (f64 keeps integers exact below 2^53); a column
+  // of one repeated value costs no bytes.
+  void ints(const std::string& name, std::span<const int64_t> v);
+  template <class T>
+  void ints_of(const std::string& name, const std::vector<T>& v) {
+    std::vector<int64_t> w(v.begin(), v.end());
+    ints(name, w);
+  }
+  void f64(const std::string& name, std::span<const double> v);
+  void u8(const std::string& name, std::string_view bytes);
+
+  // The blob: magic, header (the columns plus `meta_json`, an object) and
+  // the column bytes.
+  std::string finish(std::string_view meta_json);
+
+ private:
+  void add(const std::string& name, const char* type, size_t count, std::string bytes);
+  std::string header_;  // "name":[...], entries
+  std::vector<std::string> data_;
+  size_t offset_ = 0;
+};
+
+// zlib-wrapped deflate (what DecompressionStream("deflate") reads), split in
+// up to `parts` independently compressed pieces so they compress in
+// parallel; the base64 of each piece, joined by '.'.
+std::string deflate_base64(std::string_view raw, int parts, int level = 1);
+std::string base64(std::string_view raw);
+
+// JSON string literal (with quotes), safe inside <script>.
+void json_string(std::string& out, std::string_view s);
+
+}  // namespace memsight::report

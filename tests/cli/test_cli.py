@@ -1,0 +1,216 @@
+"""The memsight command end to end: torch-identical text, outputs, errors."""
+import gzip
+import json
+import lzma
+import pickle
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import DATA, FIXTURES
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("cmd,suffix", [("stats", "stats.txt"), ("trace", "trace.txt")])
+def test_text_matches_torch_cli(run, name, cmd, suffix):
+    # torch's CLI print()s the function's string: one more newline.
+    r = run(cmd, DATA / f"{name}.pickle")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (DATA / f"{name}.{suffix}").read_bytes() + b"\n"
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("cmd", ["segments", "memory"])
+def test_folded_matches_torch(run, name, cmd, tmp_path):
+    r = run(cmd, DATA / f"{name}.pickle", "-o", "-")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (DATA / f"{name}.{cmd}.folded").read_bytes()
+    out = tmp_path / "x.folded"
+    assert run(cmd, DATA / f"{name}.pickle", "-o", out).returncode == 0
+    assert out.read_bytes() == r.stdout
+
+
+def test_svg_is_wellformed_and_default_name(run, tmp_path):
+    r = run("segments", DATA / "oom.pickle", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    svg = (tmp_path / "output.svg").read_text()
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    assert "http://" not in svg.replace("http://www.w3.org/2000/svg", "").replace(
+        "http://www.w3.org/1999/xlink", "")
+
+
+def test_compressed_inputs(run, tmp_path):
+    raw = (DATA / "mlp_train.pickle").read_bytes()
+    expected = run("stats", DATA / "mlp_train.pickle").stdout
+    (tmp_path / "a.pickle.gz").write_bytes(gzip.compress(raw))
+    (tmp_path / "a.pickle.xz").write_bytes(lzma.compress(raw))
+    for f in ("a.pickle.gz", "a.pickle.xz"):
+        r = run("stats", tmp_path / f)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == expected
+    r = run("stats", "-", input=raw)
+    assert r.stdout == expected
+
+
+def py_compare(before, after):
+    """torch's compare() printing, evaluated by the real CPython."""
+    b = pickle.load(open(before, "rb"))["segments"]
+    a = pickle.load(open(after, "rb"))["segments"]
+    bs = {(s["address"], s["total_size"]) for s in b}
+    as_ = {(s["address"], s["total_size"]) for s in a}
+    return (f"only_before = {[x for x, _ in (bs - as_)]}\n"
+            f"only_after = {[x for x, _ in (as_ - bs)]}\n")
+
+
+@pytest.mark.parametrize("before,after", [("mlp_train", "transformer_train"),
+                                          ("oom", "state_only"), ("multistream", "mlp_train")])
+def test_compare_prints_cpython_set_order(run, before, after, tmp_path):
+    r = run("compare", DATA / f"{before}.pickle", DATA / f"{after}.pickle", "-o", tmp_path / "c.svg")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode() == py_compare(DATA / f"{before}.pickle", DATA / f"{after}.pickle")
+    ET.parse(tmp_path / "c.svg")
+
+
+def test_compare_folded_prefixes(run):
+    r = run("compare", DATA / "mlp_train.pickle", DATA / "oom.pickle", "-o", "-")
+    lines = r.stdout.decode().splitlines()
+    assert lines and all(l.startswith(("only_before;stream_", "only_after;stream_")) for l in lines)
+
+
+def test_convert_roundtrip_is_same_data(run, tmp_path):
+    for name in FIXTURES:
+        for ext in (".pickle", ".pickle.gz", ".pickle.zst"):
+            out = tmp_path / (name + ext)
+            r = run("convert", DATA / f"{name}.pickle", "-o", out)
+            assert r.returncode == 0, r.stderr
+            if ext == ".pickle":
+                assert pickle.load(open(out, "rb")) == pickle.load(open(DATA / f"{name}.pickle", "rb"))
+            elif ext == ".pickle.gz":
+                assert pickle.loads(gzip.decompress(out.read_bytes())) == pickle.load(
+                    open(DATA / f"{name}.pickle", "rb"))
+            assert run("stats", out).stdout == run("stats", DATA / f"{name}.pickle").stdout
+
+
+def test_summary_oom_diagnosis(run):
+    r = run("summary", DATA / "oom.pickle")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    assert "OUT OF MEMORY at event 146" in text
+    assert "384.0MiB" in text
+    j = json.loads(run("summary", "--json", DATA / "oom.pickle").stdout)
+    dev = j["devices"][0]
+    (oom,) = dev["ooms"]
+    assert oom["requested"] == 402653184
+    # The fixture ran under a 2 GiB cap with the GPU nearly empty.
+    assert oom["verdict"] == "limit"
+    assert dev["peak_allocated"] >= oom["allocated"]
+    assert len(dev["top_sites"]) == 10
+    assert dev["top_sites"][0]["bytes"] >= dev["top_sites"][-1]["bytes"]
+
+
+def test_summary_peak_is_consistent_with_python_replay(run):
+    """Recompute the allocated peak independently from the raw pickle."""
+    data = pickle.load(open(DATA / "transformer_train.pickle", "rb"))
+    trace = data["device_traces"][0]
+    final = sum(b["requested_size"] for s in data["segments"] for b in s["blocks"]
+                if b["state"] in ("active_allocated", "active_pending_free"))
+    net = sum(e["size"] if e["action"] == "alloc" else -e["size"]
+              for e in trace if e["action"] in ("alloc", "free_completed"))
+    cur = peak = final - net
+    for e in trace:
+        if e["action"] == "alloc":
+            cur += e["size"]
+        elif e["action"] == "free_completed":
+            cur -= e["size"]
+        peak = max(peak, cur)
+    j = json.loads(run("summary", "--json", DATA / "transformer_train.pickle").stdout)
+    assert j["devices"][0]["peak_allocated"] == peak
+    assert j["devices"][0]["allocated_now"] == final
+
+
+# --- bad input: one line on stderr, exit 2, no output file -------------------
+
+def assert_user_error(r, *needles):
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    err = r.stderr.decode()
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err, err
+
+
+def test_missing_file(run):
+    assert_user_error(run("stats", "/nonexistent.pickle"), "No such file")
+
+
+def test_not_a_pickle(run, tmp_path):
+    f = tmp_path / "x.pickle"
+    f.write_text("hello, I am text\n")
+    assert_user_error(run("stats", f), "not a pickle")
+
+
+def test_empty_file(run, tmp_path):
+    f = tmp_path / "empty.pickle"
+    f.write_bytes(b"")
+    assert_user_error(run("stats", f), "truncated")
+
+
+@pytest.mark.parametrize("cut", [1, 2, 100, 5000, 20000])
+def test_truncated(run, tmp_path, cut):
+    f = tmp_path / "t.pickle"
+    f.write_bytes((DATA / "oom.pickle").read_bytes()[:cut])
+    assert_user_error(run("trace", f), "truncated pickle at byte")
+
+
+def test_corrupted_memo(run, tmp_path):
+    f = tmp_path / "c.pickle"
+    f.write_bytes(b"\x80\x04}\x94(\x8c\x08segments\x94j\xff\xff\xff\x00u.")
+    assert_user_error(run("stats", f), "corrupted pickle at byte", "memo")
+
+
+class Evil:
+    def __reduce__(self):
+        return (print, ("pwned",))
+
+
+def test_code_running_pickle_refused(run, tmp_path):
+    f = tmp_path / "evil.pickle"
+    f.write_bytes(pickle.dumps({"segments": [Evil()], "device_traces": []}, protocol=4))
+    r = run("stats", f)
+    assert_user_error(r, "refusing to run code", "STACK_GLOBAL", "at byte")
+    assert b"pwned" not in r.stdout
+    f.write_bytes(pickle.dumps({"segments": [Evil()]}, protocol=2))
+    assert_user_error(run("stats", f), "GLOBAL")
+
+
+@pytest.mark.parametrize("obj,needle", [
+    ([1, 2, 3], "segments[0] is an int"),
+    ({"a": 1}, "no 'segments' key (top-level keys: a)"),
+    (42, "holds an int"),
+    ({"segments": [], "device_traces": "x"}, "'device_traces' is a str"),
+])
+def test_not_a_snapshot(run, tmp_path, obj, needle):
+    f = tmp_path / "n.pickle"
+    f.write_bytes(pickle.dumps(obj, protocol=4))
+    assert_user_error(run("summary", f), "not a memory snapshot", needle)
+
+
+def test_no_partial_output_on_error(run, tmp_path):
+    bad = tmp_path / "bad.pickle"
+    bad.write_bytes((DATA / "oom.pickle").read_bytes()[:3000])
+    out = tmp_path / "out.svg"
+    assert_user_error(run("segments", bad, "-o", out))
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [bad]
+
+
+def test_usage_errors(run):
+    assert_user_error(run("stats"), "missing argument")
+    assert_user_error(run("frobnicate", "x"), "unknown command")
+    assert_user_error(run("stats", DATA / "oom.pickle", "--bogus"), "unknown option --bogus")
+    r = run("stats", "--help")
+    assert r.returncode == 0 and b"usage: memsight stats" in r.stdout
+    r = run("--help")
+    assert r.returncode == 0 and b"summary" in r.stdout
