@@ -1,4 +1,5 @@
 #include "cli/cli.h"
+#include "memsight/error.h"
 
 #include <unistd.h>
 

@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "memsight/error.h"
 #include "memsight/reader.h"
 
 namespace memsight::cli {

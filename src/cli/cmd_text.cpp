@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/cli.h"
+#include "memsight/error.h"
 #include "memsight/flamegraph.h"
 #include "memsight/text_tools.h"
 

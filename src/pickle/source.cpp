@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <lzma.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -51,6 +52,43 @@ class RawSource : public ByteSource {
   uint64_t pos_ = 0;
   uint64_t total_ = 0;
   std::string name_;
+};
+
+// A regular file mapped into memory: the reader parses it in place, and
+// consumed pages are dropped so they stop counting as resident memory.
+class MappedSource : public ByteSource {
+ public:
+  MappedSource(int fd, size_t size) : size_(size) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) throw Error(std::string("cannot map file: ") + std::strerror(errno));
+    data_ = static_cast<const char*>(p);
+    ::madvise(p, size, MADV_SEQUENTIAL);
+  }
+  ~MappedSource() override { ::munmap(const_cast<char*>(data_), size_); }
+  size_t read(char* dst, size_t n) override {
+    size_t k = std::min(n, size_ - pos_);
+    std::memcpy(dst, data_ + pos_, k);
+    pos_ += k;
+    return k;
+  }
+  uint64_t consumed() const override { return pos_; }
+  uint64_t total() const override { return size_; }
+  std::string_view mapped() const override { return {data_, size_}; }
+  void release(uint64_t offset) override {
+    uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    uint64_t upto = std::min<uint64_t>(offset, size_) / page * page;
+    if (upto > released_) {
+      ::madvise(const_cast<char*>(data_) + released_, upto - released_, MADV_DONTNEED);
+      released_ = upto;
+    }
+    pos_ = std::max<uint64_t>(pos_, offset);
+  }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_;
+  uint64_t pos_ = 0, released_ = 0;
 };
 
 // Replays peeked bytes before continuing with the inner source.
@@ -234,6 +272,16 @@ std::unique_ptr<ByteSource> open_source(const std::string& path) {
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     ::close(fd);
     throw Error(path + ": is a directory, expected a snapshot file");
+  }
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    auto mapped = std::make_unique<MappedSource>(fd, static_cast<size_t>(st.st_size));
+    std::string_view head = mapped->mapped().substr(0, 6);
+    auto u = [&](size_t i) { return static_cast<unsigned char>(head[i]); };
+    bool compressed = (head.size() >= 2 && u(0) == 0x1f && u(1) == 0x8b) ||
+                      (head.size() >= 4 && u(0) == 0x28 && u(1) == 0xb5) ||
+                      (head.size() >= 6 && u(0) == 0xfd && head.substr(1, 4) == "7zXZ");
+    if (!compressed) return mapped;
+    return wrap(std::move(mapped));
   }
   return wrap(std::make_unique<RawSource>(fd, static_cast<uint64_t>(st.st_size), path));
 }

@@ -22,6 +22,11 @@ class ByteSource {
   virtual uint64_t total() const = 0;
   // "gzip", "zstd", "xz" or "" for plain input.
   virtual std::string_view compression() const { return ""; }
+  // Plain files are memory-mapped: the whole input, readable in place
+  // (empty for other sources). release() gives back the pages before
+  // `offset` so resident memory stays small while a reader walks forward.
+  virtual std::string_view mapped() const { return {}; }
+  virtual void release(uint64_t /*offset*/) {}
 };
 
 // Opens `path` ("-" is standard input) and detects compression.

@@ -73,13 +73,27 @@ T load_le(const uint8_t* p) {
 
 Unpickler::Unpickler(ByteSource& src, StringTable& strings, DictHook* hook, Progress progress)
     : src_(src), strings_(strings), hook_(hook), progress_(std::move(progress)) {
-  buf_.resize(1 << 20);
-  p_ = end_ = reinterpret_cast<const uint8_t*>(buf_.data());
   stack_.reserve(1024);
+  std::string_view m = src_.mapped();
+  if (!m.empty()) {
+    // Parse the mapped file in place; refill() only ever reports the end.
+    base_ = p_ = reinterpret_cast<const uint8_t*>(m.data());
+    end_ = p_ + m.size();
+    eof_ = true;
+    next_release_ = p_ + kReleaseStep;
+    return;
+  }
+  buf_.resize(1 << 20);
+  base_ = p_ = end_ = reinterpret_cast<const uint8_t*>(buf_.data());
+  next_release_ = reinterpret_cast<const uint8_t*>(~uintptr_t{0});  // progress comes from refill()
 }
 
-uint64_t Unpickler::offset() const {
-  return buf_offset_ + static_cast<uint64_t>(p_ - reinterpret_cast<const uint8_t*>(buf_.data()));
+uint64_t Unpickler::offset() const { return buf_offset_ + static_cast<uint64_t>(p_ - base_); }
+
+void Unpickler::release_consumed() {
+  src_.release(offset());
+  if (progress_) progress_(offset(), src_.total());
+  next_release_ = p_ + kReleaseStep;
 }
 
 void Unpickler::fail(const std::string& what) const {
@@ -93,6 +107,12 @@ void Unpickler::refill(size_t need, bool hard) {
       offset() + need > src_.total())
     throw Error("truncated pickle at byte " + std::to_string(src_.total()) + ": expected " +
                 std::to_string(offset() + need - src_.total()) + " more bytes");
+  if (buf_.empty()) {  // mapped input: nothing more to read
+    if (hard && static_cast<size_t>(end_ - p_) < need)
+      throw Error("truncated pickle at byte " + std::to_string(src_.total()) + ": expected " +
+                  std::to_string(need - static_cast<size_t>(end_ - p_)) + " more bytes");
+    return;
+  }
   auto* base = reinterpret_cast<uint8_t*>(buf_.data());
   size_t left = static_cast<size_t>(end_ - p_);
   buf_offset_ += static_cast<uint64_t>(p_ - base);
@@ -111,7 +131,7 @@ void Unpickler::refill(size_t need, bool hard) {
     if (k == 0) eof_ = true;
     have += k;
   }
-  p_ = base;
+  p_ = base_ = base;
   end_ = base + have;
   if (have < need && hard)
     throw Error("truncated pickle at byte " + std::to_string(buf_offset_ + have) + ": expected " +
@@ -501,6 +521,7 @@ Val Unpickler::run() {
     if (end_ - p_ < 16 && !eof_) refill(16, /*hard=*/false);
     if (p_ == end_)
       throw Error("truncated pickle at byte " + std::to_string(offset()) + ": ended before STOP");
+    if (p_ >= next_release_) release_consumed();
     op_offset_ = offset();
     uint8_t op = *p_++;
     switch (op) {

@@ -133,6 +133,10 @@ class Unpickler {
   DictHook* hook_;
   Progress progress_;
   std::vector<char> buf_;
+  const uint8_t* base_ = nullptr;  // buffer start (or the mapped file)
+  const uint8_t* next_release_ = nullptr;
+  static constexpr size_t kReleaseStep = 8 << 20;
+  void release_consumed();
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   uint64_t buf_offset_ = 0;  // file offset of buf_[0]

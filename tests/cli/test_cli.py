@@ -106,7 +106,7 @@ def test_summary_oom_diagnosis(run):
     # The fixture ran under a 2 GiB cap with the GPU nearly empty.
     assert oom["verdict"] == "limit"
     assert dev["peak_allocated"] >= oom["allocated"]
-    assert len(dev["top_sites"]) == 10
+    assert 1 <= len(dev["top_sites"]) <= 10
     assert dev["top_sites"][0]["bytes"] >= dev["top_sites"][-1]["bytes"]
 
 

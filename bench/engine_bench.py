@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Side-by-side timing of memsight against pickle.load, the floor under every
+torch tool (each starts by unpickling the snapshot).
+
+    bench/engine_bench.py [--memsight build/release/memsight] [--repeat 5] [--scale 10]
+
+Uses ../shared/fixtures/large/large.pickle.xz (856,152 trace entries),
+decompressed once into bench/.data/, and a K-times copy made with
+../shared/tools/scale_snapshot.py. For every command it reports the median
+wall time over --repeat runs, alternating memsight and Python runs so both
+see the same machine load, the ratio, and peak RSS (getrusage of the child).
+Prints a Markdown table for bench/README.md.
+"""
+import argparse
+import lzma
+import os
+import pathlib
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+DATA = ROOT / "bench" / ".data"
+
+
+def run_rss(cmd):
+    """Wall seconds and peak RSS in bytes, measured with wait4."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if status != 0:
+        sys.exit(f"{cmd}: failed with status {status}: {p.stderr.read().decode()[-500:]}")
+    return wall, usage.ru_maxrss * 1024
+
+
+def prepare(scale):
+    DATA.mkdir(parents=True, exist_ok=True)
+    large = DATA / "large.pickle"
+    if not large.exists():
+        src = SHARED / "fixtures" / "large" / "large.pickle.xz"
+        with lzma.open(src) as f, open(large, "wb") as out:
+            shutil.copyfileobj(f, out)
+    files = [large]
+    if scale > 1:
+        scaled = DATA / f"large_x{scale}.pickle"
+        if not scaled.exists():
+            subprocess.run([sys.executable, str(SHARED / "tools" / "scale_snapshot.py"),
+                            str(large), str(scaled), str(scale)], check=True,
+                           stdout=subprocess.DEVNULL)
+        files.append(scaled)
+    return files
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--memsight", default=str(ROOT / "build" / "release" / "memsight"))
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--scale", type=int, default=10)
+    ap.add_argument("--commands", default="stats,memory,summary,trace,view")
+    args = ap.parse_args()
+    files = prepare(args.scale)
+    commands = args.commands.split(",")
+    print(f"machine: {os.cpu_count()} cpus; memsight: {args.memsight}; repeats: {args.repeat}\n")
+    print("| input | size | command | memsight (median s) | pickle.load (median s) | ratio | memsight peak RSS | RSS / file |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for f in files:
+        size = f.stat().st_size
+        py_cmd = [args.python, "-c", f"import pickle; pickle.load(open({str(f)!r}, 'rb'))"]
+        for c in commands:
+            out = {"stats": [], "memory": ["-o", "/dev/null"], "summary": [], "trace": [],
+                   "view": ["-o", "/dev/null"]}[c]
+            ms, py, rss = [], [], 0
+            for _ in range(args.repeat):  # alternate so both see the same load
+                w, r = run_rss([args.memsight, c, str(f), *out])
+                ms.append(w)
+                rss = max(rss, r)
+                py.append(run_rss(py_cmd)[0])
+            m, p = statistics.median(ms), statistics.median(py)
+            print(f"| {f.name} | {size / 1e6:.1f} MB | {c} | {m:.3f} | {p:.3f} | {p / m:.1f}x "
+                  f"| {rss / 1e6:.1f} MB | {rss / size:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+// view, trace-plot, segment-plot: the self-contained HTML report.
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "memsight/error.h"
+#include "memsight/html.h"
+#include "memsight/summary.h"
+
+namespace memsight::cli {
+namespace {
+
+// "run/oom.pickle.gz" -> "oom.html" in the current directory.
+std::string default_output(const std::string& input) {
+  std::string base = input == "-" ? "snapshot" : input.substr(input.find_last_of('/') + 1);
+  for (const char* ext : {".gz", ".zst", ".zstd", ".xz", ".pickle", ".pkl"})
+    if (ends_with(base, ext)) base.resize(base.size() - std::char_traits<char>::length(ext));
+  return (base.empty() ? "snapshot" : base) + ".html";
+}
+
+}  // namespace
+
+int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
+  Args a = parse_args(argv, {{"--output", "-o", true}, {"--view", "", true}, {"--device", "-d", true}});
+  expect_positional(a, 1, "memsight " + name + " SNAPSHOT [-o FILE] [--view NAME]");
+  HtmlOptions opts;
+  opts.view = name == "trace-plot" ? "timeline" : name == "segment-plot" ? "state" : "overview";
+  if (a.has("--view")) opts.view = a.get("--view");
+  if (!is_html_view(opts.view))
+    throw Error("unknown view '" + opts.view +
+                "' (expected overview, timeline, segments-timeline, state or flamegraph)");
+  if (a.has("--device")) {
+    try {
+      opts.device = std::stoi(a.get("--device"));
+    } catch (const std::exception&) {
+      throw Error("--device needs a device number");
+    }
+  }
+  const std::string& input = a.positional[0];
+  Snapshot snap = load(input);
+  opts.source_name = input == "-" ? "<stdin>" : input.substr(input.find_last_of('/') + 1);
+  opts.title = opts.source_name + " - memsight";
+  struct stat st {};
+  if (input != "-" && ::stat(input.c_str(), &st) == 0) opts.source_bytes = static_cast<uint64_t>(st.st_size);
+  opts.summary_json = summary_json(snap, summarize(snap));
+  std::string out = a.get("--output", default_output(input));
+  write_output(out, render_html(snap, opts));
+  if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace memsight::cli
