@@ -199,12 +199,6 @@ void Unpickler::memo_set(size_t idx, Val v) {
   memo_wide_[idx] = v;
 }
 
-Val Unpickler::memo_at(size_t idx) const {
-  uint32_t m = memo_[idx];
-  if (m == kWide) return memo_wide_.at(idx);
-  return Val::make(static_cast<Val::Tag>(m >> 28), m & ((1u << 28) - 1));
-}
-
 std::vector<Val> Unpickler::list_items(Val v) const {
   const Node& n = nodes_[v.idx()];
   std::vector<Val> out;
@@ -339,31 +333,28 @@ void Unpickler::set_items(size_t from) {
 // Anything else, or the buffer running out, abandons the attempt without
 // side effects that matter (strings interned, a node's read count bumped)
 // and the generic path runs from the same byte.
-bool Unpickler::flat_get(uint64_t idx, Val& out) {
-  size_t base = memo_.size();
-  if (idx < base) {
-    out = memo_at(idx);
-    if (out.is_node()) {
-      Node& n = nodes_[out.idx()];
-      if (n.is_converted) {
-        out = n.converted;
-      } else {
-        ++n.gets;
-        flat_gets_.push_back(out.idx());
-      }
-    }
-    return true;
+void Unpickler::flat_get_node(Val& out) {
+  Node& n = nodes_[out.idx()];
+  if (n.is_converted) {
+    out = n.converted;
+  } else {
+    ++n.gets;
+    flat_gets_.push_back(out.idx());
   }
-  idx -= base;
-  if (idx == 0 || idx >= flat_memo_.size()) return false;  // the dict itself, or unknown
-  out = flat_memo_[idx];
-  return true;
 }
 
 bool Unpickler::flat_value(const uint8_t*& q, Val& out) {
   using T = Val::Tag;
-  if (end_ - q < 16) return false;
+  if (end_ - q < 16) [[unlikely]]
+    return false;
   uint8_t op = *q++;
+  // Memo reads are most of a trace entry: keys, action names, frames.
+  if (op == LONG_BINGET) {
+    uint64_t idx = load_le<uint32_t>(q);
+    q += 4;
+    return flat_get(idx, out);
+  }
+  if (op == BINGET) return flat_get(*q++, out);
   switch (op) {
     case BINGET:
       return flat_get(*q++, out);

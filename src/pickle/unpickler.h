@@ -107,7 +107,20 @@ class Unpickler {
   void append_items(Node& list, const Val* v, size_t n);
   bool try_flat_dict();
   bool flat_value(const uint8_t*& q, Val& out);
-  bool flat_get(uint64_t idx, Val& out);
+  [[gnu::always_inline]] bool flat_get(uint64_t idx, Val& out) {
+    size_t base = memo_.size();
+    if (idx < base) [[likely]] {
+      out = memo_at(idx);
+      if (out.is_node()) [[unlikely]]
+        flat_get_node(out);
+      return true;
+    }
+    idx -= base;
+    if (idx == 0 || idx >= flat_memo_.size()) return false;  // the dict itself, or unknown
+    out = flat_memo_[idx];
+    return true;
+  }
+  void flat_get_node(Val& out);
   std::vector<Val> flat_kv_;
   std::vector<Val> flat_memo_;  // memo values made inside the flat dict, in order
   std::vector<FrameId> flat_frames_;
@@ -152,7 +165,12 @@ class Unpickler {
   std::vector<uint32_t> memo_;
   std::unordered_map<uint64_t, Val> memo_wide_;
   void memo_set(size_t idx, Val v);
-  Val memo_at(size_t idx) const;
+  [[gnu::always_inline]] Val memo_at(size_t idx) const {
+    uint32_t m = memo_[idx];
+    if (m == kWide) [[unlikely]]
+      return memo_wide_.at(idx);
+    return Val::make(static_cast<Val::Tag>(m >> 28), m & ((1u << 28) - 1));
+  }
   std::unordered_map<uint64_t, Val> sparse_memo_;
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_nodes_;

@@ -60,7 +60,15 @@ class Builder : public DictHook {
   static bool is_int(Val v) { return v.tag() == Val::Int; }
   std::string type_name(Val v) const;
 
+  // parse_action, cached by string id (0xff: not looked up yet).
+  Action action_of(StrId s) {
+    if (s >= action_cache_.size()) action_cache_.resize(s + 64, 0xff);
+    if (action_cache_[s] == 0xff) action_cache_[s] = static_cast<uint8_t>(parse_action(snap_.str(s)));
+    return static_cast<Action>(action_cache_[s]);
+  }
+
   Snapshot& snap_;
+  std::vector<uint8_t> action_cache_;
   std::vector<ShapeKey> shape_buf_;
   std::vector<ShapeKey> last_shape_;
   ShapeId last_shape_id_ = 0;
@@ -85,15 +93,24 @@ std::string Builder::type_name(Val v) const {
 }
 
 // Field of a trace-entry key with a value of the right type, else Extra.
+// Hot: runs once per trace entry, so the row is built in locals and pushed
+// once, and the key layout is compared with the previous row's as it goes.
 uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
   TraceTable& t = snap_.trace;
   auto row = static_cast<uint32_t>(t.rows());
-  t.push_back_row();
-  shape_buf_.clear();
+  Action action = Action::Other;
+  StrId action_str = 0;
+  int64_t addr = 0, size = 0, stream = 0, time_us = 0;
+  StrId cc = 0, um = 0;
+  StackId stack = 0;
   std::vector<PyValue>* extras = nullptr;
   uint32_t seen = 0;
-  for (size_t i = 0; i < items.size(); i += 2) {
-    Val k = items[i], v = vm.resolve(items[i + 1]);
+  size_t n = items.size() / 2;
+  bool same_shape = n == last_shape_.size();
+  if (shape_buf_.size() < n) shape_buf_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    Val k = items[2 * i], v = items[2 * i + 1];
+    if (v.is_node()) v = vm.resolve(v);
     Field f = Field::Extra;
     StrId key = k.tag() == Val::Str ? k.idx() : 0;
     if (k.tag() == Val::Str && key < kKeyCount) {
@@ -101,35 +118,32 @@ uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
         case kAction:
           if (v.tag() == Val::Str) {
             f = Field::Action;
-            Action a = parse_action(snap_.str(v.idx()));
-            t.action[row] = a;
-            if (a == Action::Other) t.action_name[row] = v.idx();
+            action = action_of(v.idx());
+            action_str = v.idx();
           }
           break;
         case kAddr:
         case kDeviceFree:
-          if (is_int(v)) f = Field::Addr, t.addr[row] = v.as_int();
+          if (is_int(v)) f = Field::Addr, addr = v.as_int();
           break;
         case kSize:
-          if (is_int(v)) f = Field::Size, t.size[row] = v.as_int();
+          if (is_int(v)) f = Field::Size, size = v.as_int();
           break;
         case kStream:
-          if (is_int(v)) f = Field::Stream, t.stream[row] = v.as_int();
+          if (is_int(v)) f = Field::Stream, stream = v.as_int();
           break;
         case kTimeUs:
-          if (is_int(v)) f = Field::TimeUs, t.time_us[row] = v.as_int();
+          if (is_int(v)) f = Field::TimeUs, time_us = v.as_int();
           break;
         case kCompileContext:
-          if (v.tag() == Val::Str) f = Field::CompileContext, t.compile_context[row] = v.idx();
+          if (v.tag() == Val::Str) f = Field::CompileContext, cc = v.idx();
           break;
         case kUserMetadata:
-          if (v.tag() == Val::Str) f = Field::UserMetadata, t.user_metadata[row] = v.idx();
+          if (v.tag() == Val::Str) f = Field::UserMetadata, um = v.idx();
           break;
-        case kFrames: {
-          StackId sid;
-          if (to_stack(vm, items[i + 1], sid)) f = Field::Frames, t.stack[row] = sid;
+        case kFrames:
+          if (to_stack(vm, items[2 * i + 1], stack)) f = Field::Frames;
           break;
-        }
         default:
           break;
       }
@@ -143,24 +157,30 @@ uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
       if (!extras) extras = &t.extras[row];
       if (k.tag() != Val::Str) {
         // Non-string keys: keep the key too, as a (key, value) tuple.
-        extras->push_back(PyValue::tuple({materialize(vm, k), materialize(vm, items[i + 1])}));
+        extras->push_back(PyValue::tuple({materialize(vm, k), materialize(vm, items[2 * i + 1])}));
         key = 0;
       } else {
-        extras->push_back(materialize(vm, items[i + 1]));
+        extras->push_back(materialize(vm, items[2 * i + 1]));
       }
     }
-    shape_buf_.push_back({key, f});
+    shape_buf_[i] = {key, f};
+    same_shape = same_shape && last_shape_[i].key == key && last_shape_[i].field == f;
   }
-  if (shape_buf_.size() == last_shape_.size() &&
-      std::equal(shape_buf_.begin(), shape_buf_.end(), last_shape_.begin(),
-                 [](const ShapeKey& a, const ShapeKey& b) {
-                   return a.key == b.key && a.field == b.field;
-                 })) {
-    t.shape[row] = last_shape_id_;
-  } else {
-    last_shape_id_ = t.shape[row] = snap_.shapes.intern(shape_buf_);
-    last_shape_ = shape_buf_;
+  if (!same_shape) {
+    std::span<const ShapeKey> keys(shape_buf_.data(), n);
+    last_shape_id_ = snap_.shapes.intern(keys);
+    last_shape_.assign(keys.begin(), keys.end());
   }
+  t.action.push_back(action);
+  if (action == Action::Other) t.action_name[row] = action_str;
+  t.addr.push_back(addr);
+  t.size.push_back(size);
+  t.stream.push_back(stream);
+  t.time_us.push_back(time_us);
+  t.compile_context.push_back(cc);
+  t.user_metadata.push_back(um);
+  t.stack.push_back(stack);
+  t.shape.push_back(last_shape_id_);
   return row;
 }
 

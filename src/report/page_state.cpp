@@ -1,0 +1,200 @@
+// Allocator-state checkpoints and flamegraph trees of the report page.
+//
+// The state view shows the segments and blocks after any event. Like
+// MemoryViz's segment view it starts from the snapshot (the state after the
+// last event) and undoes events backwards; doing that once here and keeping
+// the state every cp_interval events lets the browser reach any event by
+// undoing at most cp_interval events from the next checkpoint.
+#include <algorithm>
+#include <map>
+
+#include "analysis/frames_fmt.h"
+#include "report/page_data.h"
+
+namespace memsight::report {
+namespace {
+
+struct Seg {
+  int64_t size;
+  int32_t src;
+  int64_t stream;  // raw, for merging unmapped neighbours
+};
+struct Blk {
+  int32_t src;
+  uint8_t flag;
+};
+
+}  // namespace
+
+StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& ann, size_t device,
+                                         uint32_t interval) {
+  const DeviceEvents& ev = ann.events[device];
+  const TraceTable& t = snap.trace;
+  const size_t n = ev.row.size();
+  StateCheckpoints cp;
+  cp.cp_interval = interval;
+  std::map<int64_t, Seg> segs;
+  std::map<int64_t, Blk> blocks;
+  for (uint32_t si : ann.segments[device]) {
+    const Segment& s = snap.segments[si];
+    segs[s.address] = {s.total_size, ~static_cast<int32_t>(si), s.stream};
+    for (uint32_t b = s.block_begin; b < s.block_end; ++b) {
+      const Block& blk = snap.blocks[b];
+      if (blk.state == BlockState::ActiveAllocated || blk.state == BlockState::ActivePendingFree)
+        blocks[blk.address] = {~static_cast<int32_t>(b),
+                               static_cast<uint8_t>(blk.state == BlockState::ActivePendingFree)};
+    }
+  }
+  // Checkpoint k holds the state after event (k+1)*interval-1, for those
+  // before the last event (the state after the last one is the snapshot).
+  size_t count = n > 1 ? (n - 1) / interval : 0;
+  struct Saved {
+    std::vector<double> seg_addr, seg_size;
+    std::vector<int32_t> seg_src, blk_src;
+    std::vector<uint8_t> blk_flag;
+  };
+  std::vector<Saved> saved(count);
+  for (size_t i = n; i-- > 0;) {
+    if ((i + 1) % interval == 0 && (i + 1) / interval - 1 < count) {
+      Saved& s = saved[(i + 1) / interval - 1];
+      for (const auto& [addr, seg] : segs) {
+        s.seg_addr.push_back(static_cast<double>(addr));
+        s.seg_size.push_back(static_cast<double>(seg.size));
+        s.seg_src.push_back(seg.src);
+      }
+      for (const auto& [addr, blk] : blocks) {
+        s.blk_src.push_back(blk.src);
+        s.blk_flag.push_back(blk.flag);
+      }
+    }
+    uint32_t r = ev.row[i];
+    int64_t addr = t.addr[r], size = t.size[r];
+    auto src = static_cast<int32_t>(i);
+    switch (ev.action[i]) {
+      case PageAction::Free: blocks[addr] = {src, 0}; break;
+      case PageAction::FreeRequested:
+        if (auto it = blocks.find(addr); it != blocks.end()) it->second.flag = 0;
+        break;
+      case PageAction::FreeCompleted: blocks[addr] = {src, 1}; break;
+      case PageAction::Alloc: blocks.erase(addr); break;
+      case PageAction::SegmentFree: segs[addr] = {size, src, t.stream[r]}; break;
+      case PageAction::SegmentAlloc: segs.erase(addr); break;
+      case PageAction::SegmentUnmap: {
+        // The range comes back, joined to its mapped neighbours of the same stream.
+        auto it = segs.insert_or_assign(addr, Seg{size, src, t.stream[r]}).first;
+        if (auto next = std::next(it);
+            next != segs.end() && next->first == addr + it->second.size &&
+            next->second.stream == it->second.stream) {
+          it->second.size += next->second.size;
+          segs.erase(next);
+        }
+        if (it != segs.begin()) {
+          auto prev = std::prev(it);
+          if (prev->first + prev->second.size == addr && prev->second.stream == it->second.stream) {
+            prev->second.size += it->second.size;
+            segs.erase(it);
+          }
+        }
+        break;
+      }
+      case PageAction::SegmentMap: {
+        // The range goes away: cut it out of the segment holding it.
+        auto it = segs.upper_bound(addr);
+        if (it == segs.begin()) break;
+        --it;
+        int64_t base = it->first, end = base + it->second.size;
+        if (addr >= end) break;
+        Seg seg = it->second;
+        segs.erase(it);
+        if (addr > base) segs[base] = {addr - base, seg.src, seg.stream};
+        if (addr + size < end) segs[addr + size] = {end - (addr + size), seg.src, seg.stream};
+        break;
+      }
+      default: break;
+    }
+  }
+  cp.seg_off.push_back(0);
+  cp.blk_off.push_back(0);
+  for (Saved& s : saved) {
+    cp.seg_addr.insert(cp.seg_addr.end(), s.seg_addr.begin(), s.seg_addr.end());
+    cp.seg_size.insert(cp.seg_size.end(), s.seg_size.begin(), s.seg_size.end());
+    cp.seg_src.insert(cp.seg_src.end(), s.seg_src.begin(), s.seg_src.end());
+    cp.blk_src.insert(cp.blk_src.end(), s.blk_src.begin(), s.blk_src.end());
+    cp.blk_flag.insert(cp.blk_flag.end(), s.blk_flag.begin(), s.blk_flag.end());
+    cp.seg_off.push_back(static_cast<uint32_t>(cp.seg_src.size()));
+    cp.blk_off.push_back(static_cast<uint32_t>(cp.blk_src.size()));
+  }
+  return cp;
+}
+
+FlameTree build_flame_tree(const Snapshot& snap, const Annotated& ann, size_t device,
+                           bool segments) {
+  // A trie over the folded lines torch's _write_blocks would print.
+  struct Node {
+    std::map<std::string, uint32_t> children;
+    int64_t value = 0;
+  };
+  std::vector<Node> nodes(1);
+  std::vector<std::string> names{"all"};
+  StackFormatter fmt(snap);
+  std::vector<uint32_t> path;
+  auto add = [&](const std::string& line_prefix, std::string_view fragment, int64_t value) {
+    if (value <= 0) return;
+    uint32_t cur = 0;
+    nodes[0].value += value;
+    auto descend = [&](std::string_view part) {
+      auto [it, inserted] =
+          nodes[cur].children.try_emplace(std::string(part), static_cast<uint32_t>(nodes.size()));
+      if (inserted) {
+        nodes.emplace_back();
+        names.emplace_back(part);
+      }
+      cur = it->second;
+      nodes[cur].value += value;
+    };
+    auto split = [&](std::string_view s) {
+      size_t b = 0;
+      while (true) {
+        size_t e = s.find(';', b);
+        descend(s.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b));
+        if (e == std::string_view::npos) break;
+        b = e + 1;
+      }
+    };
+    split(line_prefix);
+    split(fragment);
+  };
+  for (uint32_t si : ann.segments[device]) {
+    const Segment& seg = snap.segments[si];
+    std::string prefix = "stream_" + std::to_string(seg.stream);
+    if (segments) prefix += ";seg_" + std::to_string(seg.address);
+    for (const Block& b : snap.segment_blocks(seg)) {
+      std::string head = prefix + ';' + std::string(snap.str(b.state_name));
+      int64_t accounted;
+      if (shape_has(snap, b.shape, Field::Frames)) {
+        accounted = b.requested_size;
+        add(head, fmt.fragment(b.stack), accounted);
+      } else {
+        accounted = shape_has(snap, b.shape, Field::RequestedSize) ? b.requested_size : b.size;
+        add(head, "<non-python>", accounted);
+      }
+      add(head, "<gaps>", b.size - accounted);
+    }
+  }
+  // Depth first, children by name (flamegraph.pl's order).
+  FlameTree tree;
+  std::vector<std::pair<uint32_t, int32_t>> stack{{0, -1}};
+  while (!stack.empty()) {
+    auto [k, parent] = stack.back();
+    stack.pop_back();
+    auto id = static_cast<int32_t>(tree.parent.size());
+    tree.parent.push_back(parent);
+    tree.name.push_back(names[k]);
+    tree.value.push_back(nodes[k].value);
+    for (auto it = nodes[k].children.rbegin(); it != nodes[k].children.rend(); ++it)
+      stack.emplace_back(it->second, id);
+  }
+  return tree;
+}
+
+}  // namespace memsight::report
