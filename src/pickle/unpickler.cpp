@@ -455,6 +455,147 @@ bool Unpickler::flat_value(const uint8_t*& q, Val& out) {
   }
 }
 
+// Row lane: the common trace entry, decoded by key with no generic values.
+// Keys must be known row keys and values of the expected kind; anything
+// else returns false with nothing changed, and the flat path takes over.
+[[gnu::always_inline]] inline bool Unpickler::row_str(const uint8_t*& q, StrId& out) {
+  Val v;
+  if (*q == LONG_BINGET) {
+    uint64_t idx = load_le<uint32_t>(q + 1);
+    q += 5;
+    if (!flat_get(idx, v)) return false;
+  } else if (*q == BINGET) {
+    uint64_t idx = q[1];
+    q += 2;
+    if (!flat_get(idx, v)) return false;
+  } else if (*q == SHORT_BINUNICODE) {
+    size_t n = q[1];
+    q += 2;
+    if (static_cast<size_t>(end_ - q) < n + 16) return false;
+    std::string_view sv(reinterpret_cast<const char*>(q), n);
+    if (sv != last_str_) {
+      last_str_id_ = strings_.intern(sv);
+      last_str_ = strings_.get(last_str_id_);
+    }
+    v = Val::make(Val::Str, last_str_id_);
+    q += n;
+    if (*q == MEMOIZE) {
+      ++q;
+      flat_memo_.push_back(v);
+    }
+  } else {
+    return false;
+  }
+  if (v.tag() != Val::Str) return false;
+  out = v.idx();
+  return true;
+}
+
+bool Unpickler::row_int(const uint8_t*& q, int64_t& out) {
+  switch (*q) {
+    case BININT1:
+      out = q[1];
+      q += 2;
+      return true;
+    case BININT2:
+      out = load_le<uint16_t>(q + 1);
+      q += 3;
+      return true;
+    case BININT:
+      out = load_le<int32_t>(q + 1);
+      q += 5;
+      return true;
+    case LONG1: {
+      size_t n = q[1];
+      if (n == 0 || n > 8) return false;
+      uint64_t u;
+      std::memcpy(&u, q + 2, 8);  // at least 16 bytes are in the buffer
+      if (n < 8) {
+        u &= (uint64_t{1} << (8 * n)) - 1;
+        if (q[1 + n] & 0x80) u |= ~uint64_t{0} << (8 * n);
+      }
+      out = static_cast<int64_t>(u);
+      q += 2 + n;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+bool Unpickler::row_frames(const uint8_t*& q, StackId& out) {
+  Val v;
+  if (*q == EMPTY_LIST) {
+    if (!flat_value(q, v)) return false;  // the flat decoder knows frame lists
+  } else if (*q == LONG_BINGET || *q == BINGET) {
+    if (!flat_value(q, v)) return false;
+  } else {
+    return false;
+  }
+  if (v.tag() != Val::StackRef) return false;
+  out = v.idx();
+  return true;
+}
+
+bool Unpickler::try_row() {
+  if (!sparse_memo_.empty() || !hook_) return false;
+  if (end_ - p_ < 4096 && !eof_) refill(4096, /*hard=*/false);
+  const uint8_t* q = p_;
+  if (end_ - q < 32 || q[0] != MEMOIZE || q[1] != MARK) return false;
+  q += 2;
+  flat_memo_.resize(1);
+  flat_gets_.clear();
+  row_.n = 0;
+  uint32_t seen = 0;
+  auto bail = [&] {
+    for (uint32_t id : flat_gets_) --nodes_[id].gets;
+    return false;
+  };
+  while (true) {
+    if (end_ - q < 32) return bail();
+    if (*q == SETITEMS) {
+      ++q;
+      break;
+    }
+    StrId key;
+    if (row_.n == RowFields::kMax || !row_str(q, key)) return bail();
+    uint8_t f = key < row_key_of_.size() ? row_key_of_[key] : uint8_t{kRowNone};
+    if (row_.n == 0 && f != kRowAction) return bail();
+    if (end_ - q < 32) return bail();
+    bool ok;
+    switch (f) {
+      case kRowAction: ok = row_str(q, row_.action); break;
+      case kRowAddr: ok = row_int(q, row_.addr); break;
+      case kRowSize: ok = row_int(q, row_.size); break;
+      case kRowStream: ok = row_int(q, row_.stream); break;
+      case kRowTimeUs: ok = row_int(q, row_.time_us); break;
+      case kRowCompileContext: ok = row_str(q, row_.compile_context); break;
+      case kRowUserMetadata: ok = row_str(q, row_.user_metadata); break;
+      case kRowFrames: ok = row_frames(q, row_.stack); break;
+      default: ok = false; break;
+    }
+    if (!ok) return bail();
+    if (seen & (1u << f)) return bail();  // a repeated key: the generic path decides
+    seen |= 1u << f;
+    row_.keys[row_.n] = key;
+    row_.field[row_.n++] = f;
+  }
+  if (row_.n == 0) return bail();
+  Val out = Val::make(Val::Row, hook_->commit_row(row_));
+  flat_memo_[0] = out;
+  for (Val v : flat_memo_) {
+    memo_.push_back(0);
+    memo_set(memo_.size() - 1, v);
+  }
+  stack_.push_back(out);
+  p_ = q;
+  // Keys a row may lack must not leak into the next one.
+  row_.addr = row_.size = row_.stream = row_.time_us = 0;
+  row_.compile_context = row_.user_metadata = 0;
+  row_.stack = 0;
+  return true;
+}
+
 bool Unpickler::try_flat_dict() {
   if (!sparse_memo_.empty()) return false;
   if (end_ - p_ < 4096 && !eof_) refill(4096, /*hard=*/false);
@@ -627,7 +768,7 @@ Val Unpickler::run() {
         break;
       }
       case EMPTY_DICT:
-        if (frames_ && try_flat_dict()) break;
+        if (frames_ && (try_row() || try_flat_dict())) break;
         new_node(T::Dict);
         break;
       case EMPTY_LIST:

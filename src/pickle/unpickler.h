@@ -56,13 +56,32 @@ struct Node {
 
 class Unpickler;
 
+// A trace entry decoded by the row lane: typed fields in key order.
+struct RowFields {
+  static constexpr int kMax = 12;
+  int n = 0;
+  StrId keys[kMax];
+  uint8_t field[kMax];  // index into the hook's list of row keys
+  StrId action = 0;
+  int64_t addr = 0, size = 0, stream = 0, time_us = 0;
+  StrId compile_context = 0, user_metadata = 0;
+  StackId stack = 0;
+};
+
 class DictHook {
  public:
   virtual ~DictHook() = default;
   // Called when an empty dict receives its first batch of items. Return true
   // and set `out` to replace the dict with a compact value.
   virtual bool convert_dict(Unpickler& vm, std::span<const Val> items, Val& out) = 0;
+  // Stores a row decoded by the row lane; returns its row index.
+  virtual uint32_t commit_row(const RowFields& row) = 0;
 };
+
+// The keys the row lane understands, by field index.
+enum RowKey : uint8_t { kRowAction, kRowAddr, kRowSize, kRowStream, kRowTimeUs,
+                        kRowCompileContext, kRowUserMetadata, kRowFrames, kRowKeyCount,
+                        kRowNone = 0xff };
 
 class Unpickler {
  public:
@@ -130,14 +149,29 @@ class Unpickler {
  public:
   // Enables the fast path for flat dicts (trace entries, frames), which
   // interns frame lists into `frames` as stacks directly.
-  void enable_fast_path(FrameTable* frames, StrId action_key, StrId name_key) {
+  // row_keys[k] is the string id of RowKey k ("device_free" maps to kRowAddr
+  // too, through `device_free_key`).
+  void enable_fast_path(FrameTable* frames, StrId action_key, StrId name_key,
+                        const StrId (&row_keys)[kRowKeyCount], StrId device_free_key) {
     frames_ = frames;
     action_key_ = action_key;
     name_key_ = name_key;
+    for (int k = 0; k < kRowKeyCount; ++k) set_row_key(row_keys[k], static_cast<uint8_t>(k));
+    set_row_key(device_free_key, kRowAddr);
   }
 
  private:
   StrId action_key_ = 0, name_key_ = 0;
+  std::vector<uint8_t> row_key_of_;  // string id -> RowKey
+  void set_row_key(StrId s, uint8_t k) {
+    if (s >= row_key_of_.size()) row_key_of_.resize(s + 1, kRowNone);
+    row_key_of_[s] = k;
+  }
+  bool try_row();
+  bool row_str(const uint8_t*& q, StrId& out);
+  bool row_int(const uint8_t*& q, int64_t& out);
+  bool row_frames(const uint8_t*& q, StackId& out);
+  RowFields row_;
   std::string_view last_str_;
   StrId last_str_id_ = 0;
 

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "memsight/error.h"
+#include "memsight/summary.h"
 #include "report/page_data.h"
 #include "report/page_pack.h"
 
@@ -506,6 +507,9 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   }
   top_keys += ']';
 
+  // The overview shows `memsight summary`; callers that computed it pass it in.
+  std::string summary =
+      opts.summary_json.empty() ? summary_json(snap, summarize(snap)) : opts.summary_json;
   std::string meta = JsonObject()
                          .str("title", title)
                          .str("view", view)
@@ -516,7 +520,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          .raw("devices", devices)
                          .raw("streams", streams)
                          .raw("settings", settings)
-                         .raw("summary", opts.summary_json.empty() ? "null" : opts.summary_json)
+                         .raw("summary", summary)
                          .num("entries", static_cast<double>(snap.trace.rows()))
                          .num("segments", static_cast<double>(snap.segments.size()))
                          .num("blocks", static_cast<double>(snap.blocks.size()))

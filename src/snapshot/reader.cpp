@@ -49,6 +49,35 @@ class Builder : public DictHook {
 
   void finish(Unpickler& vm, Val root);
 
+  uint32_t commit_row(const RowFields& r) override {
+    static constexpr Field kFieldOf[kRowKeyCount] = {
+        Field::Action,         Field::Addr,         Field::Size,   Field::Stream, Field::TimeUs,
+        Field::CompileContext, Field::UserMetadata, Field::Frames};
+    TraceTable& t = snap_.trace;
+    auto row = static_cast<uint32_t>(t.rows());
+    auto n = static_cast<size_t>(r.n);
+    bool same = n == last_shape_.size();
+    for (size_t i = 0; same && i < n; ++i)
+      same = last_shape_[i].key == r.keys[i] && last_shape_[i].field == kFieldOf[r.field[i]];
+    if (!same) {
+      last_shape_.resize(n);
+      for (size_t i = 0; i < n; ++i) last_shape_[i] = {r.keys[i], kFieldOf[r.field[i]]};
+      last_shape_id_ = snap_.shapes.intern(last_shape_);
+    }
+    Action a = action_of(r.action);
+    t.action.push_back(a);
+    if (a == Action::Other) t.action_name[row] = r.action;
+    t.addr.push_back(r.addr);
+    t.size.push_back(r.size);
+    t.stream.push_back(r.stream);
+    t.time_us.push_back(r.time_us);
+    t.compile_context.push_back(r.compile_context);
+    t.user_metadata.push_back(r.user_metadata);
+    t.stack.push_back(r.stack);
+    t.shape.push_back(last_shape_id_);
+    return row;
+  }
+
  private:
   uint32_t make_row(Unpickler& vm, std::span<const Val> items);
   FrameId make_frame(Unpickler& vm, std::span<const Val> items);
@@ -537,7 +566,9 @@ Snapshot read_snapshot(ByteSource& src, const Progress& progress) {
   Snapshot snap;
   Builder builder(snap);
   Unpickler vm(src, snap.strings, &builder, progress);
-  vm.enable_fast_path(&snap.frames, kAction, kName);
+  const StrId row_keys[kRowKeyCount] = {kAction, kAddr, kSize, kStream, kTimeUs,
+                                        kCompileContext, kUserMetadata, kFrames};
+  vm.enable_fast_path(&snap.frames, kAction, kName, row_keys, kDeviceFree);
   if (src.total() > 0 && src.compression().empty()) {
     // Reserved, not touched: untouched pages cost no memory, and tables that
     // never reallocate never hold two copies at once. A trace entry takes
