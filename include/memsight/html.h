@@ -29,8 +29,8 @@ struct HtmlOptions {
   // Compress the embedded data (deflate, decoded by the browser's own
   // DecompressionStream). Off only for debugging the format.
   bool compress = true;
-  // Pre-rendered JSON of `memsight summary` (summary_json), embedded as is
-  // and shown on the overview; empty: the page shows its own basic facts.
+  // JSON of `memsight summary` (summary_json), embedded as is and shown on
+  // the overview; empty: render_html computes it.
   std::string summary_json;
 };
 

@@ -1,7 +1,9 @@
 #include "pickle/source.h"
 
 #include <fcntl.h>
+#ifdef MEMSIGHT_HAVE_LZMA
 #include <lzma.h>
+#endif
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -204,6 +206,7 @@ class ZstdSource : public ByteSource {
   bool frame_done_ = false;
 };
 
+#ifdef MEMSIGHT_HAVE_LZMA
 class XzSource : public ByteSource {
  public:
   explicit XzSource(std::unique_ptr<ByteSource> in) : in_(std::move(in)), buf_(kInChunk) {
@@ -244,6 +247,8 @@ class XzSource : public ByteSource {
   bool eof_ = false, done_ = false;
 };
 
+#endif
+
 std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
   char head[6];
   size_t got = 0;
@@ -257,8 +262,13 @@ std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
   if (got >= 2 && u(0) == 0x1f && u(1) == 0x8b) return std::make_unique<GzipSource>(std::move(src));
   if (got >= 4 && u(0) == 0x28 && u(1) == 0xb5 && u(2) == 0x2f && u(3) == 0xfd)
     return std::make_unique<ZstdSource>(std::move(src));
-  if (got >= 6 && std::memcmp(head, "\xfd" "7zXZ\0", 6) == 0)
+  if (got >= 6 && std::memcmp(head, "\xfd" "7zXZ\0", 6) == 0) {
+#ifdef MEMSIGHT_HAVE_LZMA
     return std::make_unique<XzSource>(std::move(src));
+#else
+    throw Error("xz-compressed input: this memsight was built without liblzma");
+#endif
+  }
   return src;
 }
 

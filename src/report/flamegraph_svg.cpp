@@ -107,6 +107,11 @@ std::vector<Sample> parse_folded(std::string_view text) {
     std::string_view count_text = line.substr(sep + 1);
     std::string_view stack = line.substr(0, sep);
     while (!stack.empty() && is_space(stack.back())) stack.remove_suffix(1);
+    // torch's folded text has negative "<gaps>" lines where a block's stale
+    // requested_size exceeds its size; flamegraph.pl ignores them, and so do we.
+    if (count_text.size() > 1 && count_text[0] == '-' &&
+        count_text.find_first_not_of("0123456789", 1) == std::string_view::npos)
+      continue;
     uint64_t count = 0;
     const char* end = count_text.data() + count_text.size();
     // from_chars takes no sign for unsigned types, so "-1" and "+1" are rejected here.

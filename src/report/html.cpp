@@ -213,13 +213,14 @@ std::string timeline_meta(const report::Timeline& tl) {
       .done();
 }
 
+// Only what the browser cannot cheaply rebuild: the sources of the
+// initially live elements (alloc elements follow the alloc events in order),
+// the ends, the level-of-detail order and the checkpoints. The kinds and
+// MemoryViz's element indices follow from these (timeline.js).
 void pack_timeline(PagePacker& p, const std::string& pre, const report::Timeline& tl) {
-  std::vector<int64_t> kind(tl.kind.size());
-  for (size_t i = 0; i < kind.size(); ++i) kind[i] = static_cast<int64_t>(tl.kind[i]);
-  p.ints(pre + "kind", kind);
-  p.ints_of(pre + "src", tl.src);
+  std::vector<int32_t> isrc(tl.src.begin(), tl.src.begin() + tl.initial);
+  p.ints_of(pre + "isrc", isrc);
   p.ints_of(pre + "end", tl.end);
-  p.ints_of(pre + "tidx", tl.tidx);
   p.ints_of(pre + "bysize", tl.by_size);
   p.ints_of(pre + "cpoff", tl.cp_off);
   p.ints_of(pre + "cpids", tl.cp_ids);

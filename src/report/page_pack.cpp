@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "memsight/error.h"
 
@@ -24,37 +25,139 @@ std::string narrow(std::span<const int64_t> v) {
 }  // namespace
 
 void PagePacker::add(const std::string& name, const char* type, size_t count, std::string bytes) {
-  if (!header_.empty()) header_ += ',';
-  json_string(header_, name);
-  header_ += ":[\"";
-  header_ += type;
-  header_ += "\"," + std::to_string(offset_) + ',' + std::to_string(count) + ']';
+  size_t at = offset_;
   bytes.resize((bytes.size() + 7) & ~size_t{7}, '\0');
   offset_ += bytes.size();
   data_.push_back(std::move(bytes));
+  entry(name, "\"" + std::string(type) + "\"," + std::to_string(at) + ',' + std::to_string(count));
+}
+
+namespace {
+
+// The narrowest plain type holding [lo, hi].
+const char* plain_type(int64_t lo, int64_t hi) {
+  if (lo >= 0 && hi <= 0xff) return "u8";
+  if (lo >= -128 && hi <= 127) return "i8";
+  if (lo >= 0 && hi <= 0xffff) return "u16";
+  if (lo >= -32768 && hi <= 32767) return "i16";
+  if (lo >= 0 && hi <= 0xffffffffll) return "u32";
+  if (lo >= std::numeric_limits<int32_t>::min() && hi <= std::numeric_limits<int32_t>::max())
+    return "i32";
+  return "f64";
+}
+
+size_t type_size(std::string_view t) {
+  return t == "f64" ? 8 : (t == "u32" || t == "i32") ? 4 : (t == "u16" || t == "i16") ? 2 : 1;
+}
+
+std::string encode(std::string_view type, std::span<const int64_t> v) {
+  if (type == "u8") return narrow<uint8_t>(v);
+  if (type == "i8") return narrow<int8_t>(v);
+  if (type == "u16") return narrow<uint16_t>(v);
+  if (type == "i16") return narrow<int16_t>(v);
+  if (type == "u32") return narrow<uint32_t>(v);
+  if (type == "i32") return narrow<int32_t>(v);
+  return narrow<double>(v);
+}
+
+}  // namespace
+
+std::string PagePacker::column(std::string_view type, std::span<const int64_t> v) {
+  std::string bytes = encode(type, v);
+  size_t at = offset_;
+  bytes.resize((bytes.size() + 7) & ~size_t{7}, '\0');
+  offset_ += bytes.size();
+  data_.push_back(std::move(bytes));
+  return "\"" + std::string(type) + "\"," + std::to_string(at);
+}
+
+void PagePacker::entry(const std::string& name, const std::string& spec) {
+  if (!header_.empty()) header_ += ',';
+  json_string(header_, name);
+  header_ += ":[" + spec + ']';
 }
 
 void PagePacker::ints(const std::string& name, std::span<const int64_t> v) {
+  const size_t n = v.size();
   int64_t lo = 0, hi = 0;
-  if (!v.empty()) {
+  if (n) {
     auto [a, b] = std::minmax_element(v.begin(), v.end());
     lo = *a;
     hi = *b;
   }
-  if (v.empty() || lo == hi) {
-    if (!header_.empty()) header_ += ',';
-    json_string(header_, name);
-    header_ += ":[\"const\"," + std::to_string(v.size()) + ',' + std::to_string(lo) + ']';
-    return;
+  if (!n || lo == hi)
+    return entry(name, "\"const\"," + std::to_string(n) + ',' + std::to_string(lo));
+  const char* plain = plain_type(lo, hi);
+  size_t best = n * type_size(plain);
+
+  // Dictionary: few distinct values (addresses and sizes repeat a lot in an
+  // allocator's trace) stored once, rows hold small indices.
+  constexpr size_t kMaxDict = 65536;
+  std::vector<int64_t> dict;
+  std::vector<int64_t> index;
+  if (n >= 64 && type_size(plain) > 1) {
+    std::unordered_map<int64_t, uint32_t> ids;
+    ids.reserve(1024);
+    index.resize(n);
+    for (size_t i = 0; i < n && dict.size() <= kMaxDict; ++i) {
+      auto [it, inserted] = ids.try_emplace(v[i], static_cast<uint32_t>(dict.size()));
+      if (inserted) dict.push_back(v[i]);
+      index[i] = it->second;
+    }
+    if (dict.size() > kMaxDict) dict.clear();
   }
-  if (lo >= 0 && hi <= 0xff) return add(name, "u8", v.size(), narrow<uint8_t>(v));
-  if (lo >= -128 && hi <= 127) return add(name, "i8", v.size(), narrow<int8_t>(v));
-  if (lo >= 0 && hi <= 0xffff) return add(name, "u16", v.size(), narrow<uint16_t>(v));
-  if (lo >= -32768 && hi <= 32767) return add(name, "i16", v.size(), narrow<int16_t>(v));
-  if (lo >= 0 && hi <= 0xffffffffll) return add(name, "u32", v.size(), narrow<uint32_t>(v));
-  if (lo >= std::numeric_limits<int32_t>::min() && hi <= std::numeric_limits<int32_t>::max())
-    return add(name, "i32", v.size(), narrow<int32_t>(v));
-  return add(name, "f64", v.size(), narrow<double>(v));
+  size_t dict_cost = std::numeric_limits<size_t>::max();
+  const char* dict_type = nullptr;
+  if (!dict.empty()) {
+    dict_type = plain_type(lo, hi);
+    dict_cost = n * (dict.size() <= 256 ? 1 : 2) + dict.size() * type_size(dict_type);
+  }
+
+  // Small values with rare large ones (time deltas): a narrow column whose
+  // top value marks an exception, listed separately.
+  size_t exc_cost = std::numeric_limits<size_t>::max();
+  const char* exc_type = nullptr;
+  size_t exc_count = 0;
+  if (lo >= 0 && type_size(plain) > 1) {
+    size_t over8 = 0, over16 = 0;
+    for (int64_t x : v) {
+      over8 += x >= 0xff;
+      over16 += x >= 0xffff;
+    }
+    size_t c8 = n + over8 * 12, c16 = 2 * n + over16 * 12;
+    if (c8 <= c16) {
+      exc_cost = c8, exc_type = "u8", exc_count = over8;
+    } else {
+      exc_cost = c16, exc_type = "u16", exc_count = over16;
+    }
+  }
+
+  if (dict_cost < best && dict_cost <= exc_cost) {
+    std::string spec = "\"dict\"," + std::to_string(n) + ',' +
+                       column(dict.size() <= 256 ? "u8" : "u16", index) + ',' +
+                       column(dict_type, dict) + ',' + std::to_string(dict.size());
+    return entry(name, spec);
+  }
+  if (exc_cost < best) {
+    const int64_t top = std::string_view(exc_type) == "u8" ? 0xff : 0xffff;
+    std::vector<int64_t> small(n), at, value;
+    at.reserve(exc_count);
+    value.reserve(exc_count);
+    for (size_t i = 0; i < n; ++i) {
+      if (v[i] >= top) {
+        small[i] = top;
+        at.push_back(static_cast<int64_t>(i));
+        value.push_back(v[i]);
+      } else {
+        small[i] = v[i];
+      }
+    }
+    std::string spec = "\"exc\"," + std::to_string(n) + ',' + column(exc_type, small) + ',' +
+                       column("u32", at) + ',' + column("f64", value) + ',' +
+                       std::to_string(exc_count);
+    return entry(name, spec);
+  }
+  return entry(name, column(plain, v) + ',' + std::to_string(n));
 }
 
 void PagePacker::f64(const std::string& name, std::span<const double> v) {

@@ -7,10 +7,17 @@
 //   | "MSV1" | H (u32)| header JSON (H) | column 0 | column 1 | ...
 //   +--------+--------+-----------------+----------+----------+---
 //
-// The header maps each column name to [type, byte offset, count] (or
-// ["const", count, value] for a column whose values are all equal) and
-// carries the page's small metadata. Every column starts 8-byte aligned so
-// the browser can view it as a typed array in place, without copying.
+// The header maps each column name to how it is stored:
+//   [type, offset, count]                plain array (u8 i8 u16 i16 u32 i32 f64)
+//   ["const", count, value]              every value the same; no bytes
+//   ["dict", count, itype, ioff, vtype, voff, nvalues]
+//                                        values[index[i]]: few distinct values
+//   ["exc", count, type, off, "u32", ioff, "f64", voff, nexc]
+//                                        narrow values; the type's top value marks
+//                                        row ioff[k] whose value is voff[k]
+// (offsets are relative to the first column) and carries the page's small
+// metadata. Every array starts 8-byte aligned so the browser can view it as
+// a typed array in place.
 
 #include <cstdint>
 #include <span>
@@ -22,9 +29,8 @@ namespace memsight::report {
 
 class PagePacker {
  public:
-  // Integer column, stored in the narrowest of u8/i8/u16/i16/u32/i32/f64
-  // that holds every value (f64 keeps integers exact below 2^53); a column
-  // of one repeated value costs no bytes.
+  // Integer column in the smallest of the encodings above (f64 keeps
+  // integers exact below 2^53).
   void ints(const std::string& name, std::span<const int64_t> v);
   template <class T>
   void ints_of(const std::string& name, const std::vector<T>& v) {
@@ -40,6 +46,9 @@ class PagePacker {
 
  private:
   void add(const std::string& name, const char* type, size_t count, std::string bytes);
+  // Appends one array; returns its `"type",offset` for a header entry.
+  std::string column(std::string_view type, std::span<const int64_t> v);
+  void entry(const std::string& name, const std::string& spec);
   std::string header_;  // "name":[...], entries
   std::vector<std::string> data_;
   size_t offset_ = 0;

@@ -5,8 +5,6 @@ import subprocess
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data"
-FIXTURES = sorted(p.stem for p in DATA.glob("*.pickle"))
 
 
 @pytest.fixture(scope="session")

@@ -2,13 +2,16 @@
 import gzip
 import json
 import lzma
+import pathlib
 import pickle
 import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import DATA, FIXTURES
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+FIXTURES = sorted(p.stem for p in DATA.glob("*.pickle"))
 
 
 @pytest.mark.parametrize("name", FIXTURES)

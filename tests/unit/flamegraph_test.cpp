@@ -406,11 +406,18 @@ TEST(Flamegraph, ColoursDependOnTheNameOnly) {
   EXPECT_EQ(one(frames, "all").fill, "rgb(185,185,195)");
 }
 
+TEST(Flamegraph, NegativeCountsAreSkippedLikeFlamegraphPl) {
+  // torch emits "<gaps> -N" for blocks whose stale requested_size exceeds their size.
+  std::string with = render_flamegraph_svg("s;inactive;<gaps> -14848\ns;inactive;x 100\n");
+  std::string without = render_flamegraph_svg("s;inactive;x 100\n");
+  EXPECT_EQ(with, without);
+}
+
 TEST(Flamegraph, MalformedLinesNameTheLine) {
   EXPECT_EQ(error_of("a;b 1\n\nab\n"), "folded input line 3: expected 'stack count'");
   EXPECT_NE(error_of("a 1\nb x\n").find("folded input line 2: expected 'stack count'"),
             std::string::npos);
-  EXPECT_NE(error_of("a -1\n").find("line 1:"), std::string::npos);
+  EXPECT_NE(error_of("a -x\n").find("line 1:"), std::string::npos);
   EXPECT_NE(error_of("a 1\r\nb 1.5\r\n").find("line 2:"), std::string::npos);
   EXPECT_NE(error_of("a +3\n").find("line 1:"), std::string::npos);
   EXPECT_NE(error_of("a 1\nb 1\nc 99999999999999999999999\n").find("line 3:"), std::string::npos);

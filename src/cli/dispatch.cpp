@@ -1,5 +1,6 @@
 // memsight: GPU memory snapshots explained. Dispatches to one subcommand;
-// every user error is one line on stderr and exit status 2.
+// every user error is one line on stderr and exit status 2. Shared by the
+// executable and the Python module (`python -m memsight`).
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "memsight/cli.h"
 #include "memsight/error.h"
 
 namespace {
@@ -83,10 +85,10 @@ const char* command_help(const std::string& c) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+int memsight::cli_main(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
+    std::fflush(stdout);
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--version") {
@@ -103,6 +105,7 @@ int main(int argc, char** argv) {
   for (const auto& a : rest) {
     if (a == "-h" || a == "--help") {
       std::fputs(help, stdout);
+      std::fflush(stdout);
       return 0;
     }
   }

@@ -1,0 +1,44 @@
+"""memsight: where CUDA memory goes, why a job ran out of it, offline.
+
+Reading and analysing snapshots (no torch needed)::
+
+    import memsight
+    snap = memsight.load("rank0_oom_snapshot.pickle")
+    print(snap.summary_text())          # peaks, top sites, OOM diagnosis
+    print(snap.stats())                 # torch's `_memory_viz stats` text
+    for frames, nbytes in snap.memory():  # folded stacks as Python objects
+        ...
+    snap.to_html("oom.html")            # the interactive page, works offline
+    snap.to_svg("segments.svg", "segments")
+
+Capturing from training jobs: :mod:`memsight.torch` (imports torch lazily).
+"""
+
+from __future__ import annotations
+
+from ._errors import EngineNotBuiltError, MemsightError
+from ._version import __version__
+from .snapshot import (
+    Comparison,
+    FoldedStacks,
+    Snapshot,
+    Summary,
+    compare,
+    from_dict,
+    load,
+    loads,
+)
+
+__all__ = [
+    "Comparison",
+    "EngineNotBuiltError",
+    "FoldedStacks",
+    "MemsightError",
+    "Snapshot",
+    "Summary",
+    "__version__",
+    "compare",
+    "from_dict",
+    "load",
+    "loads",
+]

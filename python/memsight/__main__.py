@@ -1,0 +1,63 @@
+"""``python -m memsight``: the memsight command line.
+
+Runs the engine's CLI in-process through ``memsight._core.cli_main`` when the
+module was built with it; otherwise runs the ``memsight`` executable: the
+one ``$MEMSIGHT_EXE`` (or ``$MEMSIGHT_BIN``) names, the one installed inside the package
+(``memsight/bin/memsight``), or the first on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+# Set while we run an executable from PATH, so that a `memsight` on PATH that
+# is itself a wrapper around `python -m memsight` cannot loop forever.
+_GUARD = "_MEMSIGHT_VIA_PYTHON"
+
+
+def find_executable() -> str | None:
+    """The memsight CLI executable to run, or None."""
+    env = os.environ.get("MEMSIGHT_EXE") or os.environ.get("MEMSIGHT_BIN")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, "bin", "memsight")
+    if os.access(bundled, os.X_OK):
+        return bundled
+    if os.environ.get(_GUARD):
+        return None
+    return shutil.which("memsight")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        from . import _core  # type: ignore[attr-defined]
+    except ImportError:
+        _core = None
+    if _core is not None and hasattr(_core, "cli_main"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return int(_core.cli_main(args))
+    exe = find_executable()
+    if exe is None:
+        print(
+            "memsight: the CLI is not available: memsight._core has no cli_main and no "
+            "`memsight` executable was found (set MEMSIGHT_EXE to its path)",
+            file=sys.stderr,
+        )
+        return 2
+    env = dict(os.environ)
+    env[_GUARD] = "1"
+    try:
+        return subprocess.call([exe, *args], env=env)
+    except OSError as e:
+        print(f"memsight: cannot run {exe}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""Snapshots and the analyses of the CLI, as Python objects and as text.
+
+Everything here is a thin layer over ``memsight._core``: the engine reads,
+analyses and renders; this module names things and writes files.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pickle
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from ._engine import core
+from ._errors import MemsightError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# The page's first view: the page's own names, and the names torch's
+# _memory_viz gives its pages (trace_plot, segment_plot) and their views.
+HTML_VIEWS: dict[str, str] = {
+    "overview": "overview",
+    "timeline": "timeline",
+    "trace_plot": "timeline",
+    "Active Memory Timeline": "timeline",
+    "segments-timeline": "segments-timeline",
+    "segment_timeline": "segments-timeline",
+    "Active Cached Segment Timeline": "segments-timeline",
+    "state": "state",
+    "segment_plot": "state",
+    "Allocator State History": "state",
+    "flamegraph": "flamegraph",
+}
+
+# Flamegraph kinds: which folded stacks they draw and their default titles.
+SVG_KINDS: dict[str, str] = {
+    "segments": "Segment flamegraph (cached memory by segment and allocation site)",
+    "memory": "Memory flamegraph (allocated memory by allocation site)",
+}
+
+
+def _fspath(path: PathLike) -> str:
+    return os.fspath(path)
+
+
+def _write_text(path: PathLike, text: str) -> str:
+    p = _fspath(path)
+    core().write_file_atomic(p, text.encode("utf-8"))
+    return p
+
+
+@dataclass(frozen=True)
+class FoldedStacks:
+    """Folded stacks, one ``frame;frame;frame bytes`` line per entry, as torch's
+    ``_memory_viz.segments`` / ``memory`` write them (outermost frame first).
+
+    Iterating yields ``(frames, bytes)`` pairs; ``text`` is the torch-identical
+    text; ``to_svg`` renders the flamegraph.
+    """
+
+    text: str
+    kind: str = "memory"
+
+    def __iter__(self) -> Iterator[tuple[tuple[str, ...], int]]:
+        for line in self.text.splitlines():
+            if not line:
+                continue
+            stack, _, count = line.rpartition(" ")
+            yield tuple(stack.split(";")), int(count)
+
+    def __len__(self) -> int:
+        return sum(1 for line in self.text.splitlines() if line)
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def total(self) -> int:
+        """Sum of the bytes of every line."""
+        return sum(n for _, n in self)
+
+    def svg(self, title: str | None = None, width: int = 1200) -> str:
+        """The flamegraph as a self-contained SVG document."""
+        title = title or SVG_KINDS.get(self.kind, "Flame Graph")
+        try:
+            return core().render_flamegraph_svg(self.text, title=title, width=width)
+        except MemsightError:
+            # torch's folded text can hold negative counts (requested-size
+            # accounting); flamegraph.pl skips lines it cannot read, so draw
+            # the readable ones rather than nothing.
+            kept = [ln for ln in self.text.splitlines() if ln and ln.rpartition(" ")[2].isdigit()]
+            if len(kept) == len([ln for ln in self.text.splitlines() if ln]):
+                raise
+            return core().render_flamegraph_svg("\n".join(kept) + "\n", title=title, width=width)
+
+    def to_svg(self, path: PathLike, title: str | None = None, width: int = 1200) -> str:
+        return _write_text(path, self.svg(title=title, width=width))
+
+
+class Summary(dict):
+    """The engine's summary (peaks, top allocation sites, OOM diagnosis, ...)
+    as a dict with attribute access; ``text`` is the plain-text report."""
+
+    def __init__(self, data: dict[str, Any], text: str = "") -> None:
+        super().__init__(data)
+        self.text = text
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return _wrap(self[name])
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __str__(self) -> str:
+        return self.text or json.dumps(self, indent=2)
+
+
+def _wrap(value: Any) -> Any:
+    if isinstance(value, dict) and not isinstance(value, Summary):
+        return Summary(value)
+    if isinstance(value, list):
+        return [_wrap(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``memsight compare``: segments only in the snapshot before / after.
+
+    ``only_before`` / ``only_after`` are segment addresses, in torch's printed
+    order; ``folded`` holds the stacks of those segments.
+    """
+
+    text: str
+    folded: FoldedStacks
+    only_before: list[int] = field(default_factory=list)
+    only_after: list[int] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _parse_comparison(text: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(" = ")
+        if sep and name in ("only_before", "only_after"):
+            try:
+                out[name] = [int(x) for x in ast.literal_eval(value)]
+            except (ValueError, SyntaxError):
+                out[name] = []
+    return out
+
+
+class Snapshot:
+    """A PyTorch CUDA memory snapshot, read by memsight's engine.
+
+    Create one with :func:`memsight.load` / :func:`memsight.loads`.
+    """
+
+    __slots__ = ("_snap", "source", "_summary", "_lock")
+
+    def __init__(self, core_snapshot: Any, source: str | None = None) -> None:
+        self._snap = core_snapshot
+        self.source = source
+        self._summary: tuple[str, str] | None = None  # (text, json), computed once
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        where = f" from {self.source!r}" if self.source else ""
+        return (
+            f"<memsight.Snapshot{where}: {self.device_count} device(s), "
+            f"{self.segment_count} segments, {self.trace_entry_count} trace entries>"
+        )
+
+    # -- the model, in numbers -------------------------------------------------
+    @property
+    def device_count(self) -> int:
+        return int(self._snap.device_count)
+
+    @property
+    def segment_count(self) -> int:
+        return int(self._snap.segment_count)
+
+    @property
+    def block_count(self) -> int:
+        return int(self._snap.block_count)
+
+    @property
+    def trace_entry_count(self) -> int:
+        """Trace entries over all devices."""
+        return int(self._snap.trace_entry_count)
+
+    @property
+    def device_trace_lengths(self) -> list[int]:
+        return list(self._snap.device_trace_lengths)
+
+    # -- torch's text tools (byte for byte) ------------------------------------
+    def stats(self) -> str:
+        """``memsight stats``: torch's ``_memory_viz.segsum`` text."""
+        return self._snap.segsum()
+
+    def trace(self) -> str:
+        """``memsight trace``: torch's ``_memory_viz.trace`` text."""
+        return self._snap.trace_text()
+
+    def segments(self) -> FoldedStacks:
+        """``memsight segments``: folded stacks by stream, segment and state."""
+        return FoldedStacks(self._snap.folded_segments(), "segments")
+
+    def memory(self) -> FoldedStacks:
+        """``memsight memory``: folded stacks of allocated memory."""
+        return FoldedStacks(self._snap.folded_memory(), "memory")
+
+    def compare(self, after: Snapshot) -> Comparison:
+        """``memsight compare self after``."""
+        text, folded = core().compare(self._snap, after._snap)
+        parsed = _parse_comparison(text)
+        return Comparison(
+            text=text,
+            folded=FoldedStacks(folded, "segments"),
+            only_before=parsed.get("only_before", []),
+            only_after=parsed.get("only_after", []),
+        )
+
+    # -- summary ---------------------------------------------------------------
+    def _summary_pair(self) -> tuple[str, str]:
+        with self._lock:
+            if self._summary is None:
+                self._summary = tuple(self._snap.summary_text_and_json())  # type: ignore[assignment]
+            return self._summary  # type: ignore[return-value]
+
+    def summary_text(self) -> str:
+        """``memsight summary``: peaks, top sites and, after an OOM, the diagnosis."""
+        return self._summary_pair()[0]
+
+    def summary_json(self) -> str:
+        """``memsight summary --json``."""
+        return self._summary_pair()[1]
+
+    def summary(self) -> Summary:
+        """The summary as a Python object (the JSON the CLI prints, as a dict)."""
+        text, js = self._summary_pair()
+        return Summary(json.loads(js), text)
+
+    # -- rendering ---------------------------------------------------------------
+    def html(self, view: str = "overview", title: str | None = None, with_summary: bool = True) -> str:
+        """The self-contained page (works offline from file://), opening on
+        ``view``: ``overview``, ``timeline`` (torch's trace_plot),
+        ``segments-timeline``, ``state`` (torch's segment_plot) or
+        ``flamegraph``. With ``with_summary`` the overview shows the summary
+        (peaks, top sites, OOM diagnosis)."""
+        if view not in HTML_VIEWS:
+            raise ValueError(f"unknown view {view!r}: expected one of {sorted(set(HTML_VIEWS.values()))}")
+        summary = ""
+        if with_summary:
+            try:
+                summary = self.summary_json()
+            except Exception:  # the page shows its own basic facts instead
+                summary = ""
+        source_name = os.path.basename(self.source) if self.source else ""
+        source_bytes = 0
+        if self.source:
+            try:
+                source_bytes = os.path.getsize(self.source)
+            except OSError:
+                pass
+        return self._snap.render_html(
+            view=HTML_VIEWS[view], title=title or source_name or "memsight", source_name=source_name,
+            source_bytes=source_bytes, summary_json=summary,
+        )
+
+    def to_html(self, path: PathLike, view: str = "overview", title: str | None = None) -> str:
+        """Writes :meth:`html` to ``path`` (atomically) and returns the path."""
+        return _write_text(path, self.html(view, title))
+
+    def svg(self, kind: str = "segments", title: str | None = None, width: int = 1200) -> str:
+        """A flamegraph SVG: ``kind`` is ``segments`` or ``memory``."""
+        if kind not in SVG_KINDS:
+            raise ValueError(f"unknown flamegraph kind {kind!r}: expected one of {sorted(SVG_KINDS)}")
+        folded = self.segments() if kind == "segments" else self.memory()
+        return folded.svg(title=title, width=width)
+
+    def to_svg(
+        self, path: PathLike, kind: str = "segments", title: str | None = None, width: int = 1200
+    ) -> str:
+        """Writes :meth:`svg` to ``path`` (atomically) and returns the path."""
+        return _write_text(path, self.svg(kind, title, width))
+
+    # -- back to torch's format --------------------------------------------------
+    def pickle(self) -> bytes:
+        """The snapshot as a torch-compatible pickle (protocol 4)."""
+        return self._snap.pickle()
+
+    def to_pickle(self, path: PathLike) -> str:
+        """Writes the pickle to ``path``; gzip for ``.gz``, zstd for ``.zst``/``.zstd``."""
+        p = _fspath(path)
+        self._snap.write(p)
+        return p
+
+    def to_dict(self) -> Any:
+        """The snapshot as the plain dicts and lists ``torch.cuda.memory._snapshot()`` returns."""
+        # Our own pickle holds data opcodes only, so loading it runs no code.
+        return pickle.loads(self.pickle())
+
+
+def load(path: PathLike, progress: Any = None) -> Snapshot:
+    """Reads a snapshot file: a torch pickle, optionally gzip/zstd/xz-compressed.
+
+    ``progress``, if given, is called now and then as ``progress(done, total)``
+    with byte counts. Raises :class:`memsight.MemsightError` for bad input and
+    ``FileNotFoundError`` for a missing file.
+    """
+    p = _fspath(path)
+    if not os.path.exists(p):
+        raise FileNotFoundError(2, "No such file or directory", p)
+    return Snapshot(core().load(p, progress), source=p)
+
+
+def loads(data: bytes | bytearray | memoryview) -> Snapshot:
+    """Reads a snapshot from pickled (optionally compressed) bytes."""
+    return Snapshot(core().loads(data))
+
+
+def from_dict(data: Any) -> Snapshot:
+    """A snapshot from the dict ``torch.cuda.memory._snapshot()`` returned."""
+    return loads(pickle.dumps(data, protocol=4))
+
+
+def compare(before: Snapshot | PathLike, after: Snapshot | PathLike) -> Comparison:
+    """``memsight compare``: accepts snapshots or paths."""
+    b = before if isinstance(before, Snapshot) else load(before)
+    a = after if isinstance(after, Snapshot) else load(after)
+    return b.compare(a)

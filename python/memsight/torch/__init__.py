@@ -1,0 +1,73 @@
+"""memsight for PyTorch: record the CUDA allocator's history, and capture
+memory from training jobs, including the moment they die of OOM.
+
+torch is imported only when something here needs it; without CUDA every
+class still imports and constructs, and the GPU-only ones warn once and
+turn themselves off.
+
+Recording::
+
+    with memsight.torch.record(max_entries=100_000, stacks="python"):
+        train_step()
+        memsight.torch.dump("step.pickle.gz")
+
+Training callbacks (plain loop, Lightning via ``memsight.torch.lightning``)::
+
+    cbs = memsight.torch.Callbacks(OOMObserver(), MemorySnapshot(), MemoryMonitor())
+"""
+
+from __future__ import annotations
+
+from .callback import Callback, CallbackProtocol, Callbacks
+from .memory_monitor import MEMORY_KEYS, MemoryMonitor, memory_report
+from .memory_snapshot import MemorySnapshot
+from .oom import OOMObserver
+from .recording import (
+    RecordOptions,
+    Recording,
+    dump,
+    record,
+    recorder,
+    snapshot,
+    start_recording,
+    stop_recording,
+)
+from .state import TrainState
+from .templates import (
+    ensure_folder_is_empty,
+    format_name_with_dist,
+    format_name_with_dist_and_time,
+    parse_uri,
+    partial_format,
+)
+from .uploads import Uploader, flush as flush_uploads, set_default_destination
+from ._dist import dist_info
+
+__all__ = [
+    "MEMORY_KEYS",
+    "Callback",
+    "CallbackProtocol",
+    "Callbacks",
+    "MemoryMonitor",
+    "MemorySnapshot",
+    "OOMObserver",
+    "RecordOptions",
+    "Recording",
+    "TrainState",
+    "Uploader",
+    "dist_info",
+    "dump",
+    "ensure_folder_is_empty",
+    "flush_uploads",
+    "format_name_with_dist",
+    "format_name_with_dist_and_time",
+    "memory_report",
+    "parse_uri",
+    "partial_format",
+    "record",
+    "recorder",
+    "set_default_destination",
+    "snapshot",
+    "start_recording",
+    "stop_recording",
+]

@@ -1,0 +1,281 @@
+"""OOMObserver: when the CUDA allocator is about to raise out-of-memory,
+write what memory looked like, rendered offline by memsight.
+
+Files, in ``folder``, named from the ``filename`` prefix:
+
+========================================  ==========================================
+``{prefix}_snapshot.pickle``              the snapshot (torch's pickle; loads with
+                                          ``pickle.load``, memsight, memory_viz)
+``{prefix}_trace_plot.html``              the page, opening on the memory timeline
+``{prefix}_segment_plot.html``            the page, opening on the allocator state
+``{prefix}_segment_flamegraph.svg``       flamegraph of cached memory by segment
+``{prefix}_memory_flamegraph.svg``        flamegraph of allocated memory
+``{prefix}_oom_diagnosis.txt``            the plain-text OOM diagnosis
+========================================  ==========================================
+
+Each file is produced and written on its own: one that fails (logged) loses
+none of the others. The OOM itself is never swallowed: torch raises
+``torch.cuda.OutOfMemoryError`` as usual once the files are written.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .._engine import core
+from ._cuda import cuda_available, torch_module
+from ._dist import dist_info
+from ._files import FileCallback
+from .recording import Recording
+from .state import TrainState
+
+log = logging.getLogger("memsight")
+
+# Output suffixes, in the order the files are written (Composer's five first).
+SNAPSHOT = "_snapshot.pickle"
+TRACE_PLOT = "_trace_plot.html"
+SEGMENT_PLOT = "_segment_plot.html"
+SEGMENT_FLAMEGRAPH = "_segment_flamegraph.svg"
+MEMORY_FLAMEGRAPH = "_memory_flamegraph.svg"
+DIAGNOSIS = "_oom_diagnosis.txt"
+SUFFIXES = (SNAPSHOT, TRACE_PLOT, SEGMENT_PLOT, SEGMENT_FLAMEGRAPH, MEMORY_FLAMEGRAPH)
+
+
+def list_filenames(prefix: str) -> list[str]:
+    """The five visualisation files for ``prefix`` (without the diagnosis)."""
+    return [prefix + s for s in SUFFIXES]
+
+
+def _size(n: int) -> str:
+    try:
+        return core().format_size(float(n))
+    except Exception:
+        return f"{n} bytes"
+
+
+# -- the one observer torch knows about ---------------------------------------------
+# torch can attach OOM observers but never detach them; memsight attaches one
+# dispatcher per process and keeps the armed OOMObservers in a list.
+_armed: list[weakref.ref[OOMObserver]] = []
+_armed_lock = threading.Lock()
+_attached = False
+
+
+def _dispatch(device: int, alloc: int, device_total: int, device_free: int) -> None:
+    with _armed_lock:
+        observers = [o for o in (r() for r in _armed) if o is not None]
+    for obs in observers:
+        try:
+            obs._on_oom(int(device), int(alloc), int(device_total), int(device_free))
+        except Exception:  # never let anything but the OOM out of the allocator
+            log.exception("memsight: OOMObserver failed while handling an OOM")
+
+
+def _arm(obs: OOMObserver) -> None:
+    global _attached
+    with _armed_lock:
+        if not any(r() is obs for r in _armed):
+            _armed.append(weakref.ref(obs))
+        if _attached:
+            return
+        torch = torch_module()
+        torch.cuda.init()  # attaching before CUDA is initialised crashed older torch
+        torch._C._cuda_attach_out_of_memory_observer(_dispatch)
+        _attached = True
+
+
+def _disarm(obs: OOMObserver) -> None:
+    with _armed_lock:
+        _armed[:] = [r for r in _armed if r() is not None and r() is not obs]
+
+
+class OOMObserver(FileCallback):
+    """Writes the snapshot, two pages, two flamegraphs and a diagnosis when a
+    CUDA OOM is about to be raised. Composer's parameters and defaults.
+
+    Args:
+        max_entries: allocator-history entries kept (ring buffer).
+        folder: local folder template (``{run_name}``, ``{rank}``, ...).
+        filename: file-name prefix template; time variables (``{batch}``, ...)
+            are filled at the OOM.
+        remote_file_name: remote *folder* each written file is uploaded into
+            (``s3://bucket/...``, ``file:///...``, or a name relative to the
+            default destination); None or '' for no uploads.
+        overwrite: if False, a non-empty folder is refused at set-up; also
+            passed to uploads.
+        context, stacks: what stacks torch records (see ``record``).
+        parallel: render the pages and flamegraphs in parallel threads.
+
+    Armed by ``fit_start`` (or :meth:`arm`), disarmed by ``close``.
+    """
+
+    def __init__(
+        self,
+        max_entries: int = 100_000,
+        folder: str = "{run_name}/torch_traces",
+        filename: str = "rank{rank}_oom",
+        remote_file_name: str | None = "{run_name}/oom_traces/rank{rank}_oom",
+        overwrite: bool = False,
+        *,
+        context: str = "alloc",
+        stacks: str = "python",
+        parallel: bool = True,
+    ) -> None:
+        super().__init__(folder, filename, remote_file_name, overwrite)
+        self.max_entries = int(max_entries)
+        self._recording = Recording(max_entries, context, stacks, owner="OOMObserver")
+        self.parallel = parallel
+        self.armed = False
+        #: Files written for the last OOM, and how long that took (seconds).
+        self.last_files: list[str] = []
+        self.last_duration: float | None = None
+        #: Where that time went: snapshot, pickle, write_pickle, engine_load, render (seconds).
+        self.last_timings: dict[str, float] = {}
+        self.oom_count = 0
+        self._lock = threading.Lock()
+
+    @property
+    def filename_config(self) -> dict[str, str]:
+        return dict(zip(("snapshot", "trace_plot", "segment_plot", "segment_flamegraph", "memory_flamegraph"), SUFFIXES))
+
+    def arm(self, state: TrainState | None = None) -> OOMObserver:
+        """Same as ``fit_start``: for use outside a training loop."""
+        self.fit_start(state)
+        return self
+
+    def _on_fit_start(self, state: TrainState) -> None:
+        if not self.enabled:
+            return
+        if not cuda_available():
+            self._disable("OOMObserver needs a CUDA device, and none is available: it is turned off.")
+            return
+        if state.device is not None and state.device not in ("cuda", "meta"):
+            self._disable(f"OOMObserver needs a model on CUDA, but it is on {state.device}: it is turned off.")
+            return
+        self._set_up_folder(state)
+        self._recording.start()
+        _arm(self)
+        self.armed = True
+
+    def _on_close(self) -> None:
+        if self.armed:
+            _disarm(self)
+            self.armed = False
+        self._recording.stop()
+        self._flush_uploads()
+
+    # -- at the OOM -----------------------------------------------------------------
+    def _on_oom(self, device: int, alloc: int, device_total: int, device_free: int) -> None:
+        if not (self.enabled and self.armed):
+            return
+        with self._lock:
+            self._write_all(device, alloc, device_total, device_free)
+
+    def _write_all(self, device: int, alloc: int, device_total: int, device_free: int) -> None:
+        t0 = time.perf_counter()
+        timings: dict[str, float] = {}
+
+        def lap(name: str, since: float) -> float:
+            now = time.perf_counter()
+            timings[name] = round(now - since, 4)
+            return now
+
+        torch = torch_module()
+        state = self.state or TrainState()
+        self.oom_count += 1
+        try:
+            snap = torch.cuda.memory._snapshot()
+            t = lap("snapshot", t0)
+        except Exception:
+            log.exception("memsight: OOM on device %d, but the memory snapshot could not be taken", device)
+            return
+        if not any(snap.get("device_traces") or []):
+            log.warning(
+                "memsight: OOM on device %d, but no allocation history was recorded "
+                "(was recording turned off outside memsight?); no files written", device,
+            )
+            return
+        folder = self.folder_name or "."
+        prefix = os.path.join(folder, self._prefix(state))
+        start = len(self.written)
+        raw: bytes | None = None
+        try:
+            raw = pickle.dumps(snap, protocol=4)
+        except Exception:
+            log.exception("memsight: could not pickle the OOM snapshot")
+        t = lap("pickle", t)
+        if raw is not None:
+            self._write(prefix + SNAPSHOT, lambda: raw, "OOM snapshot")
+        t = lap("write_pickle", t)
+        del snap
+
+        msnap: Any = None
+        if raw is not None:
+            try:
+                from ..snapshot import loads
+
+                msnap = loads(raw)
+            except Exception as e:
+                log.error("memsight: the engine could not read the OOM snapshot: %s: %s", type(e).__name__, e)
+        t = lap("engine_load", t)
+
+        def need() -> Any:
+            if msnap is None:
+                raise RuntimeError("no snapshot for the engine (see the error above)")
+            return msnap
+
+        header = self._diagnosis_header(device, alloc, device_total, device_free)
+
+        def diagnosis() -> str:
+            try:
+                body = need().summary_text()
+            except Exception as e:
+                body = f"(the engine's diagnosis is unavailable: {type(e).__name__}: {e})\n"
+            return header + "\n" + body
+
+        jobs: list[tuple[str, Callable[[], str], str]] = [
+            (TRACE_PLOT, lambda: need().html("trace_plot"), "trace plot page"),
+            (SEGMENT_PLOT, lambda: need().html("segment_plot"), "segment plot page"),
+            (SEGMENT_FLAMEGRAPH, lambda: need().svg("segments"), "segment flamegraph"),
+            (MEMORY_FLAMEGRAPH, lambda: need().svg("memory"), "memory flamegraph"),
+            (DIAGNOSIS, diagnosis, "OOM diagnosis"),
+        ]
+        if self.parallel and msnap is not None:
+            with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="memsight-oom") as pool:
+                list(pool.map(lambda j: self._write(prefix + j[0], j[1], j[2]), jobs))
+        else:
+            for suffix, produce, what in jobs:
+                self._write(prefix + suffix, produce, what)
+        lap("render", t)
+        # Keep the documented order whatever order the threads finished in.
+        order = {s: i for i, s in enumerate((SNAPSHOT,) + tuple(j[0] for j in jobs))}
+        new = sorted(self.written[start:], key=lambda p: next((order[s] for s in order if p.endswith(s)), 99))
+        self.written[start:] = new
+        self.last_files = new
+        self.last_duration = time.perf_counter() - t0
+        self.last_timings = timings
+        log.error(
+            "memsight: CUDA out of memory on device %d (%s requested, %s free): wrote %d file(s) to %s in %.2fs",
+            device, _size(alloc), _size(device_free), len(new), folder, self.last_duration,
+        )
+        for path in new:
+            self._upload(path, state)
+
+    def _diagnosis_header(self, device: int, alloc: int, device_total: int, device_free: int) -> str:
+        info = dist_info()
+        st = self.state
+        where = f"rank {info.get('rank', 0)} of {info.get('world_size', 1)}, device {device}"
+        when = f"epoch {st.epoch}, batch {st.batch}" if st is not None else "outside a training loop"
+        return (
+            f"CUDA out of memory ({where}; {when}; run {st.run_name if st else '-'})\n"
+            f"  requested {_size(alloc)}; the device had {_size(device_free)} free "
+            f"of {_size(device_total)}\n"
+        )

@@ -1,0 +1,209 @@
+// memsight._core: the Python binding over the engine. It binds, it holds no
+// logic: every function here is one call into include/memsight/*.h, with the
+// GIL released while the engine works, so that Python threads (an uploader,
+// a data loader) keep running while a snapshot is read or rendered.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "memsight/error.h"
+#include "memsight/flamegraph.h"
+#include "memsight/reader.h"
+#include "memsight/snapshot.h"
+#include "memsight/text_tools.h"
+
+#include "memsight/cli.h"
+#include "memsight/html.h"
+#include "memsight/summary.h"
+
+namespace py = pybind11;
+using memsight::Snapshot;
+using SnapshotPtr = std::shared_ptr<Snapshot>;
+
+namespace {
+
+// Runs `f` without the GIL and returns its std::string result.
+template <class F>
+std::string released(F&& f) {
+  py::gil_scoped_release nogil;
+  return f();
+}
+
+// Bytes-like input (bytes, bytearray, memoryview) as a view; the caller keeps
+// the buffer alive while the view is used.
+std::string_view as_view(const py::buffer_info& info) {
+  if (info.ndim > 1) throw py::value_error("expected a one-dimensional bytes-like object");
+  return {static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize)};
+}
+
+SnapshotPtr load_file(const std::string& path, const py::object& progress) {
+  memsight::Progress cb;
+  if (!progress.is_none()) {
+    cb = [progress](uint64_t done, uint64_t total) {
+      py::gil_scoped_acquire gil;
+      progress(done, total);
+    };
+  }
+  py::gil_scoped_release nogil;
+  return std::make_shared<Snapshot>(memsight::read_snapshot_file(path, cb));
+}
+
+SnapshotPtr load_bytes(const py::buffer& data) {
+  py::buffer_info info = data.request();
+  std::string_view view = as_view(info);
+  py::gil_scoped_release nogil;
+  return std::make_shared<Snapshot>(memsight::read_snapshot_bytes(view));
+}
+
+py::list device_trace_lengths(const Snapshot& s) {
+  py::list out;
+  for (size_t d = 0; d < s.device_count(); ++d) {
+    auto [b, e] = s.device_rows(d);
+    out.append(e - b);
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "memsight's C++ engine (use the memsight package, not this module directly)";
+
+  // memsight._core.Error derives from memsight.MemsightError (a ValueError),
+  // so `except memsight.MemsightError` catches engine errors.
+  py::object base = py::reinterpret_borrow<py::object>(PyExc_ValueError);
+  try {
+    base = py::module_::import("memsight._errors").attr("MemsightError");
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+  }
+  py::register_exception<memsight::Error>(m, "Error", base.ptr());
+
+  py::class_<Snapshot, SnapshotPtr>(m, "Snapshot")
+      .def_property_readonly("device_count", &Snapshot::device_count)
+      .def_property_readonly("segment_count", [](const Snapshot& s) { return s.segments.size(); })
+      .def_property_readonly("block_count", [](const Snapshot& s) { return s.blocks.size(); })
+      .def_property_readonly("trace_entry_count", [](const Snapshot& s) { return s.trace.rows(); })
+      .def_property_readonly("device_trace_lengths", &device_trace_lengths)
+      .def_property_readonly("frame_count", [](const Snapshot& s) { return s.frames.frame_count(); })
+      .def_property_readonly("top_keys", [](const Snapshot& s) { return s.top_keys; })
+      .def_property_readonly("legacy_segment_list",
+                             [](const Snapshot& s) { return s.legacy_segment_list; })
+      .def("segsum", [](const Snapshot& s) { return released([&] { return memsight::segsum(s); }); })
+      .def("trace_text",
+           [](const Snapshot& s) { return released([&] { return memsight::trace_text(s); }); })
+      .def("folded_memory",
+           [](const Snapshot& s) { return released([&] { return memsight::folded_memory(s); }); })
+      .def("folded_segments",
+           [](const Snapshot& s) { return released([&] { return memsight::folded_segments(s); }); })
+      .def("pickle",
+           [](const Snapshot& s) {
+             std::string bytes = released([&] { return memsight::pickle_snapshot(s); });
+             return py::bytes(bytes);
+           })
+      .def(
+          "write",
+          [](const Snapshot& s, const std::string& path) {
+            py::gil_scoped_release nogil;
+            memsight::write_snapshot_file(s, path);
+          },
+          py::arg("path"))
+      .def("summary_text",
+           [](const Snapshot& s) {
+             return released([&] { return memsight::summary_text(s, memsight::summarize(s)); });
+           })
+      .def("summary_json",
+           [](const Snapshot& s) {
+             return released([&] { return memsight::summary_json(s, memsight::summarize(s)); });
+           })
+      .def("summary_text_and_json",
+           [](const Snapshot& s) {
+             std::pair<std::string, std::string> out;
+             {
+               py::gil_scoped_release nogil;
+               memsight::Summary sum = memsight::summarize(s);
+               out.first = memsight::summary_text(s, sum);
+               out.second = memsight::summary_json(s, sum);
+             }
+             return out;
+           })
+      .def(
+          "render_html",
+          [](const Snapshot& s, const std::string& view, const std::string& title,
+             const std::string& source_name, uint64_t source_bytes, const std::string& summary_json,
+             int device) {
+            memsight::HtmlOptions opts;
+            if (!view.empty()) opts.view = view;
+            opts.title = title;
+            opts.source_name = source_name;
+            opts.source_bytes = source_bytes;
+            opts.summary_json = summary_json;
+            opts.device = device;
+            return released([&] { return memsight::render_html(s, opts); });
+          },
+          py::arg("view") = "", py::arg("title") = "", py::arg("source_name") = "",
+          py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1)
+      ;
+
+  m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
+        "Reads a snapshot file (pickle, optionally gzip/zstd/xz-compressed).");
+  m.def("loads", &load_bytes, py::arg("data"), "Reads a snapshot from pickled bytes.");
+  m.def(
+      "compare",
+      [](const Snapshot& before, const Snapshot& after) {
+        memsight::Comparison c;
+        {
+          py::gil_scoped_release nogil;
+          c = memsight::compare(before, after);
+        }
+        return py::make_tuple(c.stdout_text, c.folded);
+      },
+      py::arg("before"), py::arg("after"));
+  m.def(
+      "render_flamegraph_svg",
+      [](const std::string& folded, const std::string& title, const std::string& count_name,
+         int width, bool bytes) {
+        memsight::FlamegraphOptions opts;
+        opts.title = title;
+        opts.count_name = count_name;
+        opts.width = width;
+        opts.bytes = bytes;
+        return released([&] { return memsight::render_flamegraph_svg(folded, opts); });
+      },
+      py::arg("folded"), py::arg("title") = "Flame Graph", py::arg("count_name") = "bytes",
+      py::arg("width") = 1200, py::arg("bytes") = true);
+  m.def("format_size", &memsight::format_size, py::arg("num"));
+  m.def(
+      "is_html_view", [](const std::string& v) { return memsight::is_html_view(v); }, py::arg("view"));
+  m.def(
+      "write_file_atomic",
+      [](const std::string& path, const py::buffer& content) {
+        py::buffer_info info = content.request();
+        std::string_view view = as_view(info);
+        py::gil_scoped_release nogil;
+        memsight::write_file_atomic(path, view);
+      },
+      py::arg("path"), py::arg("content"));
+  m.def(
+      "cli_main",
+      [](const std::vector<std::string>& argv) {
+        std::fflush(stdout);
+        int rc;
+        {
+          py::gil_scoped_release nogil;
+          rc = memsight::cli_main(argv);
+          std::cout.flush();
+          std::cerr.flush();
+        }
+        return rc;
+      },
+      py::arg("argv"), "Runs the memsight CLI with argv (the arguments after the program name).");
+}

@@ -1,0 +1,144 @@
+"""memsight.load / loads and the CLI's analyses from Python, checked against
+torch's own outputs in tests/data (the golden files of the CLI tests)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+import xml.etree.ElementTree as ET
+
+import pytest
+
+import memsight
+
+FIXTURES = ["mlp_train", "multistream", "oom", "state_only", "transformer_train"]
+
+
+def _golden(data_dir, name, ext):
+    return (data_dir / f"{name}.{ext}").read_text()
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_text_tools_match_torch(core, data_dir, name):
+    snap = memsight.load(data_dir / f"{name}.pickle")
+    # The files hold what torch's functions return (its CLI adds one newline).
+    assert snap.stats() == _golden(data_dir, name, "stats.txt")
+    assert snap.trace() == _golden(data_dir, name, "trace.txt")
+    assert snap.memory().text == _golden(data_dir, name, "memory.folded")
+    assert snap.segments().text == _golden(data_dir, name, "segments.folded")
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_round_trip_to_python_objects(core, data_dir, name):
+    path = data_dir / f"{name}.pickle"
+    with open(path, "rb") as f:
+        expected = pickle.load(f)
+    snap = memsight.load(path)
+    assert snap.to_dict() == expected
+    assert memsight.loads(path.read_bytes()).to_dict() == expected
+    assert memsight.from_dict(expected).to_dict() == expected
+    assert snap.trace_entry_count == sum(len(t) for t in expected.get("device_traces", []))
+    assert snap.segment_count == len(expected["segments"])
+
+
+def test_folded_stacks_as_objects(core, data_dir):
+    folded = memsight.load(data_dir / "mlp_train.pickle").memory()
+    rows = list(folded)
+    assert len(rows) == len(folded) == len(folded.text.splitlines())
+    for (frames, n), line in zip(rows, folded.text.splitlines()):
+        assert line == ";".join(frames) + " " + str(n)
+    assert folded.total == sum(n for _, n in rows) > 0
+
+
+def test_svg_rendering(core, data_dir, tmp_path):
+    snap = memsight.load(data_dir / "oom.pickle")
+    for kind in ("segments", "memory"):
+        path = snap.to_svg(tmp_path / f"{kind}.svg", kind)
+        assert ET.parse(path).getroot().tag.endswith("svg")
+    with pytest.raises(ValueError, match="unknown flamegraph kind"):
+        snap.svg("bogus")
+
+
+def test_compare(core, data_dir):
+    cmp = memsight.compare(data_dir / "mlp_train.pickle", data_dir / "oom.pickle")
+    assert cmp.text.startswith("only_before = [")
+    assert cmp.only_before and cmp.only_after
+    assert all(isinstance(a, int) for a in cmp.only_before + cmp.only_after)
+    tops = {frames[0] for frames, _ in cmp.folded}
+    assert tops == {"only_before", "only_after"}
+    same = memsight.compare(data_dir / "oom.pickle", data_dir / "oom.pickle")
+    assert same.only_before == [] and same.only_after == [] and len(same.folded) == 0
+
+
+def test_compressed_outputs_load_back(core, data_dir, tmp_path):
+    snap = memsight.load(data_dir / "mlp_train.pickle")
+    expected = snap.to_dict()
+    gz = snap.to_pickle(tmp_path / "s.pickle.gz")
+    with gzip.open(gz, "rb") as f:
+        assert pickle.load(f) == expected
+    zst = snap.to_pickle(tmp_path / "s.pickle.zst")
+    assert memsight.load(zst).to_dict() == expected
+
+
+def test_bad_input_gives_one_line_errors(core, tmp_path):
+    with pytest.raises(memsight.MemsightError, match="not a pickle"):
+        memsight.loads(b"definitely not a pickle")
+    bad = tmp_path / "list.pickle"
+    bad.write_bytes(pickle.dumps({"no": "segments"}))
+    with pytest.raises(memsight.MemsightError) as e:
+        memsight.load(bad)
+    assert "\n" not in str(e.value)
+    with pytest.raises(FileNotFoundError):
+        memsight.load(tmp_path / "missing.pickle")
+    with pytest.raises(ValueError):  # MemsightError is a ValueError
+        memsight.loads(b"\x80\x04")
+
+
+def test_summary_as_object_and_text(core, data_dir):
+    snap = memsight.load(data_dir / "oom.pickle")
+    s = snap.summary()
+    assert isinstance(s, dict) and s == json.loads(snap._snap.summary_json())
+    assert s.text == snap.summary_text() and s.text.strip()
+    dev = s.devices[0]  # attribute access all the way down
+    assert dev.peak_allocated >= dev.allocated_now > 0
+    assert dev.ooms and dev.ooms[0].requested > 0
+    assert "OUT OF MEMORY" in s.text
+
+
+def test_html_pages(core, data_dir, tmp_path):
+    snap = memsight.load(data_dir / "oom.pickle")
+    a = snap.to_html(tmp_path / "trace.html", "trace_plot")
+    b = snap.to_html(tmp_path / "seg.html", "segment_plot")
+    for p in (a, b):
+        text = open(p, encoding="utf-8").read()
+        assert text.lstrip().lower().startswith("<!doctype html") and "<script" in text
+        assert "cdn.jsdelivr" not in text  # works offline
+    assert open(a).read() != open(b).read()  # a different start view
+
+
+def test_engine_missing_message(monkeypatch):
+    from memsight import _engine
+
+    monkeypatch.setattr(_engine, "_core", None)
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_core(name, globals=None, locals=None, fromlist=(), level=0):
+        if fromlist and "_core" in fromlist:
+            raise ImportError("simulated: not built")
+        return real_import(name, globals, locals, fromlist, level)
+
+    monkeypatch.setattr(builtins, "__import__", no_core)
+    with pytest.raises(memsight.EngineNotBuiltError, match="pip install"):
+        memsight.loads(b"x")
+
+
+def test_flamegraph_skips_lines_it_cannot_read(core):
+    # torch's folded text can carry negative counts; flamegraph.pl skips such
+    # lines, and so does memsight rather than lose the whole flamegraph.
+    folded = memsight.FoldedStacks("a;b 100\na;c -14848\nd 50\n", "memory")
+    svg = folded.svg()
+    assert "a" in svg and ET.fromstring(svg).tag.endswith("svg")
+    assert ET.fromstring(memsight.FoldedStacks("only bad -1\n").svg()).tag.endswith("svg")
