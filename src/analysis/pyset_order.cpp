@@ -46,63 +46,41 @@ class PySet {
  public:
   PySet() : table_(kMinSize) {}
 
-  bool contains(const Key& k, int64_t h) const {
+  // CPython's lookup walk: runs of kLinearProbes slots, then a perturbed
+  // jump. Returns the entry holding k, else the first never-used slot.
+  Entry* probe(const Key& k, int64_t h) {
     size_t mask = table_.size() - 1, i = static_cast<size_t>(h) & mask;
     size_t perturb = static_cast<size_t>(h);
     while (true) {
       size_t probes = (i + kLinearProbes <= mask) ? kLinearProbes : 0;
-      size_t j = i;
-      for (size_t n = 0; n <= probes; ++n, ++j) {
-        const Entry& e = table_[j];
-        if (!e.used && !e.dummy) return false;
-        if (e.used && e.hash == h && e.key == k) return true;
+      for (size_t j = i; j <= i + probes; ++j) {
+        Entry& e = table_[j];
+        if (!e.used && !e.dummy) return &e;
+        if (e.used && e.hash == h && e.key == k) return &e;
       }
       perturb >>= kPerturbShift;
       i = (i * 5 + 1 + perturb) & mask;
     }
   }
 
+  bool contains(const Key& k, int64_t h) { return probe(k, h)->used; }
+
   void add(const Key& k, int64_t h) {
-    size_t mask = table_.size() - 1, i = static_cast<size_t>(h) & mask;
-    size_t perturb = static_cast<size_t>(h);
-    while (true) {
-      size_t probes = (i + kLinearProbes <= mask) ? kLinearProbes : 0;
-      size_t j = i;
-      for (size_t n = 0; n <= probes; ++n, ++j) {
-        Entry& e = table_[j];
-        if (!e.used && !e.dummy) {
-          e = Entry{true, false, h, k};
-          ++fill_;
-          ++used_;
-          if (fill_ * 5 >= mask * 3) resize(used_ > 50000 ? used_ * 2 : used_ * 4);
-          return;
-        }
-        if (e.used && e.hash == h && e.key == k) return;
-      }
-      perturb >>= kPerturbShift;
-      i = (i * 5 + 1 + perturb) & mask;
-    }
+    Entry* e = probe(k, h);
+    if (e->used) return;
+    size_t mask = table_.size() - 1;
+    *e = Entry{true, false, h, k};
+    ++fill_;
+    ++used_;
+    if (fill_ * 5 >= mask * 3) resize(used_ > 50000 ? used_ * 2 : used_ * 4);
   }
 
   void discard(const Key& k, int64_t h) {
-    size_t mask = table_.size() - 1, i = static_cast<size_t>(h) & mask;
-    size_t perturb = static_cast<size_t>(h);
-    while (true) {
-      size_t probes = (i + kLinearProbes <= mask) ? kLinearProbes : 0;
-      size_t j = i;
-      for (size_t n = 0; n <= probes; ++n, ++j) {
-        Entry& e = table_[j];
-        if (!e.used && !e.dummy) return;
-        if (e.used && e.hash == h && e.key == k) {
-          e.used = false;
-          e.dummy = true;
-          --used_;
-          return;
-        }
-      }
-      perturb >>= kPerturbShift;
-      i = (i * 5 + 1 + perturb) & mask;
-    }
+    Entry* e = probe(k, h);
+    if (!e->used) return;
+    e->used = false;
+    e->dummy = true;
+    --used_;
   }
 
   // set_copy: an empty set merged with this one.

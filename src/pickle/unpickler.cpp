@@ -69,6 +69,18 @@ T load_le(const uint8_t* p) {
   return v;  // x86-64 and arm64 Linux are little-endian, as pickle is
 }
 
+// LONG1's payload when it fits in 8 bytes: n little-endian bytes, two's
+// complement. Reads 8 bytes, so the caller guarantees they are there.
+int64_t long1_value(const uint8_t* b, size_t n) {
+  uint64_t u;
+  std::memcpy(&u, b, 8);
+  if (n < 8) {
+    u &= (uint64_t{1} << (8 * n)) - 1;
+    if (b[n - 1] & 0x80) u |= ~uint64_t{0} << (8 * n);
+  }
+  return static_cast<int64_t>(u);
+}
+
 }  // namespace
 
 Unpickler::Unpickler(ByteSource& src, StringTable& strings, DictHook* hook, Progress progress)
@@ -377,14 +389,8 @@ bool Unpickler::flat_value(const uint8_t*& q, Val& out) {
     case LONG1: {
       size_t n = *q++;
       if (n == 0 || n > 8) return false;
-      uint64_t u = 0;
-      std::memcpy(&u, q, 8);  // 16 bytes are in the buffer
-      if (n < 8) {
-        u &= (uint64_t{1} << (8 * n)) - 1;
-        if (q[n - 1] & 0x80) u |= ~uint64_t{0} << (8 * n);
-      }
+      int64_t v = long1_value(q, n);  // 16 bytes are in the buffer
       q += n;
-      auto v = static_cast<int64_t>(u);
       if (!Val::fits_int(v)) return false;
       out = Val::integer(v);
       return true;
@@ -508,13 +514,7 @@ bool Unpickler::row_int(const uint8_t*& q, int64_t& out) {
     case LONG1: {
       size_t n = q[1];
       if (n == 0 || n > 8) return false;
-      uint64_t u;
-      std::memcpy(&u, q + 2, 8);  // at least 16 bytes are in the buffer
-      if (n < 8) {
-        u &= (uint64_t{1} << (8 * n)) - 1;
-        if (q[1 + n] & 0x80) u |= ~uint64_t{0} << (8 * n);
-      }
-      out = static_cast<int64_t>(u);
+      out = long1_value(q + 2, n);  // at least 32 bytes are in the buffer
       q += 2 + n;
       return true;
     }
