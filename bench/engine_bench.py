@@ -38,11 +38,11 @@ def run_rss(cmd):
     return wall, usage.ru_maxrss * 1024
 
 
-def prepare(scale):
+def prepare(scale, source=None):
     DATA.mkdir(parents=True, exist_ok=True)
     large = DATA / "large.pickle"
     if not large.exists():
-        src = SHARED / "fixtures" / "large" / "large.pickle.xz"
+        src = source or SHARED / "fixtures" / "large" / "large.pickle.xz"
         with lzma.open(src) as f, open(large, "wb") as out:
             shutil.copyfileobj(f, out)
     files = [large]
@@ -63,8 +63,12 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--scale", type=int, default=10)
     ap.add_argument("--commands", default="stats,memory,summary,trace,view")
+    ap.add_argument("--scaled-repeat", type=int, default=1,
+                    help="repeats on the scaled copy (pickle.load of it takes ~20 s)")
+    ap.add_argument("--large", type=pathlib.Path, default=None,
+                    help="large.pickle.xz (default: ../shared/fixtures/large/large.pickle.xz)")
     args = ap.parse_args()
-    files = prepare(args.scale)
+    files = prepare(args.scale, args.large)
     commands = args.commands.split(",")
     print(f"machine: {os.cpu_count()} cpus; memsight: {args.memsight}; repeats: {args.repeat}\n")
     print("| input | size | command | memsight (median s) | pickle.load (median s) | ratio | memsight peak RSS | RSS / file |")
@@ -76,7 +80,8 @@ def main():
             out = {"stats": [], "memory": ["-o", "/dev/null"], "summary": [], "trace": [],
                    "view": ["-o", "/dev/null"]}[c]
             ms, py, rss = [], [], 0
-            for _ in range(args.repeat):  # alternate so both see the same load
+            repeat = args.repeat if f == files[0] else args.scaled_repeat
+            for _ in range(repeat):  # alternate so both see the same load
                 w, r = run_rss([args.memsight, c, str(f), *out])
                 ms.append(w)
                 rss = max(rss, r)

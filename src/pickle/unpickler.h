@@ -182,7 +182,7 @@ class Unpickler {
   std::vector<char> buf_;
   const uint8_t* base_ = nullptr;  // buffer start (or the mapped file)
   const uint8_t* next_release_ = nullptr;
-  static constexpr size_t kReleaseStep = 8 << 20;
+  static constexpr size_t kReleaseStep = 2 << 20;
   void release_consumed();
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;

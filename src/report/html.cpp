@@ -4,7 +4,9 @@
 #include "memsight/html.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <limits>
 
@@ -200,6 +202,24 @@ struct JsonObject {
   std::string done() { return s + '}'; }
 };
 
+// MEMSIGHT_TIMING=1 prints how long each step of render_html takes.
+class PhaseTimer {
+ public:
+  PhaseTimer() : on_(std::getenv("MEMSIGHT_TIMING") != nullptr), last_(Clock::now()) {}
+  void operator()(const char* what) {
+    if (!on_) return;
+    auto now = Clock::now();
+    std::fprintf(stderr, "render_html: %-12s %7.1f ms\n", what,
+                 std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool on_;
+  Clock::time_point last_;
+};
+
 std::string timeline_meta(const report::Timeline& tl) {
   return JsonObject()
       .num("elements", static_cast<double>(tl.kind.size()))
@@ -240,7 +260,7 @@ void pack_flame(PagePacker& p, PageTables& tables, const std::string& pre,
 // One device: its events, snapshot segments and blocks, both timelines, the
 // state checkpoints and the flamegraphs. Returns the device's metadata.
 std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
-                        const report::Annotated& ann, size_t d) {
+                        const report::Annotated& ann, size_t d, PhaseTimer& phase) {
   const std::string pre = "d" + std::to_string(d) + ".";
   const report::DeviceEvents& ev = ann.events[d];
   const TraceTable& t = snap.trace;
@@ -280,6 +300,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   p.ints(pre + "ev.cc", cc);
   p.ints(pre + "ev.meta", meta);
   p.ints(pre + "ev.other", other);
+  phase("events");
 
   // Snapshot segments and blocks of this device (block ranges made device-relative).
   const auto& segs = ann.segments[d];
@@ -348,12 +369,16 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
       if (s < 0) s = ~m.at(~s);
   };
 
+  phase("segments");
   report::Timeline tl = report::build_timeline(snap, ann, d, false);
   localize(tl.src, blk_local);
+  phase("timeline");
   pack_timeline(p, pre + "tl.", tl);
+  phase("pack tl");
   report::Timeline st = report::build_timeline(snap, ann, d, true);
   localize(st.src, seg_local);
   pack_timeline(p, pre + "st.", st);
+  phase("segments tl");
 
   report::StateCheckpoints sc =
       report::build_state_checkpoints(snap, ann, d, report::checkpoint_interval(n));
@@ -366,6 +391,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   p.ints_of(pre + "sc.boff", sc.blk_off);
   p.ints_of(pre + "sc.bsrc", sc.blk_src);
   p.ints_of(pre + "sc.bflag", sc.blk_flag);
+  phase("state cps");
 
   pack_flame(p, tables, pre + "fm.", report::build_flame_tree(snap, ann, d, false));
   pack_flame(p, tables, pre + "fs.", report::build_flame_tree(snap, ann, d, true));
@@ -467,7 +493,9 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                 "' (overview, timeline, segments-timeline, state, flamegraph)");
   std::string title = opts.title.empty() ? "memsight" : opts.title;
 
+  PhaseTimer phase;
   report::Annotated ann = report::annotate(snap);
+  phase("annotate");
   PagePacker packer;
   PageTables tables(snap);
   std::string devices = "[";
@@ -475,7 +503,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   bool any = false;
   for (size_t d = 0; d < ann.devices; ++d) {
     if (d) devices += ',';
-    devices += pack_device(packer, tables, snap, ann, d);
+    devices += pack_device(packer, tables, snap, ann, d, phase);
     size_t n = ann.events[d].row.size();
     bool used = n || !ann.segments[d].empty();
     if (used && (!any || n > longest)) {
@@ -488,6 +516,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   if (opts.device >= 0 && static_cast<size_t>(opts.device) < ann.devices)
     default_device = static_cast<size_t>(opts.device);
   tables.pack(packer);
+  phase("page data");
 
   std::string streams = "[";
   for (size_t i = 0; i < ann.stream_raw.size(); ++i) {
@@ -532,8 +561,10 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          .boolean("legacy", snap.legacy_segment_list)
                          .raw("topKeys", top_keys)
                          .done();
+  phase("summary");
   std::string raw = packer.finish(meta);
   std::string payload = opts.compress ? report::deflate_base64(raw, 4) : report::base64(raw);
+  phase("compress");
 
   std::string page(viewer_asset("page.html"));
   if (page.empty()) throw Error("html: viewer assets missing (page.html)");

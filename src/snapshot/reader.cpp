@@ -507,37 +507,44 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
     throw Error("not a memory snapshot: 'device_traces' is " + type_name(list) +
                 ", expected a list");
   const auto devices = vm.list_items(list);
-  std::vector<std::vector<uint32_t>> order(devices.size());
+  // The usual case: each device's list is a range of rows, in order. Then
+  // the table is used as it is, with no per-entry work.
   bool contiguous = true;
   uint32_t expect = 0;
+  snap_.device_begin.assign(1, 0);
   for (size_t d = 0; d < devices.size(); ++d) {
     Val dv = vm.resolve(devices[d]);
     if (dv.tag() != Val::List)
       throw Error("not a memory snapshot: device_traces[" + std::to_string(d) + "] is " +
                   type_name(dv) + ", expected a list");
-    const auto entries = vm.list_items(dv);
+    const Node& n = vm.node(dv);
+    if (!n.items.empty() || (n.row_count && n.row_first != expect)) contiguous = false;
+    expect += n.row_count;
+    snap_.device_begin.push_back(expect);
+  }
+  if (contiguous && expect == snap_.trace.rows()) return;
+
+  // Rare: entries shared, reordered, stray rows or dicts the fast paths
+  // left alone. Gather the rows in device order into a new table.
+  std::vector<std::vector<uint32_t>> order(devices.size());
+  uint32_t total = 0;
+  snap_.device_begin.assign(1, 0);
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const auto entries = vm.list_items(vm.resolve(devices[d]));
     order[d].reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       Val e = vm.resolve(entries[i]);
-      uint32_t row;
       if (e.tag() == Val::Row) {
-        row = e.idx();
+        order[d].push_back(e.idx());
       } else if (e.tag() == Val::Dict) {
-        row = row_from_generic(vm, e);
+        order[d].push_back(row_from_generic(vm, e));
       } else {
         throw Error("not a memory snapshot: device_traces[" + std::to_string(d) + "][" +
                     std::to_string(i) + "] is " + type_name(e) + ", expected a dict");
       }
-      if (row != expect) contiguous = false;
-      expect = row + 1;
-      order[d].push_back(row);
     }
+    snap_.device_begin.push_back(total += static_cast<uint32_t>(order[d].size()));
   }
-  snap_.device_begin.assign(1, 0);
-  uint32_t total = 0;
-  for (auto& o : order) snap_.device_begin.push_back(total += static_cast<uint32_t>(o.size()));
-  if (contiguous && total == snap_.trace.rows()) return;
-  // Rare: entries shared, reordered or stray rows. Gather them in device order.
   TraceTable old = std::move(snap_.trace);
   TraceTable& t = snap_.trace = TraceTable{};
   t.reserve(total);
