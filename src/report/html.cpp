@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "memsight/error.h"
@@ -18,8 +18,8 @@
 namespace memsight {
 namespace {
 
-using report::PagePacker;
 using report::json_string;
+using report::PagePacker;
 
 constexpr uint32_t kUnset = std::numeric_limits<uint32_t>::max();
 
@@ -141,13 +141,27 @@ void json_number(std::string& out, double v) {
 void pyvalue_json(std::string& out, const PyValue& v) {
   using K = PyValue::Kind;
   switch (v.kind) {
-    case K::None: out += "null"; break;
-    case K::Bool: out += v.b ? "true" : "false"; break;
-    case K::Int: out += std::to_string(v.i); break;
-    case K::BigInt: json_string(out, bigint_decimal(v.s)); break;
-    case K::Float: json_number(out, v.f); break;
-    case K::Str: json_string(out, v.s); break;
-    case K::Bytes: json_string(out, py_repr(v)); break;
+    case K::None:
+      out += "null";
+      break;
+    case K::Bool:
+      out += v.b ? "true" : "false";
+      break;
+    case K::Int:
+      out += std::to_string(v.i);
+      break;
+    case K::BigInt:
+      json_string(out, bigint_decimal(v.s));
+      break;
+    case K::Float:
+      json_number(out, v.f);
+      break;
+    case K::Str:
+      json_string(out, v.s);
+      break;
+    case K::Bytes:
+      json_string(out, py_repr(v));
+      break;
     case K::List:
     case K::Tuple:
       out += '[';
@@ -266,15 +280,15 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   const TraceTable& t = snap.trace;
   const size_t n = ev.row.size();
 
-  std::vector<int64_t> action(n), size(n), stream(n), stack(n), dt(n), cc(n), meta(n), other(n);
-  std::vector<double> addr(n);
+  std::vector<int64_t> action(n), addr(n), size(n), stream(n), stack(n), dt(n), cc(n), meta(n),
+      other(n);
   int64_t t0 = n ? t.time_us[ev.row[0]] : 0, prev = t0;
   bool has_time = false;
   size_t ooms = 0;
   for (size_t i = 0; i < n; ++i) {
     uint32_t r = ev.row[i];
     action[i] = static_cast<int64_t>(ev.action[i]);
-    addr[i] = static_cast<double>(t.addr[r]);
+    addr[i] = t.addr[r];
     size[i] = t.size[r];
     stream[i] = ann.stream(t.stream[r]);
     stack[i] = tables.stack(t.stack[r]);
@@ -287,11 +301,12 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
     cc[i] = tables.str(t.compile_context[r]);
     meta[i] = tables.str(t.user_metadata[r]);
     if (ev.action[i] == report::PageAction::Other)
-      if (auto it = t.action_name.find(r); it != t.action_name.end()) other[i] = tables.str(it->second);
+      if (auto it = t.action_name.find(r); it != t.action_name.end())
+        other[i] = tables.str(it->second);
     if (ev.action[i] == report::PageAction::Oom) ++ooms;
   }
   p.ints(pre + "ev.action", action);
-  p.f64(pre + "ev.addr", addr);
+  p.ints(pre + "ev.addr", addr);
   p.ints(pre + "ev.size", size);
   p.ints(pre + "ev.stream", stream);
   p.ints(pre + "ev.stack", stack);
@@ -398,7 +413,8 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
 
   size_t free_only = 0;
   for (auto k : tl.kind) free_only += k == report::ElementKind::FreeOnly;
-  auto [rb, re] = d < snap.device_count() ? snap.device_rows(d) : std::pair<uint32_t, uint32_t>{0, 0};
+  auto [rb, re] =
+      d < snap.device_count() ? snap.device_rows(d) : std::pair<uint32_t, uint32_t>{0, 0};
   return JsonObject()
       .num("index", static_cast<double>(d))
       .num("events", static_cast<double>(n))
@@ -422,11 +438,20 @@ std::string html_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -464,8 +489,10 @@ std::string bundle_js() {
         in_import = line.find(" from ") == std::string_view::npos && !line.starts_with("} from ");
         continue;
       }
-      if (line.starts_with("export default ")) line.remove_prefix(15);
-      else if (line.starts_with("export ")) line.remove_prefix(7);
+      if (line.starts_with("export default "))
+        line.remove_prefix(15);
+      else if (line.starts_with("export "))
+        line.remove_prefix(7);
       out += line;
       out += '\n';
     }
@@ -570,7 +597,8 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   if (page.empty()) throw Error("html: viewer assets missing (page.html)");
   std::string js = bundle_js();
   replace_all(js, "</script", "<\\/script");
-  std::string data = "<script id=\"memsight-data\" type=\"application/octet-stream\" data-encoding=\"";
+  std::string data =
+      "<script id=\"memsight-data\" type=\"application/octet-stream\" data-encoding=\"";
   data += opts.compress ? "deflate" : "none";
   data += "\" data-size=\"" + std::to_string(raw.size()) + "\">";
   // Splice the big pieces in last, in one pass, to avoid copying them around.

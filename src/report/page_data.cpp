@@ -24,16 +24,26 @@ class VersionSpace {
 
 PageAction page_action(Action a) {
   switch (a) {
-    case Action::Alloc: return PageAction::Alloc;
-    case Action::FreeRequested: return PageAction::FreeRequested;
-    case Action::FreeCompleted: return PageAction::FreeCompleted;
-    case Action::SegmentAlloc: return PageAction::SegmentAlloc;
-    case Action::SegmentFree: return PageAction::SegmentFree;
-    case Action::SegmentMap: return PageAction::SegmentMap;
-    case Action::SegmentUnmap: return PageAction::SegmentUnmap;
-    case Action::Snapshot: return PageAction::Snapshot;
-    case Action::Oom: return PageAction::Oom;
-    default: return PageAction::Other;
+    case Action::Alloc:
+      return PageAction::Alloc;
+    case Action::FreeRequested:
+      return PageAction::FreeRequested;
+    case Action::FreeCompleted:
+      return PageAction::FreeCompleted;
+    case Action::SegmentAlloc:
+      return PageAction::SegmentAlloc;
+    case Action::SegmentFree:
+      return PageAction::SegmentFree;
+    case Action::SegmentMap:
+      return PageAction::SegmentMap;
+    case Action::SegmentUnmap:
+      return PageAction::SegmentUnmap;
+    case Action::Snapshot:
+      return PageAction::Snapshot;
+    case Action::Oom:
+      return PageAction::Oom;
+    default:
+      return PageAction::Other;
   }
 }
 
@@ -55,7 +65,8 @@ Annotated annotate(const Snapshot& snap) {
   ann.stream_raw.push_back(0);
   ann.stream_no[0] = 0;
   auto stream = [&](int64_t raw) {
-    auto [it, inserted] = ann.stream_no.try_emplace(raw, static_cast<uint32_t>(ann.stream_raw.size()));
+    auto [it, inserted] =
+        ann.stream_no.try_emplace(raw, static_cast<uint32_t>(ann.stream_raw.size()));
     if (inserted) ann.stream_raw.push_back(raw);
   };
   VersionSpace block_v, segment_v;
@@ -82,12 +93,19 @@ Annotated annotate(const Snapshot& snap) {
           }
           break;
         case PageAction::FreeRequested:
-        case PageAction::Alloc: v = block_v.get(addr, false); break;
+        case PageAction::Alloc:
+          v = block_v.get(addr, false);
+          break;
         case PageAction::SegmentFree:
-        case PageAction::SegmentUnmap: v = segment_v.get(addr, true); break;
+        case PageAction::SegmentUnmap:
+          v = segment_v.get(addr, true);
+          break;
         case PageAction::SegmentAlloc:
-        case PageAction::SegmentMap: v = segment_v.get(addr, false); break;
-        default: break;
+        case PageAction::SegmentMap:
+          v = segment_v.get(addr, false);
+          break;
+        default:
+          break;
       }
       ev.row.push_back(r);
       ev.action.push_back(a);
@@ -108,7 +126,8 @@ Annotated annotate(const Snapshot& snap) {
   return ann;
 }
 
-Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t device, bool segments) {
+Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t device, bool segments,
+                        uint32_t interval) {
   const DeviceEvents& ev = ann.events[device];
   const TraceTable& t = snap.trace;
   const size_t n = ev.row.size();
@@ -148,8 +167,8 @@ Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t devic
     if (segments) {
       if (pending.count(s.address)) continue;
       initial.push_back(static_cast<uint32_t>(el.size()));
-      el.push_back({ElementKind::Live, ~static_cast<int32_t>(si), -1,
-                    static_cast<double>(s.total_size)});
+      el.push_back(
+          {ElementKind::Live, ~static_cast<int32_t>(si), -1, static_cast<double>(s.total_size)});
       continue;
     }
     for (uint32_t b = s.block_begin; b < s.block_end; ++b) {
@@ -197,7 +216,7 @@ Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t devic
     if (tl.kind[id] == ElementKind::Alloc) code[tl.src[id]] = static_cast<int32_t>(id) + 1;
     if (tl.end[id] >= 0) code[tl.end[id]] = -static_cast<int32_t>(id) - 1;
   }
-  tl.cp_interval = checkpoint_interval(n);
+  tl.cp_interval = interval ? interval : checkpoint_interval(n);
   tl.cp_off.push_back(0);
   tl.env_bucket = static_cast<uint32_t>(std::max<size_t>(1, (n + 4095) / 4096));
   constexpr uint32_t kDead = std::numeric_limits<uint32_t>::max();

@@ -40,12 +40,12 @@ struct DeviceEvents {
 // numbers are shared by all devices, as in MemoryViz).
 struct Annotated {
   size_t devices = 0;
-  std::vector<DeviceEvents> events;                // per device
-  std::vector<std::vector<uint32_t>> segments;     // per device: snapshot segment indices
-  std::vector<int64_t> stream_raw;                 // small stream number -> raw cudaStream_t
+  std::vector<DeviceEvents> events;                 // per device
+  std::vector<std::vector<uint32_t>> segments;      // per device: snapshot segment indices
+  std::vector<int64_t> stream_raw;                  // small stream number -> raw cudaStream_t
   std::unordered_map<int64_t, uint32_t> stream_no;  // raw -> small number
-  std::vector<uint32_t> segment_version;           // per snapshot segment
-  std::vector<uint32_t> block_version;             // per snapshot block
+  std::vector<uint32_t> segment_version;            // per snapshot segment
+  std::vector<uint32_t> block_version;              // per snapshot block
   uint32_t stream(int64_t raw) const { return stream_no.at(raw); }
 };
 Annotated annotate(const Snapshot& snap);
@@ -64,10 +64,10 @@ enum class ElementKind : uint8_t {
 struct Timeline {
   std::vector<ElementKind> kind;
   std::vector<int32_t> src;
-  std::vector<int32_t> end;     // event that frees it, -1: live at the end
-  std::vector<uint32_t> tidx;   // MemoryViz's element index (its colour and label)
-  std::vector<double> size;     // bytes (requested size; segment size)
-  uint32_t initial = 0;         // elements [0, initial) are live before the first event
+  std::vector<int32_t> end;       // event that frees it, -1: live at the end
+  std::vector<uint32_t> tidx;     // MemoryViz's element index (its colour and label)
+  std::vector<double> size;       // bytes (requested size; segment size)
+  uint32_t initial = 0;           // elements [0, initial) are live before the first event
   std::vector<uint32_t> by_size;  // element ids, largest first (level of detail)
   // Live element ids (ascending) after events cp_interval-1, 2*cp_interval-1, ...
   uint32_t cp_interval = 0;
@@ -78,7 +78,9 @@ struct Timeline {
   double peak = 0, final_total = 0, initial_total = 0;
   int64_t peak_event = -1;  // -1: the peak is the initial state
 };
-Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t device, bool segments);
+// interval: events between checkpoints (0: checkpoint_interval(events)).
+Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t device, bool segments,
+                        uint32_t interval = 0);
 
 // The allocator state (segments and blocks) after events cp_interval-1,
 // 2*cp_interval-1, ... of one device, found by undoing events from the
@@ -92,8 +94,8 @@ struct StateCheckpoints {
   std::vector<int32_t> blk_src;   // >= 0: the free event that re-created it; < 0: ~snapshot block
   std::vector<uint8_t> blk_flag;  // 1: freed, waiting on another stream (active_pending_free)
 };
-StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& ann,
-                                         size_t device, uint32_t interval);
+StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& ann, size_t device,
+                                         uint32_t interval);
 
 // A flamegraph as a tree in depth-first order: node 0 is the root.
 struct FlameTree {

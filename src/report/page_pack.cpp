@@ -133,10 +133,11 @@ void PagePacker::ints(const std::string& name, std::span<const int64_t> v) {
   }
 
   if (dict_cost < best && dict_cost <= exc_cost) {
-    std::string spec = "\"dict\"," + std::to_string(n) + ',' +
-                       column(dict.size() <= 256 ? "u8" : "u16", index) + ',' +
-                       column(dict_type, dict) + ',' + std::to_string(dict.size());
-    return entry(name, spec);
+    // Separate statements: the order of the arrays in the blob stays fixed.
+    std::string index_spec = column(dict.size() <= 256 ? "u8" : "u16", index);
+    std::string values_spec = column(dict_type, dict);
+    return entry(name, "\"dict\"," + std::to_string(n) + ',' + index_spec + ',' + values_spec +
+                           ',' + std::to_string(dict.size()));
   }
   if (exc_cost < best) {
     const int64_t top = std::string_view(exc_type) == "u8" ? 0xff : 0xffff;
@@ -152,10 +153,11 @@ void PagePacker::ints(const std::string& name, std::span<const int64_t> v) {
         small[i] = v[i];
       }
     }
-    std::string spec = "\"exc\"," + std::to_string(n) + ',' + column(exc_type, small) + ',' +
-                       column("u32", at) + ',' + column("f64", value) + ',' +
-                       std::to_string(exc_count);
-    return entry(name, spec);
+    std::string small_spec = column(exc_type, small);
+    std::string at_spec = column("u32", at);
+    std::string value_spec = column("f64", value);
+    return entry(name, "\"exc\"," + std::to_string(n) + ',' + small_spec + ',' + at_spec + ',' +
+                           value_spec + ',' + std::to_string(exc_count));
   }
   return entry(name, column(plain, v) + ',' + std::to_string(n));
 }
@@ -276,12 +278,24 @@ void json_string(std::string& out, std::string_view s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '<': out += "\\u003c"; break;  // never "</script>" inside a script element
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '<':
+        out += "\\u003c";
+        break;  // never "</script>" inside a script element
       default:
         if (c < 0x20) {
           out += "\\u00";

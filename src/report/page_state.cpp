@@ -71,20 +71,30 @@ StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& 
     int64_t addr = t.addr[r], size = t.size[r];
     auto src = static_cast<int32_t>(i);
     switch (ev.action[i]) {
-      case PageAction::Free: blocks[addr] = {src, 0}; break;
+      case PageAction::Free:
+        blocks[addr] = {src, 0};
+        break;
       case PageAction::FreeRequested:
         if (auto it = blocks.find(addr); it != blocks.end()) it->second.flag = 0;
         break;
-      case PageAction::FreeCompleted: blocks[addr] = {src, 1}; break;
-      case PageAction::Alloc: blocks.erase(addr); break;
-      case PageAction::SegmentFree: segs[addr] = {size, src, t.stream[r]}; break;
-      case PageAction::SegmentAlloc: segs.erase(addr); break;
+      case PageAction::FreeCompleted:
+        blocks[addr] = {src, 1};
+        break;
+      case PageAction::Alloc:
+        blocks.erase(addr);
+        break;
+      case PageAction::SegmentFree:
+        segs[addr] = {size, src, t.stream[r]};
+        break;
+      case PageAction::SegmentAlloc:
+        segs.erase(addr);
+        break;
       case PageAction::SegmentUnmap: {
         // The range comes back, joined to its mapped neighbours of the same stream.
         auto it = segs.insert_or_assign(addr, Seg{size, src, t.stream[r]}).first;
-        if (auto next = std::next(it);
-            next != segs.end() && next->first == addr + it->second.size &&
-            next->second.stream == it->second.stream) {
+        if (auto next = std::next(it); next != segs.end() &&
+                                       next->first == addr + it->second.size &&
+                                       next->second.stream == it->second.stream) {
           it->second.size += next->second.size;
           segs.erase(next);
         }
@@ -110,7 +120,8 @@ StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& 
         if (addr + size < end) segs[addr + size] = {end - (addr + size), seg.src, seg.stream};
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   cp.seg_off.push_back(0);
