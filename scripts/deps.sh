@@ -11,13 +11,16 @@ PKGS=(
   clang libclang-rt-14-dev                         # libFuzzer + sanitizers
   python3 python3-dev python3-pytest python3-pybind11 pybind11-dev python3-yaml
   python3-boto3 python3-fsspec                     # uploads (s3://, other schemes)
-  nodejs npm chromium                              # viewer tests
+  nodejs chromium                                  # viewer tests
   xz-utils zstd
 )
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm ships with some Node.js builds and conflicts with Debian's npm package
+# there: install Debian's only when no npm is on PATH.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "installing: ${missing[*]}"

@@ -73,7 +73,11 @@ class FrameTable {
   std::unordered_map<Frame, FrameId, FrameHash, FrameEq> frame_index_;
   std::vector<uint32_t> stack_begin_;
   std::vector<FrameId> stack_frames_;
-  std::unordered_multimap<uint64_t, StackId> stack_index_;
+  // Open addressing: slot = hash & mask; each slot holds a stack id + 1
+  // (0: empty). Stacks are interned once per trace entry, so this is hot.
+  std::vector<uint32_t> stack_slots_;
+  std::vector<uint64_t> stack_hashes_;  // by stack id
+  void grow_stack_slots();
 };
 
 enum class Action : uint8_t {

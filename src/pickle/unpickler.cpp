@@ -523,17 +523,55 @@ bool Unpickler::row_int(const uint8_t*& q, int64_t& out) {
   }
 }
 
-bool Unpickler::row_frames(const uint8_t*& q, StackId& out) {
+// A frame reference inside a frame list: a memo read of a frame.
+[[gnu::always_inline]] inline bool Unpickler::row_frame_ref(const uint8_t*& q, FrameId& out) {
   Val v;
-  if (*q == EMPTY_LIST) {
-    if (!flat_value(q, v)) return false;  // the flat decoder knows frame lists
-  } else if (*q == LONG_BINGET || *q == BINGET) {
-    if (!flat_value(q, v)) return false;
+  if (*q == LONG_BINGET) {
+    uint64_t idx = load_le<uint32_t>(q + 1);
+    q += 5;
+    if (!flat_get(idx, v)) return false;
+  } else if (*q == BINGET) {
+    uint64_t idx = q[1];
+    q += 2;
+    if (!flat_get(idx, v)) return false;
   } else {
     return false;
   }
-  if (v.tag() != Val::StackRef) return false;
+  if (v.tag() != Val::FrameRef) return false;
   out = v.idx();
+  return true;
+}
+
+bool Unpickler::row_frames(const uint8_t*& q, StackId& out) {
+  if (*q == LONG_BINGET || *q == BINGET) {  // a list seen before
+    Val v;
+    if (!flat_value(q, v) || v.tag() != Val::StackRef) return false;
+    out = v.idx();
+    return true;
+  }
+  // EMPTY_LIST MEMOIZE, then nothing, one frame and APPEND, or MARK frames APPENDS.
+  if (q[0] != EMPTY_LIST || q[1] != MEMOIZE) return false;
+  q += 2;
+  size_t slot = flat_memo_.size();
+  flat_memo_.push_back(Val{});
+  flat_frames_.clear();
+  FrameId f;
+  if (*q == MARK) {
+    ++q;
+    while (*q != APPENDS) {
+      if (end_ - q < 16 || !row_frame_ref(q, f)) return false;
+      flat_frames_.push_back(f);
+    }
+    ++q;
+  } else if (const uint8_t* save = q; (*q == BINGET || *q == LONG_BINGET) && row_frame_ref(q, f) &&
+                                      *q == APPEND) {
+    ++q;
+    flat_frames_.push_back(f);
+  } else {
+    q = save;  // the next key follows: the list is empty
+  }
+  out = frames_->intern_stack(flat_frames_);
+  flat_memo_[slot] = Val::make(Val::StackRef, out);
   return true;
 }
 

@@ -48,16 +48,41 @@ StackId FrameTable::intern_stack(std::span<const FrameId> ids) {
   if (ids.empty()) return 0;
   uint64_t h = 0xcbf29ce484222325ull ^ ids.size();
   for (FrameId id : ids) h = (h ^ id) * 0x100000001b3ull;
-  auto range = stack_index_.equal_range(h);
-  for (auto it = range.first; it != range.second; ++it) {
-    auto s = stack(it->second);
-    if (s.size() == ids.size() && std::equal(s.begin(), s.end(), ids.begin())) return it->second;
+  h ^= h >> 29;
+  if (stack_slots_.empty()) grow_stack_slots();
+  size_t mask = stack_slots_.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    uint32_t slot = stack_slots_[i];
+    if (slot == 0) break;
+    StackId cand = slot - 1;
+    if (stack_hashes_[cand] == h) {
+      auto s = stack(cand);
+      if (s.size() == ids.size() && std::equal(s.begin(), s.end(), ids.begin())) return cand;
+    }
   }
   auto id = static_cast<StackId>(stack_begin_.size() - 1);
   stack_frames_.insert(stack_frames_.end(), ids.begin(), ids.end());
   stack_begin_.push_back(static_cast<uint32_t>(stack_frames_.size()));
-  stack_index_.emplace(h, id);
+  // Grow first: the rehash covers the ids before this one.
+  if ((id + 1) * 2 > stack_slots_.size()) grow_stack_slots();
+  stack_hashes_.resize(id + 1, 0);
+  stack_hashes_[id] = h;
+  mask = stack_slots_.size() - 1;
+  size_t i = h & mask;
+  while (stack_slots_[i]) i = (i + 1) & mask;
+  stack_slots_[i] = id + 1;
   return id;
+}
+
+void FrameTable::grow_stack_slots() {
+  std::vector<uint32_t> slots(std::max<size_t>(1024, stack_slots_.size() * 2), 0);
+  size_t mask = slots.size() - 1;
+  for (StackId id = 1; id < stack_hashes_.size(); ++id) {
+    size_t i = stack_hashes_[id] & mask;
+    while (slots[i]) i = (i + 1) & mask;
+    slots[i] = id + 1;
+  }
+  stack_slots_.swap(slots);
 }
 
 ShapeId ShapeTable::intern(std::span<const ShapeKey> keys) {

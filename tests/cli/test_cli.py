@@ -217,3 +217,22 @@ def test_usage_errors(run):
     assert r.returncode == 0 and b"usage: memsight stats" in r.stdout
     r = run("--help")
     assert r.returncode == 0 and b"summary" in r.stdout
+
+
+def test_output_to_a_device_is_written_in_place(run, tmp_path):
+    # Renaming a temp file over /dev/null would replace the device with a file.
+    import os
+    import stat
+    r = run("memory", DATA / "oom.pickle", "-o", "/dev/null")
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert not [p for p in os.listdir("/dev") if p.startswith(".null")]
+    fifo = tmp_path / "fifo.folded"
+    os.mkfifo(fifo)
+    import threading
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("data", open(fifo, "rb").read()))
+    t.start()
+    assert run("memory", DATA / "oom.pickle", "-o", fifo).returncode == 0
+    t.join(10)
+    assert got["data"] == (DATA / "oom.memory.folded").read_bytes()
