@@ -27,7 +27,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# npm packages for the browser tests and the S3 test server (project-local).
-if [ -f package.json ] && [ ! -d node_modules ]; then
-  npm install --no-audit --no-fund --silent
+# npm packages for the browser tests (playwright-core, pinned by its lock
+# file). The S3 test server installs itself on first use (tests/python/s3rver).
+if [ ! -d tests/browser/node_modules ]; then
+  (cd tests/browser && npm ci --no-audit --no-fund --silent)
 fi

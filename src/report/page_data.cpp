@@ -59,6 +59,8 @@ Annotated annotate(const Snapshot& snap) {
   size_t devices = snap.device_count();
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && s.device < 4096) devices = std::max<size_t>(devices, s.device + 1);
+  // A snapshot with nothing at all still gets one (empty) device to show.
+  devices = std::max<size_t>(devices, 1);
   ann.devices = devices;
   ann.events.resize(devices);
   ann.segments.resize(devices);

@@ -1,0 +1,38 @@
+// Finds the memsight binary and writes reports for the test fixtures.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const FIXTURES = join(ROOT, 'tests/data');
+
+// $MEMSIGHT, else the most recently built build/*/memsight.
+export function memsightBinary() {
+  if (process.env.MEMSIGHT) return process.env.MEMSIGHT;
+  const build = join(ROOT, 'build');
+  const found = [];
+  if (existsSync(build)) {
+    for (const d of readdirSync(build)) {
+      const p = join(build, d, 'memsight');
+      if (existsSync(p)) found.push([statSync(p).mtimeMs, p]);
+    }
+    if (existsSync(join(build, 'memsight'))) found.push([statSync(join(build, 'memsight')).mtimeMs, join(build, 'memsight')]);
+  }
+  if (!found.length) throw new Error('no memsight binary: build it or set MEMSIGHT=/path/to/memsight');
+  return found.sort((a, b) => b[0] - a[0])[0][1];
+}
+
+export function fixtures() {
+  return readdirSync(FIXTURES).filter((f) => f.endsWith('.pickle')).sort().map((f) => join(FIXTURES, f));
+}
+
+export const outDir = () => mkdtempSync(join(tmpdir(), 'memsight-reports-'));
+
+// memsight COMMAND SNAPSHOT -o OUT [...args]; returns OUT.
+export function report(snapshot, dir, command = 'view', args = []) {
+  const out = join(dir, `${basename(snapshot).replace(/\.pickle.*$/, '')}.${command}.html`);
+  execFileSync(memsightBinary(), [command, snapshot, '-o', out, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  return out;
+}

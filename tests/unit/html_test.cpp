@@ -1,0 +1,323 @@
+// render_html and the page data behind it: a complete offline document, the
+// embedded columns decode to what the engine packed, and the timeline and
+// allocator-state data agree with a plain replay of each fixture's trace.
+#include "memsight/html.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "memsight/error.h"
+#include "memsight/reader.h"
+#include "report/page_data.h"
+#include "report/page_pack.h"
+
+#ifndef MEMSIGHT_TEST_DATA
+#define MEMSIGHT_TEST_DATA "tests/data"
+#endif
+
+namespace memsight {
+namespace {
+
+std::vector<std::string> fixtures() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(MEMSIGHT_TEST_DATA))
+    if (e.path().extension() == ".pickle") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string unbase64(std::string_view s) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : s) {
+    int v = val(c);
+    if (v < 0) continue;
+    acc = (acc << 6) | v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+std::string inflate_all(std::string_view z) {
+  std::string out(1 << 16, '\0');
+  z_stream s{};
+  inflateInit(&s);
+  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(z.data()));
+  s.avail_in = static_cast<uInt>(z.size());
+  int rc;
+  do {
+    if (s.total_out == out.size()) out.resize(out.size() * 2);
+    s.next_out = reinterpret_cast<Bytef*>(out.data() + s.total_out);
+    s.avail_out = static_cast<uInt>(out.size() - s.total_out);
+    rc = inflate(&s, Z_NO_FLUSH);
+  } while (rc == Z_OK);
+  EXPECT_EQ(rc, Z_STREAM_END);
+  out.resize(s.total_out);
+  inflateEnd(&s);
+  return out;
+}
+
+// The blob embedded in a page, decompressed.
+std::string page_blob(const std::string& html) {
+  const std::string open = "<script id=\"memsight-data\"";
+  size_t a = html.find(open);
+  EXPECT_NE(a, std::string::npos);
+  bool deflate = html.compare(html.find("data-encoding=\"", a) + 15, 7, "deflate") == 0;
+  size_t b = html.find('>', a) + 1;
+  size_t e = html.find("</script>", b);
+  std::string payload = html.substr(b, e - b), raw;
+  size_t p = 0;
+  while (p <= payload.size()) {
+    size_t q = payload.find('.', p);
+    if (q == std::string::npos) q = payload.size();
+    std::string bytes = unbase64(std::string_view(payload).substr(p, q - p));
+    raw += deflate ? inflate_all(bytes) : bytes;
+    p = q + 1;
+  }
+  return raw;
+}
+
+TEST(Html, FixturesRenderCompleteOfflinePages) {
+  for (const auto& path : fixtures()) {
+    SCOPED_TRACE(path);
+    Snapshot snap = read_snapshot_file(path);
+    for (const char* view : {"overview", "timeline", "segments-timeline", "state", "flamegraph"}) {
+      HtmlOptions o;
+      o.view = view;
+      o.title = "<b>&\"title\"";
+      std::string html = render_html(snap, o);
+      EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+      EXPECT_NE(html.find("</html>"), std::string::npos);
+      EXPECT_NE(html.find("&lt;b&gt;&amp;&quot;title&quot;"), std::string::npos);
+      EXPECT_EQ(html.find("{{"), std::string::npos) << "a template marker is left";
+      EXPECT_EQ(html.find("http://"), std::string::npos)
+          << "the page must not refer to the network";
+      EXPECT_EQ(html.find("https://"), std::string::npos)
+          << "the page must not refer to the network";
+      EXPECT_EQ(html.find("\nimport "), std::string::npos) << "module syntax left in the bundle";
+      EXPECT_EQ(html.find("\nexport "), std::string::npos) << "module syntax left in the bundle";
+      std::string raw = page_blob(html);
+      ASSERT_GE(raw.size(), 8u);
+      EXPECT_EQ(raw.substr(0, 4), "MSV1");
+      EXPECT_NE(raw.find(std::string("\"view\":\"") + view + "\""), std::string::npos);
+      EXPECT_EQ(raw.size() % 8, 0u);
+    }
+    HtmlOptions plain;
+    plain.compress = false;
+    EXPECT_EQ(page_blob(render_html(snap, plain)), page_blob(render_html(snap, {})));
+  }
+}
+
+TEST(Html, EmptySnapshotsRender) {
+  // {'segments': [], 'device_traces': []} and a bare (legacy) empty segment list.
+  const std::string dict(
+      "\x80\x02\x7d\x71\x00\x28\x58\x08\x00\x00\x00"
+      "segments"
+      "\x71\x01\x5d\x71\x02\x58\x0d\x00\x00\x00"
+      "device_traces"
+      "\x71\x03\x5d\x71\x04\x75\x2e",
+      52);
+  const std::string list("\x80\x02\x5d\x71\x00\x2e", 6);
+  for (const std::string& bytes : {dict, list}) {
+    Snapshot snap = read_snapshot_bytes(bytes);
+    std::string raw = page_blob(render_html(snap, {}));
+    EXPECT_EQ(raw.substr(0, 4), "MSV1");
+    EXPECT_NE(raw.find("\"devices\":[{\"index\":0,\"events\":0"), std::string::npos);
+  }
+}
+
+TEST(Html, RejectsUnknownViews) {
+  Snapshot snap = read_snapshot_file(fixtures().front());
+  HtmlOptions o;
+  o.view = "nope";
+  EXPECT_THROW(render_html(snap, o), Error);
+  EXPECT_TRUE(is_html_view("state"));
+  EXPECT_FALSE(is_html_view("Allocator State History"));
+  EXPECT_FALSE(viewer_asset("page.html").empty());
+  EXPECT_TRUE(viewer_asset("no-such-file").empty());
+}
+
+// Reads one column back from a packed blob, whatever its encoding.
+std::vector<double> column(const std::string& blob, const std::string& name) {
+  uint32_t hl = static_cast<uint8_t>(blob[4]) | static_cast<uint8_t>(blob[5]) << 8 |
+                static_cast<uint8_t>(blob[6]) << 16 |
+                static_cast<uint32_t>(static_cast<uint8_t>(blob[7])) << 24;
+  std::string header = blob.substr(8, hl);
+  size_t base = 8 + hl;
+  size_t at = header.find("\"" + name + "\":[");
+  EXPECT_NE(at, std::string::npos) << name;
+  std::string spec =
+      header.substr(at + name.size() + 4, header.find(']', at) - at - name.size() - 4);
+  std::vector<std::string> f;
+  for (size_t p = 0; p <= spec.size();) {
+    size_t q = spec.find(',', p);
+    if (q == std::string::npos) q = spec.size();
+    std::string t = spec.substr(p, q - p);
+    if (!t.empty() && t.front() == '"') t = t.substr(1, t.size() - 2);
+    f.push_back(t);
+    p = q + 1;
+  }
+  auto read = [&](const std::string& type, size_t off, size_t count) {
+    std::vector<double> v(count);
+    const char* d = blob.data() + base + off;
+    for (size_t i = 0; i < count; ++i) {
+      if (type == "u8") v[i] = reinterpret_cast<const uint8_t*>(d)[i];
+      if (type == "i8") v[i] = reinterpret_cast<const int8_t*>(d)[i];
+      if (type == "u16") v[i] = reinterpret_cast<const uint16_t*>(d)[i];
+      if (type == "i16") v[i] = reinterpret_cast<const int16_t*>(d)[i];
+      if (type == "u32") v[i] = reinterpret_cast<const uint32_t*>(d)[i];
+      if (type == "i32") v[i] = reinterpret_cast<const int32_t*>(d)[i];
+      if (type == "f64") v[i] = reinterpret_cast<const double*>(d)[i];
+    }
+    return v;
+  };
+  if (f[0] == "const") return std::vector<double>(std::stoul(f[1]), std::stod(f[2]));
+  if (f[0] == "dict") {
+    auto idx = read(f[2], std::stoul(f[3]), std::stoul(f[1]));
+    auto val = read(f[4], std::stoul(f[5]), std::stoul(f[6]));
+    for (double& x : idx) x = val[static_cast<size_t>(x)];
+    return idx;
+  }
+  if (f[0] == "exc") {
+    auto v = read(f[2], std::stoul(f[3]), std::stoul(f[1]));
+    auto at2 = read(f[4], std::stoul(f[5]), std::stoul(f[8]));
+    auto val = read(f[6], std::stoul(f[7]), std::stoul(f[8]));
+    for (size_t k = 0; k < at2.size(); ++k) v[static_cast<size_t>(at2[k])] = val[k];
+    return v;
+  }
+  return read(f[0], std::stoul(f[1]), std::stoul(f[2]));
+}
+
+TEST(PagePack, EveryEncodingRoundTrips) {
+  report::PagePacker p;
+  std::vector<int64_t> small = {1, 2, 3, 255, 0}, negative = {-1, 5, -300, 7};
+  std::vector<int64_t> same(100, 42), addresses, deltas, wide = {1, int64_t{1} << 40};
+  for (int i = 0; i < 5000; ++i) addresses.push_back(0x7f0000000000 + (i % 37) * 512);
+  for (int i = 0; i < 5000; ++i) deltas.push_back(i % 97 == 0 ? 1000000 + i : i % 251);
+  p.ints("small", small);
+  p.ints("negative", negative);
+  p.ints("same", same);
+  p.ints("addresses", addresses);
+  p.ints("deltas", deltas);
+  p.ints("wide", wide);
+  p.ints("empty", std::vector<int64_t>{});
+  std::string blob = p.finish("{}");
+  EXPECT_EQ(blob.substr(0, 4), "MSV1");
+  auto eq = [&](const std::string& name, const std::vector<int64_t>& want) {
+    auto got = column(blob, name);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[i], static_cast<double>(want[i])) << name << i;
+  };
+  eq("small", small);
+  eq("negative", negative);
+  eq("same", same);
+  eq("addresses", addresses);
+  eq("deltas", deltas);
+  eq("wide", wide);
+  eq("empty", {});
+  EXPECT_NE(blob.find("\"same\":[\"const\",100,42]"), std::string::npos);
+  EXPECT_NE(blob.find("\"addresses\":[\"dict\""), std::string::npos);
+  EXPECT_NE(blob.find("\"deltas\":[\"exc\""), std::string::npos);
+  // Base64 of every length, and pieces that split and join.
+  for (std::string s : {"", "a", "ab", "abc", "abcd"}) EXPECT_EQ(unbase64(report::base64(s)), s);
+  std::string big(3 << 20, 'x');
+  for (size_t i = 0; i < big.size(); i += 7) big[i] = static_cast<char>(i);
+  std::string joined = report::deflate_base64(big, 4), back;
+  for (size_t p0 = 0; p0 <= joined.size();) {
+    size_t q = joined.find('.', p0);
+    if (q == std::string::npos) q = joined.size();
+    back += inflate_all(unbase64(joined.substr(p0, q - p0)));
+    p0 = q + 1;
+  }
+  EXPECT_EQ(back, big);
+  EXPECT_GT(std::count(joined.begin(), joined.end(), '.'), 0);
+}
+
+// A plain replay of the page's events: which timeline elements are live
+// after each event, and the allocator state after each event.
+TEST(PageData, TimelineAndStateAgreeWithAPlainReplay) {
+  for (const auto& path : fixtures()) {
+    SCOPED_TRACE(path);
+    Snapshot snap = read_snapshot_file(path);
+    report::Annotated ann = report::annotate(snap);
+    for (size_t d = 0; d < ann.devices; ++d) {
+      const auto& ev = ann.events[d];
+      size_t n = ev.row.size();
+      // Pairs of free_requested + free_completed became one "free".
+      size_t frees = std::count(ev.action.begin(), ev.action.end(), report::PageAction::Free);
+      auto [rb, re] = snap.device_rows(d);
+      EXPECT_EQ(n + frees, re - rb);
+      for (bool segs : {false, true}) {
+        report::Timeline tl = report::build_timeline(snap, ann, d, segs, 16);
+        size_t m = tl.kind.size();
+        double total = 0, peak = 0;
+        std::vector<uint32_t> live;
+        for (uint32_t e = 0; e < tl.initial; ++e) {
+          EXPECT_NE(tl.kind[e], report::ElementKind::Alloc);
+          total += tl.size[e];
+          live.push_back(e);
+        }
+        peak = total;
+        size_t k = 0;
+        for (size_t i = 0; i < n; ++i) {
+          for (uint32_t e = tl.initial; e < m; ++e)
+            if (tl.src[e] == static_cast<int32_t>(i)) live.push_back(e), total += tl.size[e];
+          for (uint32_t e = 0; e < m; ++e)
+            if (tl.end[e] == static_cast<int32_t>(i)) {
+              live.erase(std::find(live.begin(), live.end(), e));
+              total -= tl.size[e];
+            }
+          peak = std::max(peak, total);
+          if ((i + 1) % tl.cp_interval == 0 && i + 1 < n) {
+            std::vector<uint32_t> cp(tl.cp_ids.begin() + tl.cp_off[k],
+                                     tl.cp_ids.begin() + tl.cp_off[k + 1]);
+            EXPECT_EQ(cp, live) << "checkpoint " << k;
+            ++k;
+          }
+        }
+        EXPECT_EQ(k + 1, tl.cp_off.size());
+        EXPECT_EQ(peak, tl.peak);
+        EXPECT_EQ(total, tl.final_total);
+        std::set<uint32_t> order(tl.by_size.begin(), tl.by_size.end());
+        EXPECT_EQ(order.size(), m);
+      }
+      // State checkpoints: each one undone the rest of the way to the start
+      // must reach the same state as undoing from the snapshot directly.
+      report::StateCheckpoints a = report::build_state_checkpoints(snap, ann, d, 7);
+      report::StateCheckpoints b = report::build_state_checkpoints(snap, ann, d, 14);
+      for (size_t kb = 0; kb + 1 < b.seg_off.size(); ++kb) {
+        size_t ka = 2 * kb + 1;  // after event 14(kb+1)-1 in both
+        ASSERT_LT(ka + 1, a.seg_off.size());
+        EXPECT_EQ(std::vector<int32_t>(a.blk_src.begin() + a.blk_off[ka],
+                                       a.blk_src.begin() + a.blk_off[ka + 1]),
+                  std::vector<int32_t>(b.blk_src.begin() + b.blk_off[kb],
+                                       b.blk_src.begin() + b.blk_off[kb + 1]));
+        EXPECT_EQ(std::vector<double>(a.seg_size.begin() + a.seg_off[ka],
+                                      a.seg_size.begin() + a.seg_off[ka + 1]),
+                  std::vector<double>(b.seg_size.begin() + b.seg_off[kb],
+                                      b.seg_size.begin() + b.seg_off[kb + 1]));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace memsight

@@ -1,0 +1,158 @@
+// Boot: decode the embedded data, build the shell (tabs, device selector)
+// and show the first view. Views are built on first use and kept.
+
+import { AllocatorStateModel } from './state.js';
+import { PageData, decodePayload, parseBlob } from './data.js';
+import { TimelineModel } from './timeline.js';
+import { Tooltip, h } from './ui.js';
+import { FlameView } from './view_flame.js';
+import { OverviewView } from './view_overview.js';
+import { StateView } from './view_state.js';
+import { TimelineView } from './view_timeline.js';
+
+const VIEWS = [
+  ['overview', 'Overview'],
+  ['timeline', 'Memory timeline'],
+  ['segments-timeline', 'Segment timeline'],
+  ['state', 'Allocator state'],
+  ['flamegraph', 'Flamegraph'],
+];
+
+class App {
+  constructor(page) {
+    this.page = page;
+    this.tooltip = new Tooltip();
+    this.views = new Map();
+    this.device = page.meta.defaultDevice;
+    this.current = null;
+    this.timing = {};
+  }
+
+  timeline(dev, mode) {
+    const key = `tl:${mode}`;
+    if (!dev._timelines[key]) {
+      const t0 = performance.now();
+      dev._timelines[key] = new TimelineModel(dev, mode);
+      this.timing[`model ${mode}`] = performance.now() - t0;
+    }
+    return dev._timelines[key];
+  }
+
+  stateModel(dev) {
+    if (!dev._stateModel) dev._stateModel = new AllocatorStateModel(dev);
+    return dev._stateModel;
+  }
+
+  start(root) {
+    const meta = this.page.meta;
+    this.tabs = VIEWS.map(([name, label]) => h('button', {
+      type: 'button', class: 'tab', 'data-view': name, role: 'tab', onclick: () => this.show(name),
+    }, label));
+    const usable = meta.devices.filter((d) => d.events || d.segments);
+    this.deviceSelect = h('select', {
+      'aria-label': 'device',
+      onchange: () => {
+        this.device = +this.deviceSelect.value;
+        this.show(this.current);
+      },
+    }, (usable.length ? usable : meta.devices).map((d) => h('option', { value: d.index },
+      `cuda:${d.index} · ${d.events.toLocaleString('en-US')} events`)));
+    this.deviceSelect.value = String(this.device);
+    this.host = h('main', { class: 'host' });
+    root.replaceChildren(
+      h('header', { class: 'top' },
+        h('div', { class: 'brand' }, h('span', { class: 'logo' }, '▤'), 'memsight'),
+        h('div', { class: 'doc-title', title: meta.title }, meta.sourceName || meta.title),
+        h('nav', { class: 'tabs', role: 'tablist' }, this.tabs),
+        h('label', { class: 'device' }, 'Device ', this.deviceSelect)),
+      this.host);
+    root.classList.remove('loading');
+    const fromHash = this.parseHash();
+    if (fromHash && fromHash.device !== undefined && meta.devices[fromHash.device]) {
+      this.device = fromHash.device;
+      this.deviceSelect.value = String(this.device);
+    }
+    this.show(fromHash ? fromHash.view : meta.view);
+    window.addEventListener('hashchange', () => {
+      const hsh = this.parseHash();
+      if (hsh && (hsh.view !== this.current || (hsh.device ?? this.device) !== this.device)) {
+        if (hsh.device !== undefined && meta.devices[hsh.device]) this.device = hsh.device;
+        this.deviceSelect.value = String(this.device);
+        this.show(hsh.view);
+      }
+    });
+  }
+
+  parseHash() {
+    const m = /^#([a-z-]+)(?:\/(\d+))?$/.exec(location.hash);
+    if (!m || !VIEWS.some(([v]) => v === m[1])) return null;
+    return { view: m[1], device: m[2] !== undefined ? +m[2] : undefined };
+  }
+
+  view(name) {
+    const key = `${name}:${this.device}`;
+    let v = this.views.get(key);
+    if (!v) {
+      const dev = this.page.device(this.device);
+      if (name === 'timeline') v = new TimelineView(this, dev, 'tl');
+      else if (name === 'segments-timeline') v = new TimelineView(this, dev, 'st');
+      else if (name === 'state') v = new StateView(this, dev);
+      else if (name === 'flamegraph') v = new FlameView(this, dev);
+      else v = new OverviewView(this, dev);
+      this.views.set(key, v);
+    }
+    return v;
+  }
+
+  show(name) {
+    if (!VIEWS.some(([v]) => v === name)) name = 'overview';
+    this.current = name;
+    this.tooltip.hide();
+    for (const t of this.tabs) t.classList.toggle('on', t.dataset.view === name);
+    const v = this.view(name);
+    this.host.replaceChildren(v.el);
+    v.activate();
+    const hash = `#${name}/${this.device}`;
+    if (location.hash !== hash) history.replaceState(null, '', hash);
+    document.body.dataset.view = name;
+    return v;
+  }
+
+  showState(device, event) {
+    this.device = device;
+    this.deviceSelect.value = String(device);
+    const v = this.show('state');
+    v.select(event, true);
+  }
+}
+
+async function boot() {
+  const t0 = performance.now();
+  const root = document.getElementById('app');
+  try {
+    const el = document.getElementById('memsight-data');
+    const buffer = await decodePayload(el.textContent, el.dataset.encoding, +el.dataset.size);
+    el.remove();  // the text is no longer needed; let it go
+    const t1 = performance.now();
+    const page = new PageData(parseBlob(buffer));
+    const app = new App(page);
+    app.start(root);
+    const t2 = performance.now();
+    app.timing.decode = t1 - t0;
+    app.timing.start = t2 - t1;
+    window.memsight = { app, page, timing: app.timing };
+    // Ready once the first view has painted.
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+      window.memsight.timing.ready = performance.now();
+      document.body.dataset.ready = '1';
+    }));
+  } catch (err) {
+    root.classList.remove('loading');
+    root.replaceChildren(h('div', { class: 'fatal' },
+      h('h1', null, 'This report could not be opened'),
+      h('pre', null, String(err && err.stack ? err.stack : err))));
+    console.error(err);
+  }
+}
+
+boot();

@@ -1,0 +1,274 @@
+// The embedded page data: base64 text -> (deflate) -> one blob of typed
+// columns (format: docs/formats.md). Decoding copies nothing it need not:
+// columns are typed-array views on the decompressed buffer.
+
+import { A, formatAddr, isSegmentAction } from './format.js';
+
+const B64 = new Uint8Array(256).fill(255);
+'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+  .split('').forEach((c, i) => { B64[c.charCodeAt(0)] = i; });
+
+// Base64 to bytes; the browser's own decoder when it has one.
+export function decodeBase64(text) {
+  if (typeof Uint8Array.fromBase64 === 'function') return Uint8Array.fromBase64(text);
+  let n = text.length;
+  while (n > 0 && text.charCodeAt(n - 1) === 61) n--;  // '='
+  const out = new Uint8Array((n * 3) >> 2);
+  let o = 0;
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const v = (B64[text.charCodeAt(i)] << 18) | (B64[text.charCodeAt(i + 1)] << 12) |
+      (B64[text.charCodeAt(i + 2)] << 6) | B64[text.charCodeAt(i + 3)];
+    out[o++] = v >> 16;
+    out[o++] = (v >> 8) & 255;
+    out[o++] = v & 255;
+  }
+  if (n - i >= 2) {
+    const v = (B64[text.charCodeAt(i)] << 18) | (B64[text.charCodeAt(i + 1)] << 12) |
+      ((n - i > 2 ? B64[text.charCodeAt(i + 2)] : 0) << 6);
+    out[o++] = v >> 16;
+    if (n - i > 2) out[o++] = (v >> 8) & 255;
+  }
+  return out;
+}
+
+async function inflate(bytes) {
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+// The payload of <script id="memsight-data">: base64 pieces joined by '.',
+// each compressed separately (so the engine compresses them in parallel).
+export async function decodePayload(text, encoding, size) {
+  const pieces = text.trim().split('.');
+  const decoded = await Promise.all(pieces.map(async (p) => {
+    const bytes = decodeBase64(p);
+    return encoding === 'deflate' ? inflate(bytes) : bytes;
+  }));
+  if (decoded.length === 1 && decoded[0].byteOffset === 0) return decoded[0].buffer;
+  const out = new Uint8Array(size || decoded.reduce((s, d) => s + d.length, 0));
+  let o = 0;
+  for (const d of decoded) {
+    out.set(d, o);
+    o += d.length;
+  }
+  return out.buffer;
+}
+
+const TYPES = {
+  u8: Uint8Array, i8: Int8Array, u16: Uint16Array, i16: Int16Array,
+  u32: Uint32Array, i32: Int32Array, f64: Float64Array,
+};
+
+function constArray(count, value) {
+  let T = Float64Array;
+  if (Number.isInteger(value)) {
+    if (value >= 0 && value < 256) T = Uint8Array;
+    else if (value >= -(2 ** 31) && value < 2 ** 31) T = Int32Array;
+  }
+  const a = new T(count);
+  if (value !== 0) a.fill(value);
+  return a;
+}
+
+// Parses the blob: "MSV1", header length (u32 LE), header JSON, columns.
+// Plain columns are views on the buffer; dictionary and exception-coded
+// columns (see docs/formats.md) are expanded on first use.
+export function parseBlob(buffer) {
+  const bytes = new Uint8Array(buffer);
+  const magic = String.fromCharCode(bytes[0], bytes[1], bytes[2], bytes[3]);
+  if (magic !== 'MSV1') throw new Error(`not memsight page data (magic ${JSON.stringify(magic)})`);
+  const headerLen = new DataView(buffer).getUint32(4, true);
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLen)));
+  const base = 8 + headerLen;
+  const view = (name, type, offset, count) => {
+    const T = TYPES[type];
+    if (!T) throw new Error(`column ${name}: unknown type ${type}`);
+    return new T(buffer, base + offset, count);
+  };
+  const columns = new Map();
+  for (const [name, spec] of Object.entries(header.columns)) {
+    const kind = spec[0];
+    if (kind === 'const') {
+      columns.set(name, { const: true, count: spec[1], value: spec[2] });
+    } else if (kind === 'dict') {
+      const [, n, itype, ioff, vtype, voff, nv] = spec;
+      columns.set(name, {
+        expand: () => {
+          const index = view(name, itype, ioff, n);
+          const values = view(name, vtype, voff, nv);
+          const out = new values.constructor(n);
+          for (let i = 0; i < n; i++) out[i] = values[index[i]];
+          return out;
+        },
+      });
+    } else if (kind === 'exc') {
+      const [, n, type, off, itype, ioff, vtype, voff, nx] = spec;
+      columns.set(name, {
+        expand: () => {
+          const small = view(name, type, off, n);
+          const at = view(name, itype, ioff, nx);
+          const values = view(name, vtype, voff, nx);
+          let wide = false;
+          for (let k = 0; k < nx; k++) if (values[k] > 0xffffffff) wide = true;
+          const out = wide ? new Float64Array(n) : new Uint32Array(n);
+          out.set(small);
+          for (let k = 0; k < nx; k++) out[at[k]] = values[k];
+          return out;
+        },
+      });
+    } else {
+      columns.set(name, { array: view(name, kind, spec[1], spec[2]) });
+    }
+  }
+  return { meta: header.meta, columns };
+}
+
+export class PageData {
+  constructor({ meta, columns }) {
+    this.meta = meta;
+    this._columns = columns;
+    const blob = this.col('strings.blob');
+    const off = this.col('strings.off');
+    this._strBlob = blob;
+    this._strOff = off;
+    this._strings = new Array(Math.max(0, off.length - 1));
+    this._decoder = new TextDecoder();
+    this._frames = {
+      name: this.col('frames.name'), file: this.col('frames.file'),
+      line: this.col('frames.line'), fx: this.col('frames.fx'),
+    };
+    this._stackOff = this.col('stacks.off');
+    this._stackFrames = this.col('stacks.frames');
+    this._stackCache = new Map();
+    this._devices = new Map();
+  }
+
+  has(name) { return this._columns.has(name); }
+
+  // A column as a typed array (const columns are materialised once).
+  col(name) {
+    const c = this._columns.get(name);
+    if (!c) throw new Error(`page data lacks column ${name}`);
+    if (!c.array) c.array = c.expand ? c.expand() : constArray(c.count, c.value);
+    return c.array;
+  }
+
+  str(i) {
+    let s = this._strings[i];
+    if (s === undefined) {
+      s = this._decoder.decode(this._strBlob.subarray(this._strOff[i], this._strOff[i + 1]));
+      this._strings[i] = s;
+    }
+    return s;
+  }
+
+  // Frames of a stack, innermost first: [{name, filename, line, fx}].
+  stack(id) {
+    let frames = this._stackCache.get(id);
+    if (frames) return frames;
+    frames = [];
+    const f = this._frames;
+    for (let k = this._stackOff[id]; k < this._stackOff[id + 1]; k++) {
+      const fr = this._stackFrames[k];
+      frames.push({
+        name: this.str(f.name[fr]), filename: this.str(f.file[fr]),
+        line: f.line[fr], fx: f.fx[fr] ? this.str(f.fx[fr]) : '',
+      });
+    }
+    this._stackCache.set(id, frames);
+    return frames;
+  }
+
+  get stackCount() { return this._stackOff.length - 1; }
+
+  device(d) {
+    let dev = this._devices.get(d);
+    if (!dev) {
+      dev = new DeviceData(this, d);
+      this._devices.set(d, dev);
+    }
+    return dev;
+  }
+
+  streamName(i) { return i; }
+}
+
+// One device's events, snapshot segments/blocks and derived helpers.
+export class DeviceData {
+  constructor(page, d) {
+    const t0 = performance.now();
+    this.page = page;
+    this.index = d;
+    this.meta = page.meta.devices[d];
+    const c = (n) => page.col(`d${d}.${n}`);
+    this.col = c;
+    this.n = this.meta.events;
+    this.ev = {
+      action: c('ev.action'), addr: c('ev.addr'), size: c('ev.size'), stream: c('ev.stream'),
+      stack: c('ev.stack'), version: c('ev.version'), dt: c('ev.dt'), cc: c('ev.cc'),
+      meta: c('ev.meta'), other: c('ev.other'),
+    };
+    this.seg = {
+      addr: c('seg.addr'), size: c('seg.size'), stream: c('seg.stream'), version: c('seg.version'),
+      stack: c('seg.stack'), pool0: c('seg.pool0'), pool1: c('seg.pool1'),
+      expandable: c('seg.expandable'), type: c('seg.type'), allocated: c('seg.allocated'),
+      active: c('seg.active'), requested: c('seg.requested'), bbegin: c('seg.bbegin'),
+      bend: c('seg.bend'),
+    };
+    this.blk = {
+      addr: c('blk.addr'), size: c('blk.size'), req: c('blk.req'), state: c('blk.state'),
+      sname: c('blk.sname'), version: c('blk.version'), stack: c('blk.stack'),
+    };
+    this._times = null;
+    this._timelines = {};
+    this.loadMs = performance.now() - t0;
+  }
+
+  // Event times in µs since the epoch (non-decreasing: the page's clock).
+  get times() {
+    if (!this._times) {
+      const t = new Float64Array(this.n);
+      const dt = this.ev.dt;
+      let now = this.meta.t0;
+      for (let i = 0; i < this.n; i++) {
+        now += dt[i];
+        t[i] = now;
+      }
+      this._times = t;
+    }
+    return this._times;
+  }
+
+  event(i) {
+    const e = this.ev;
+    const action = e.action[i];
+    return {
+      index: i, action, addr: e.addr[i], size: e.size[i], stream: e.stream[i],
+      version: e.version[i], stack: e.stack[i], name: action === A.OTHER ? this.page.str(e.other[i]) : '',
+      compileContext: this.page.str(e.cc[i]), userMetadata: this.page.str(e.meta[i]),
+      time: this.times[i],
+    };
+  }
+
+  eventName(i) {
+    const a = this.ev.action[i];
+    return formatAddr(isSegmentAction(a), this.ev.addr[i], this.ev.version[i]);
+  }
+
+  // Index of the snapshot segment holding addr (segments are address-sorted), or -1.
+  segmentAt(addr) {
+    const a = this.seg.addr;
+    let lo = 0;
+    let hi = a.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (a[mid] <= addr) lo = mid + 1;
+      else hi = mid;
+    }
+    const s = lo - 1;
+    return s >= 0 && addr < a[s] + this.seg.size[s] ? s : -1;
+  }
+
+  segmentFrames(s) { return this.page.stack(this.seg.stack[s]); }
+}

@@ -1,0 +1,187 @@
+// Text the page shows, in the words and number formats of pytorch.org/memory_viz
+// (MemoryViz.js), so people can match what they see in either tool.
+
+// Event codes of the embedded data (src/report/page_data.h, PageAction).
+export const ACTION_NAMES = [
+  'alloc', 'free_requested', 'free_completed', 'segment_alloc', 'segment_free',
+  'segment_map', 'segment_unmap', 'snapshot', 'oom', 'other', 'free',
+];
+export const A = Object.freeze({
+  ALLOC: 0, FREE_REQUESTED: 1, FREE_COMPLETED: 2, SEGMENT_ALLOC: 3, SEGMENT_FREE: 4,
+  SEGMENT_MAP: 5, SEGMENT_UNMAP: 6, SNAPSHOT: 7, OOM: 8, OTHER: 9, FREE: 10,
+});
+export const isSegmentAction = (a) => a >= A.SEGMENT_ALLOC && a <= A.SEGMENT_UNMAP;
+
+// d3's Tableau10, which MemoryViz colours elements with.
+export const TABLEAU10 = [
+  '#4e79a7', '#f28e2c', '#e15759', '#76b7b2', '#59a14f',
+  '#edc949', '#af7aa1', '#ff9da7', '#9c755f', '#bab0ab',
+];
+
+const UNITS = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei', 'Zi'];
+
+// "1.9MiB (2000000 bytes)"; one decimal as JS's toFixed rounds it (2304 B is
+// "2.3KiB" here while torch's Python tools print "2.2KiB").
+export function formatSize(bytes, showBytes = true) {
+  let v = bytes;
+  let text = null;
+  for (const unit of UNITS) {
+    if (Math.abs(v) < 1024) {
+      text = `${v.toFixed(1)}${unit}B`;
+      break;
+    }
+    v /= 1024;
+  }
+  if (text === null) text = `${v.toFixed(1)}YiB`;
+  return showBytes ? `${text} (${bytes} bytes)` : text;
+}
+
+export function hex(addr) {
+  return typeof addr === 'bigint' ? addr.toString(16) : Math.round(addr).toString(16);
+}
+
+// The names MemoryViz gives blocks and segments: b<hex address>_<reuse count>.
+export function formatAddr(isSegment, addr, version) {
+  return `${isSegment ? 's' : 'b'}${hex(addr)}_${version}`;
+}
+
+// One event as MemoryViz's event list prints it. `e` has action (code),
+// name (for 'other'), addr, size, version and stream (null hides it).
+export function formatEvent(e) {
+  if (e.action === A.OOM) {
+    return `OOM (requested ${formatSize(e.size)}, Device has ${formatSize(e.addr)} memory free)`;
+  }
+  if (e.action === A.SNAPSHOT) return 'snapshot';
+  const name = e.action === A.OTHER ? (e.name || 'other') : ACTION_NAMES[e.action];
+  const addr = formatAddr(isSegmentAction(e.action), e.addr, e.version);
+  let s = `${name.padEnd(14)} ${addr.padEnd(18)} ${formatSize(e.size)}`;
+  if (e.stream !== null && e.stream !== undefined) s += `\n              (stream ${e.stream})`;
+  return s;
+}
+
+// torch's frame filter: allocator, unwinder and interpreter plumbing that
+// says nothing about the user's code.
+const SKIP_NAMES = [
+  'unwind::unwind', 'CapturedTraceback::gather', 'gather_with_cpp', '_start',
+  '__libc_start_main', 'PyEval_', 'PyObject_', 'PyFunction_',
+];
+const SKIP_FILES = [
+  'core/boxing', '/Register', '/Redispatch', 'pythonrun.c', 'Modules/main.c',
+  'Objects/call.c', 'Objects/methodobject.c', 'pycore_ceval.h', 'ceval.c',
+  'cpython/abstract.h',
+];
+export function keepFrame(name, filename) {
+  for (const s of SKIP_NAMES) if (name.includes(s)) return false;
+  for (const s of SKIP_FILES) if (filename.includes(s)) return false;
+  return true;
+}
+
+// Runs of three or more equal lines shrink to the line and a repeat count.
+export function elideRepeats(lines) {
+  const out = [];
+  for (let i = 0; i < lines.length;) {
+    let j = i + 1;
+    while (j < lines.length && lines[j] === lines[i]) j++;
+    const run = j - i;
+    if (run >= 3) out.push(lines[i], `<repeats ${run - 1} times>`);
+    else for (let k = i; k < j; k++) out.push(lines[k]);
+    i = j;
+  }
+  return out;
+}
+
+export const NO_FRAMES_TEXT = [
+  'No stack was recorded for this block. Possible reasons:',
+  '  - it was allocated before memory history recording started;',
+  '  - recording ran with context or stacks settings that leave this action out;',
+  '  - it was allocated in the backward pass, which has Python stacks only when C++ stacks are recorded;',
+  '  - it comes from the snapshot\'s segment state, which keeps no history for it;',
+  '  - its allocation fell out of the history ring buffer (max_entries).',
+].join('\n');
+
+// frames: [{name, filename, line, fx}], innermost first (as recorded).
+export function formatFrames(frames) {
+  if (!frames.length) return NO_FRAMES_TEXT;
+  const lines = [];
+  for (const f of frames) {
+    if (!keepFrame(f.name, f.filename)) continue;
+    lines.push(`${f.filename}:${f.line}:${f.name}${f.fx || ''}`);
+  }
+  return elideRepeats(lines).join('\n');
+}
+
+export function formatUserMetadata(m) {
+  return m ? `User Metadata:\n  ${m}` : '';
+}
+
+// Java's String.hashCode over the decimal address: the state view's block colours.
+export function hashCode(s) {
+  let h = 0;
+  for (let i = 0; i < s.length; i++) h = ((h << 5) - h + s.charCodeAt(i)) | 0;
+  return h;
+}
+export function blockColor(addr) {
+  return TABLEAU10[Math.abs(hashCode(String(addr))) % 10];
+}
+
+export function formatCount(n) {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+// Durations in microseconds, as compact axis labels: "850µs", "12.5ms", "3.2s", "4m05s".
+export function formatDuration(us) {
+  const a = Math.abs(us);
+  const sign = us < 0 ? '-' : '';
+  if (a < 1000) return `${sign}${Math.round(a)}µs`;
+  if (a < 1e6) return `${sign}${+(a / 1000).toFixed(a < 1e4 ? 2 : 1)}ms`;
+  if (a < 60e6) return `${sign}${+(a / 1e6).toFixed(a < 1e7 ? 2 : 1)}s`;
+  const m = Math.floor(a / 60e6);
+  const s = Math.floor((a - m * 60e6) / 1e6);
+  return `${sign}${m}m${String(s).padStart(2, '0')}s`;
+}
+
+// An axis label for a duration: the unit fits the largest label on the axis
+// (`maxUs`), the decimals the tick step.
+export function formatDurationTick(us, stepUs, maxUs = us) {
+  const m = Math.abs(maxUs);
+  const unit = m < 1000 ? 1 : m < 1e6 ? 1000 : 1e6;
+  const name = unit === 1 ? 'µs' : unit === 1000 ? 'ms' : 's';
+  const decimals = Math.max(0, Math.min(6, -Math.floor(Math.log10(stepUs / unit) + 1e-9)));
+  return `${(us / unit).toFixed(decimals)}${name}`;
+}
+
+// Microseconds since the Unix epoch as an ISO time with microseconds (UTC).
+export function formatTimestamp(us) {
+  if (!us) return 'unknown';
+  const ms = Math.floor(us / 1000);
+  const iso = new Date(ms).toISOString();
+  const micro = String(Math.round(us - ms * 1000)).padStart(3, '0');
+  return `${iso.slice(0, 23)}${micro}Z`;
+}
+
+export function escapeHtml(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({
+    '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', '\'': '&#39;',
+  })[c]);
+}
+
+// Axis steps for byte values: 1, 2 or 5 times a power of 1024 times a power of 10... kept binary
+// so labels read "256.0MiB", "512.0MiB", "768.0MiB".
+export function niceByteStep(range, targetTicks) {
+  const raw = range / Math.max(1, targetTicks);
+  if (raw <= 0 || !isFinite(raw)) return 1;
+  const unit = 1024 ** Math.max(0, Math.floor(Math.log(raw) / Math.log(1024)));
+  const r = raw / unit;
+  const steps = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+  for (const s of steps) if (r <= s) return s * unit;
+  return 1024 * unit;
+}
+
+// Decimal steps (1, 2, 5 x 10^k) for counts and durations.
+export function niceStep(range, targetTicks) {
+  const raw = range / Math.max(1, targetTicks);
+  if (raw <= 0 || !isFinite(raw)) return 1;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  const r = raw / p;
+  return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * p;
+}

@@ -1,0 +1,616 @@
+// "Active Memory Timeline" and "Active Cached Segment Timeline": the canvas,
+// axes, minimap, detail control, search, hover and pinned details.
+
+import {
+  formatCount, formatDuration, formatDurationTick, formatFrames, formatSize, niceByteStep, niceStep,
+} from './format.js';
+import { SUMMARY_ID } from './timeline.js';
+import { fitCanvas, frameScheduler, h, segmented } from './ui.js';
+
+const MARGIN = { left: 78, right: 14, top: 10, bottom: 26 };
+// How many of the largest elements are drawn separately at first. MemoryViz
+// stops at 15,000 because each one is an SVG polygon; here the cost of a
+// frame grows with the live elements only, so all are drawn up to a point.
+const DEFAULT_DETAIL = 500000;
+
+export class TimelineView {
+  constructor(app, dev, mode) {
+    this.app = app;
+    this.dev = dev;
+    this.mode = mode;
+    this.model = app.timeline(dev, mode);
+    const md = this.model;
+    this.noun = mode === 'st' ? 'segments' : 'allocations';
+    this.axis = 'event';
+    this.detail = Math.min(DEFAULT_DETAIL, md.m);
+    this.hover = -1;
+    this.pinned = -1;
+    this.dim = null;
+    this.match = null;
+    this.spans = null;
+    this.image = null;
+    this.mouse = null;
+    this.resetView();
+    this.schedule = frameScheduler(() => this.render());
+    this.scheduleOverlay = frameScheduler(() => this.drawOverlay());
+    this.build();
+  }
+
+  domain() {
+    if (this.axis === 'time') {
+      const t = this.dev.times;
+      return [t[0], Math.max(t[0] + 1, t[this.dev.n - 1])];
+    }
+    return [0, this.model.states];
+  }
+
+  resetView() {
+    [this.x0, this.x1] = this.domain();
+  }
+
+  build() {
+    const md = this.model;
+    const hasTime = this.dev.meta.hasTime && this.dev.n > 1;
+    this.axisCtl = segmented([
+      ['event', 'Events', 'x axis: one step per allocator event'],
+      ['time', 'Time', 'x axis: wall-clock time of the events'],
+    ], this.axis, (v) => this.setAxis(v));
+    if (!hasTime) this.axisCtl.querySelector('[data-value=time]').disabled = true;
+
+    this.detailInput = h('input', {
+      type: 'range', min: 0, max: 1000, step: 1, class: 'detail',
+      'aria-label': 'Detail: how many of the largest elements are drawn separately',
+      oninput: () => {
+        this.detail = this.detailFromSlider(+this.detailInput.value);
+        this.updateDetailLabel();
+        this.schedule();
+      },
+    });
+    this.detailInput.value = this.sliderFromDetail(this.detail);
+    this.detailLabel = h('span', { class: 'detail-label' });
+    this.updateDetailLabel();
+
+    this.searchInput = h('input', {
+      type: 'search', class: 'search', placeholder: 'Search address (hex) or stack frame…',
+      'aria-label': 'Search allocations',
+    });
+    this.searchInfo = h('span', { class: 'search-info' });
+    let timer = 0;
+    this.searchInput.addEventListener('input', () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => this.runSearch(), 180);
+    });
+
+    this.canvas = h('canvas', { class: 'plot' });
+    this.overlay = h('canvas', { class: 'plot-overlay', tabindex: 0, 'aria-label': 'memory timeline' });
+    this.minimap = h('canvas', { class: 'minimap', 'aria-label': 'overview of the whole timeline; drag to select' });
+    this.detailsHead = h('div', { class: 'details-head' });
+    this.detailsStack = h('pre', { class: 'stack' });
+    this.details = h('section', { class: 'details' }, this.detailsHead, this.detailsStack);
+    this.showIdleDetails();
+
+    const title = this.mode === 'st' ? 'Active Cached Segment Timeline' : 'Active Memory Timeline';
+    this.el = h('div', { class: `view timeline-view mode-${this.mode}` },
+      h('div', { class: 'toolbar' },
+        h('h2', null, title),
+        this.axisCtl,
+        h('label', { class: 'detail-ctl' }, this.detailInput, this.detailLabel),
+        this.searchInput, this.searchInfo,
+        h('span', { class: 'spacer' }),
+        h('button', { type: 'button', onclick: () => { this.resetView(); this.schedule(); } }, 'Reset zoom')),
+      h('div', { class: 'plot-wrap' }, this.canvas, this.overlay),
+      h('div', { class: 'minimap-wrap' }, this.minimap),
+      this.details);
+    if (md.m === 0) {
+      this.el.querySelector('.plot-wrap').append(h('div', { class: 'empty' },
+        this.dev.n ? `No ${this.noun} in this device's trace.` :
+          'This snapshot has no allocation history (recorded with enabled="state" or history disabled): ' +
+          'only the allocator state at the end is known.'));
+    }
+    this.attachEvents();
+  }
+
+  sliderFromDetail(k) {
+    const m = this.model.m;
+    if (m <= 1) return 1000;
+    return Math.round(Math.log(Math.max(1, k)) / Math.log(m) * 1000);
+  }
+
+  detailFromSlider(v) {
+    const m = this.model.m;
+    if (v <= 0) return 0;
+    return Math.min(m, Math.round(Math.exp(v / 1000 * Math.log(Math.max(1, m)))));
+  }
+
+  updateDetailLabel() {
+    const m = this.model.m;
+    this.detailLabel.textContent = `Detail: ${formatCount(Math.min(this.detail, m))} of ${formatCount(m)} ${this.noun}`;
+  }
+
+  setAxis(axis) {
+    if (axis === this.axis) return;
+    // Keep the visible window: convert its ends.
+    const md = this.model;
+    let a;
+    let b;
+    if (axis === 'time') {
+      a = md.stateTime(Math.max(0, Math.floor(this.x0)));
+      b = md.stateTime(Math.min(md.n, Math.ceil(this.x1)));
+    } else {
+      a = md.stateAtTime(this.x0);
+      b = md.stateAtTime(this.x1) + 1;
+    }
+    this.axis = axis;
+    const [d0, d1] = this.domain();
+    this.x0 = Math.max(d0, a);
+    this.x1 = Math.min(d1, Math.max(b, this.x0 + this.minSpan()));
+    this.schedule();
+  }
+
+  minSpan() {
+    return this.axis === 'time' ? 10 : 4;
+  }
+
+  runSearch() {
+    const q = this.searchInput.value;
+    if (!q.trim()) {
+      this.dim = null;
+      this.match = null;
+      this.searchInfo.textContent = '';
+    } else {
+      const match = this.model.search(q);
+      const dim = new Uint8Array(match.length);
+      let count = 0;
+      for (let e = 0; e < match.length; e++) {
+        count += match[e];
+        dim[e] = match[e] ^ 1;
+      }
+      this.match = match;
+      this.dim = dim;
+      this.searchInfo.textContent = `${formatCount(count)} match${count === 1 ? '' : 'es'}`;
+    }
+    this.schedule();  // matches are drawn separately, so the stacks change
+  }
+
+  activate() {
+    this.schedule();
+  }
+
+  // --- geometry --------------------------------------------------------------
+
+  geometry() {
+    const dpr = this.dpr;
+    const W = this.canvas.width;
+    const H = this.canvas.height;
+    const L = Math.round(MARGIN.left * dpr);
+    const T = Math.round(MARGIN.top * dpr);
+    const pw = Math.max(1, W - L - Math.round(MARGIN.right * dpr));
+    const ph = Math.max(1, H - T - Math.round(MARGIN.bottom * dpr));
+    return { dpr, W, H, L, T, pw, ph };
+  }
+
+  xToPx(x, g) { return g.L + (x - this.x0) / (this.x1 - this.x0) * g.pw; }
+
+  // --- rendering --------------------------------------------------------------
+
+  render() {
+    if (!this.el.isConnected) return;
+    this.dpr = fitCanvas(this.canvas);
+    fitCanvas(this.overlay);
+    const g = this.geometry();
+    this.g = g;
+    const md = this.model;
+    const t0 = performance.now();
+    const { rep, low, maxTotal } = md.columns(this.x0, this.x1, g.pw, this.axis);
+    const step = niceByteStep(maxTotal || 1, 5);
+    this.yMax = Math.max(step, Math.ceil((maxTotal * 1.03) / step) * step);
+    this.yStep = step;
+    this.rep = rep;
+    this.pxPerByte = g.ph / this.yMax;
+    this.spans = md.spans(rep, this.detail, this.pxPerByte, g.ph, this.match);
+    this.lightFrom = new Int32Array(g.pw);
+    for (let c = 0; c < g.pw; c++) this.lightFrom[c] = rep[c] < 0 ? g.ph : Math.floor(low[c] * this.pxPerByte);
+    this.repaint();
+    this.renderMs = performance.now() - t0;
+    if (!this.app.timing.firstRender) this.app.timing.firstRender = this.renderMs;
+    this.drawMinimap();
+    this.el.dataset.rendered = String((+this.el.dataset.rendered || 0) + 1);
+  }
+
+  repaint() {
+    const g = this.g;
+    if (!g || !this.spans) return;
+    const ctx = this.canvas.getContext('2d');
+    if (!this.image || this.image.width !== g.pw || this.image.height !== g.ph) {
+      this.image = ctx.createImageData(g.pw, g.ph);
+    }
+    const pixels = new Uint32Array(this.image.data.buffer);
+    pixels.fill(0xffffffff);
+    this.model.paint(this.spans, pixels, g.pw, g.ph, this.dim, this.lightFrom);
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, g.W, g.H);
+    ctx.putImageData(this.image, g.L, g.T);
+    this.drawAxes(ctx, g);
+    this.drawOverlay();
+  }
+
+  drawAxes(ctx, g) {
+    const dpr = g.dpr;
+    ctx.save();
+    ctx.font = `${11 * dpr}px system-ui, sans-serif`;
+    ctx.fillStyle = '#5b6470';
+    ctx.strokeStyle = 'rgba(30,40,60,0.10)';
+    ctx.lineWidth = 1;
+    ctx.textAlign = 'right';
+    ctx.textBaseline = 'middle';
+    for (let v = 0; v <= this.yMax + 1e-6; v += this.yStep) {
+      const y = Math.round(g.T + g.ph - v * this.pxPerByte) + 0.5;
+      ctx.beginPath();
+      ctx.moveTo(g.L, y);
+      ctx.lineTo(g.L + g.pw, y);
+      ctx.stroke();
+      ctx.fillText(formatSize(v, false), g.L - 6 * dpr, y);
+    }
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'top';
+    const span = this.x1 - this.x0;
+    const step = niceStep(span, Math.max(2, g.pw / (110 * dpr)));
+    const base = this.axis === 'time' ? this.dev.times[0] : 0;
+    const first = base + Math.ceil((this.x0 - base) / step) * step;
+    for (let x = first; x <= this.x1; x += step) {
+      const px = Math.round(this.xToPx(x, g)) + 0.5;
+      ctx.beginPath();
+      ctx.moveTo(px, g.T + g.ph);
+      ctx.lineTo(px, g.T + g.ph + 4 * dpr);
+      ctx.strokeStyle = '#8a93a0';
+      ctx.stroke();
+      const label = this.axis === 'time' ? formatDurationTick(x - base, step, this.x1 - base) : formatCount(x);
+      ctx.fillText(label, px, g.T + g.ph + 6 * dpr);
+    }
+    ctx.strokeStyle = '#8a93a0';
+    ctx.beginPath();
+    ctx.moveTo(g.L - 0.5, g.T);
+    ctx.lineTo(g.L - 0.5, g.T + g.ph + 0.5);
+    ctx.lineTo(g.L + g.pw, g.T + g.ph + 0.5);
+    ctx.stroke();
+    ctx.restore();
+  }
+
+  drawOverlay() {
+    const g = this.g;
+    if (!g) return;
+    const ctx = this.overlay.getContext('2d');
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, this.overlay.width, this.overlay.height);
+    const mark = (id, fill) => {
+      if (id < 0 && id !== SUMMARY_ID) return;
+      const { off, ids, y0, y1 } = this.spans;
+      ctx.fillStyle = fill;
+      let runStart = -1;
+      let ra = 0;
+      let rb = 0;
+      const flush = (c) => {
+        if (runStart >= 0) ctx.fillRect(g.L + runStart, g.T + g.ph - rb, c - runStart, rb - ra);
+        runStart = -1;
+      };
+      for (let c = 0; c < g.pw; c++) {
+        let a = -1;
+        let b = -1;
+        for (let k = off[c]; k < off[c + 1]; k++) {
+          if (ids[k] === id) {
+            a = y0[k];
+            b = y1[k];
+            break;
+          }
+        }
+        if (a < 0) {
+          flush(c);
+          continue;
+        }
+        if (runStart >= 0 && (a !== ra || b !== rb)) flush(c);
+        if (runStart < 0) {
+          runStart = c;
+          ra = a;
+          rb = b;
+        }
+      }
+      flush(g.pw);
+    };
+    if (this.pinned !== -1) mark(this.pinned, 'rgba(10,20,40,0.45)');
+    if (this.hover !== -1 && this.hover !== this.pinned) mark(this.hover, 'rgba(10,20,40,0.28)');
+    if (this.mouse && this.mouse.inPlot) {
+      const px = Math.round(this.mouse.px) + 0.5;
+      ctx.strokeStyle = 'rgba(20,30,50,0.35)';
+      ctx.setLineDash([3 * g.dpr, 3 * g.dpr]);
+      ctx.beginPath();
+      ctx.moveTo(px, g.T);
+      ctx.lineTo(px, g.T + g.ph);
+      ctx.stroke();
+    }
+  }
+
+  drawMinimap() {
+    const dpr = fitCanvas(this.minimap);
+    const ctx = this.minimap.getContext('2d');
+    const W = this.minimap.width;
+    const H = this.minimap.height;
+    const g = this.g;
+    const L = g.L;
+    const pw = g.pw;
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, W, H);
+    const md = this.model;
+    const env = md.envmax;
+    const [d0, d1] = this.domain();
+    const peak = Math.max(1, md.meta.peak);
+    const xOf = (x) => L + (x - d0) / (d1 - d0) * pw;
+    const bucket = md.meta.envBucket;
+    ctx.fillStyle = '#e9eef5';
+    ctx.fillRect(L, 0, pw, H);
+    ctx.beginPath();
+    ctx.moveTo(L, H);
+    for (let b = 0; b < env.length; b++) {
+      let xa;
+      let xb;
+      if (this.axis === 'time') {
+        xa = xOf(this.dev.times[Math.min(md.n - 1, b * bucket)]);
+        xb = xOf(this.dev.times[Math.min(md.n - 1, (b + 1) * bucket - 1)]);
+      } else {
+        xa = xOf(b * bucket + 1);
+        xb = xOf(Math.min(md.n, (b + 1) * bucket) + 1);
+      }
+      const y = H - 2 * dpr - (env[b] / peak) * (H - 6 * dpr);
+      ctx.lineTo(xa, y);
+      ctx.lineTo(xb, y);
+    }
+    ctx.lineTo(L + pw, H);
+    ctx.closePath();
+    ctx.fillStyle = '#8fb3d9';
+    ctx.fill();
+    const a = Math.max(L, xOf(this.x0));
+    const b = Math.min(L + pw, xOf(this.x1));
+    ctx.fillStyle = 'rgba(245,247,250,0.72)';
+    ctx.fillRect(L, 0, a - L, H);
+    ctx.fillRect(b, 0, L + pw - b, H);
+    ctx.strokeStyle = '#2f6fb3';
+    ctx.lineWidth = 1.5 * dpr;
+    ctx.strokeRect(a, 0.75 * dpr, Math.max(2 * dpr, b - a), H - 1.5 * dpr);
+    this.mini = { L, pw, d0, d1, dpr };
+  }
+
+  // --- interaction ------------------------------------------------------------
+
+  stateAtPx(cssX) {
+    const g = this.g;
+    const c = Math.floor(cssX * g.dpr - g.L);
+    return this.rep && c >= 0 && c < this.rep.length ? this.rep[c] : -1;
+  }
+
+  attachEvents() {
+    const ov = this.overlay;
+    let drag = null;
+    ov.addEventListener('mousemove', (e) => {
+      if (!this.g) return;
+      const r = ov.getBoundingClientRect();
+      const mx = e.clientX - r.left;
+      const my = e.clientY - r.top;
+      const g = this.g;
+      const px = mx * g.dpr;
+      const py = g.T + g.ph - my * g.dpr;
+      if (drag) {
+        const dx = (e.clientX - drag.x) * g.dpr / g.pw * (drag.x1 - drag.x0);
+        if (Math.abs(e.clientX - drag.x) > 3) drag.moved = true;
+        this.panTo(drag.x0 - dx, drag.x1 - dx);
+        return;
+      }
+      const inPlot = px >= g.L && px < g.L + g.pw && py >= 0 && py < g.ph + 1;
+      this.mouse = { px, inPlot };
+      const id = inPlot ? this.model.hit(this.spans, Math.floor(px - g.L), Math.floor(py)) : -1;
+      this.setHover(id, e.clientX, e.clientY, inPlot ? Math.floor(px - g.L) : -1);
+      this.scheduleOverlay();
+    });
+    ov.addEventListener('mouseleave', () => {
+      if (drag) return;
+      this.mouse = null;
+      this.setHover(-1);
+      this.scheduleOverlay();
+    });
+    ov.addEventListener('mousedown', (e) => {
+      if (e.button !== 0) return;
+      drag = { x: e.clientX, x0: this.x0, x1: this.x1, moved: false };
+      const up = () => {
+        window.removeEventListener('mouseup', up);
+        const d = drag;
+        drag = null;
+        if (d && !d.moved) this.togglePin(this.hover);
+      };
+      window.addEventListener('mouseup', up);
+      e.preventDefault();
+      ov.focus({ preventScroll: true });
+    });
+    ov.addEventListener('dblclick', () => {
+      this.resetView();
+      this.schedule();
+    });
+    ov.addEventListener('wheel', (e) => {
+      if (!this.g) return;
+      e.preventDefault();
+      const r = ov.getBoundingClientRect();
+      const g = this.g;
+      const fx = Math.min(1, Math.max(0, ((e.clientX - r.left) * g.dpr - g.L) / g.pw));
+      if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+        const dx = e.deltaX / r.width * (this.x1 - this.x0);
+        this.panTo(this.x0 + dx, this.x1 + dx);
+        return;
+      }
+      const unit = e.deltaMode === 1 ? 30 : e.deltaMode === 2 ? 300 : 1;
+      this.zoomAt(fx, Math.exp(e.deltaY * unit * 0.002));
+    }, { passive: false });
+    ov.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape') this.togglePin(-1, true);
+      else if (e.key === '+' || e.key === '=') this.zoomAt(0.5, 0.7);
+      else if (e.key === '-') this.zoomAt(0.5, 1 / 0.7);
+      else if (e.key === 'ArrowLeft' || e.key === 'ArrowRight') {
+        const dx = (this.x1 - this.x0) * 0.15 * (e.key === 'ArrowLeft' ? -1 : 1);
+        this.panTo(this.x0 + dx, this.x1 + dx);
+      } else if (e.key === '0') {
+        this.resetView();
+        this.schedule();
+      } else return;
+      e.preventDefault();
+    });
+
+    // Minimap: drag the window, or brush a new one.
+    const mm = this.minimap;
+    mm.addEventListener('mousedown', (e) => {
+      if (!this.mini) return;
+      const m = this.mini;
+      const r = mm.getBoundingClientRect();
+      const toX = (clientX) => m.d0 + ((clientX - r.left) * m.dpr - m.L) / m.pw * (m.d1 - m.d0);
+      const start = toX(e.clientX);
+      // Dragging the window moves it; anywhere else (or when the window
+      // already shows everything) dragging selects a new one.
+      const full = this.x1 - this.x0 >= (m.d1 - m.d0) * 0.98;
+      const inside = !full && start >= this.x0 && start <= this.x1;
+      const w0 = [this.x0, this.x1];
+      const move = (ev) => {
+        const x = toX(ev.clientX);
+        if (inside) this.panTo(w0[0] + x - start, w0[1] + x - start);
+        else if (Math.abs(x - start) > 0) this.panTo(Math.min(start, x), Math.max(start, x), true);
+      };
+      const up = (ev) => {
+        window.removeEventListener('mousemove', move);
+        window.removeEventListener('mouseup', up);
+        if (!inside && Math.abs(ev.clientX - e.clientX) < 3) {
+          const w = this.x1 - this.x0;
+          this.panTo(start - w / 2, start + w / 2);
+        }
+      };
+      window.addEventListener('mousemove', move);
+      window.addEventListener('mouseup', up);
+      e.preventDefault();
+    });
+    new ResizeObserver(() => this.schedule()).observe(this.el);
+  }
+
+  zoomAt(fx, factor) {
+    const [d0, d1] = this.domain();
+    const span = this.x1 - this.x0;
+    const at = this.x0 + fx * span;
+    let w = Math.min(d1 - d0, Math.max(this.minSpan(), span * factor));
+    this.panTo(at - fx * w, at - fx * w + w);
+  }
+
+  // Moves the window to [a, b), kept inside the domain.
+  panTo(a, b, resize = false) {
+    const [d0, d1] = this.domain();
+    let w = Math.max(this.minSpan(), b - a);
+    if (resize) w = Math.max(this.minSpan(), Math.min(d1 - d0, b - a));
+    w = Math.min(w, d1 - d0);
+    a = Math.max(d0, Math.min(a, d1 - w));
+    this.x0 = a;
+    this.x1 = a + w;
+    this.schedule();
+  }
+
+  setHover(id, cx, cy, col) {
+    const changed = id !== this.hover;
+    this.hover = id;
+    if (id === -1) {
+      this.app.tooltip.hide();
+      if (changed && this.pinned === -1) this.showIdleDetails();
+      return;
+    }
+    this.app.tooltip.show(cx, cy, this.tooltipText(id, col));
+    if (changed && this.pinned === -1) this.showDetails(id);
+  }
+
+  tooltipText(id, col) {
+    const s = this.rep && col >= 0 ? this.rep[col] : -1;
+    const where = s >= 0 ? this.stateLabel(s) : '';
+    if (id === SUMMARY_ID) {
+      const total = this.model.total[s];
+      let drawn = 0;
+      const { off, ids, y0, y1 } = this.spans;
+      for (let k = off[col]; k < off[col + 1]; k++) if (ids[k] !== SUMMARY_ID) drawn += y1[k] - y0[k];
+      return `${formatSize(Math.max(0, total - drawn / this.pxPerByte), false)} (approx.) in ` +
+        `${this.noun} below the detail limit\n${where}`;
+    }
+    const i = this.model.info(id);
+    return `${i.name}  ${formatSize(i.size)}\nstream ${i.stream}\n${where}`;
+  }
+
+  stateLabel(s) {
+    const md = this.model;
+    const total = formatSize(md.total[s], false);
+    const label = this.mode === 'st' ? 'reserved' : 'allocated';
+    if (s === 0) return `before the first event: ${total} ${label}`;
+    const t = md.stateTime(s) - this.dev.times[0];
+    return `after event ${formatCount(s - 1)} (+${formatDuration(t)}): ${total} ${label}`;
+  }
+
+  togglePin(id, clear = false) {
+    if (clear || id === -1 || id === this.pinned) this.pinned = -1;
+    else this.pinned = id;
+    this.el.classList.toggle('pinned', this.pinned !== -1);
+    if (this.pinned !== -1) this.showDetails(this.pinned);
+    else if (this.hover !== -1) this.showDetails(this.hover);
+    else this.showIdleDetails();
+    this.scheduleOverlay();
+  }
+
+  showIdleDetails() {
+    const md = this.model;
+    const what = this.mode === 'st' ? 'reserved' : 'allocated';
+    this.detailsHead.replaceChildren(
+      h('div', { class: 'idle' },
+        `Peak ${what}: `, h('b', null, formatSize(md.meta.peak)),
+        md.meta.peakEvent >= 0 ? ` after event ${formatCount(md.meta.peakEvent)}` : '',
+        ` · ${formatCount(md.m)} ${this.noun} over ${formatCount(md.n)} events. `,
+        'Hover a band for its details, click to pin them. Wheel: zoom; drag: pan; double-click: reset; ',
+        'search matches are drawn even below the detail limit.'));
+    this.detailsStack.textContent = '';
+  }
+
+  showDetails(id) {
+    if (id === SUMMARY_ID) {
+      this.detailsHead.replaceChildren(h('div', null,
+        `The grey band sums up the ${this.noun} not drawn separately (the smallest ones), ` +
+        'to keep drawing fast. Raise Detail to draw more of them.'));
+      this.detailsStack.textContent = '';
+      return;
+    }
+    const d = this.model.describe(id);
+    const i = d.info;
+    const jump = i.start >= 0 ? i.start : i.end;
+    const head = h('div', null,
+      this.pinned === id ? h('span', { class: 'badge' }, 'pinned') : null,
+      h('span', { class: 'mono' }, d.head));
+    const actions = h('div', { class: 'detail-actions' });
+    if (jump >= 0) {
+      actions.append(h('button', {
+        type: 'button', class: 'link',
+        onclick: () => this.app.showState(this.dev.index, jump),
+      }, `Allocator state at event ${formatCount(jump)} →`));
+    }
+    actions.append(h('button', {
+      type: 'button', class: 'link',
+      onclick: () => this.zoomToElement(id),
+    }, 'Zoom to its lifetime'));
+    this.detailsHead.replaceChildren(head, actions);
+    this.detailsStack.textContent = formatFrames(d.frames);
+  }
+
+  zoomToElement(id) {
+    const [from, to] = this.model.lifetime(id);
+    if (this.axis === 'time') {
+      const a = this.model.stateTime(from);
+      const b = this.model.stateTime(Math.min(this.model.n, to));
+      const pad = Math.max(10, (b - a) * 0.1);
+      this.panTo(a - pad, b + pad, true);
+    } else {
+      const pad = Math.max(2, (to - from) * 0.1);
+      this.panTo(from - pad, to + pad, true);
+    }
+  }
+}

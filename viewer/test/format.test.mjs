@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+  A, elideRepeats, formatAddr, formatDuration, formatEvent, formatFrames, formatSize,
+  formatDurationTick, formatTimestamp, hashCode, blockColor, keepFrame, niceByteStep, NO_FRAMES_TEXT, TABLEAU10,
+} from '../src/format.js';
+
+test('formatSize matches MemoryViz (toFixed rounding, byte count suffix)', () => {
+  assert.equal(formatSize(0), '0.0B (0 bytes)');
+  assert.equal(formatSize(400), '400.0B (400 bytes)');
+  assert.equal(formatSize(2000000), '1.9MiB (2000000 bytes)');
+  assert.equal(formatSize(1000000), '976.6KiB (1000000 bytes)');
+  assert.equal(formatSize(2097152, false), '2.0MiB');
+  assert.equal(formatSize(2304, false), '2.3KiB');  // JS rounds the tie up; Python prints 2.2KiB
+  assert.equal(formatSize(4e13, false), '36.4TiB');
+  assert.equal(formatSize(1023, false), '1023.0B');
+  assert.equal(formatSize(-2048, false), '-2.0KiB');
+  assert.equal(formatSize(2 ** 90, false), '1024.0YiB');
+});
+
+test('addresses are named b<hex>_<version> and s<hex>_<version>', () => {
+  assert.equal(formatAddr(false, 0x7f064c000000, 0), 'b7f064c000000_0');
+  assert.equal(formatAddr(true, 0x7f064c000000, 12), 's7f064c000000_12');
+});
+
+test('formatEvent pads like the event list of memory_viz', () => {
+  const e = { action: A.ALLOC, addr: 0x7f0000000200, size: 2000000, version: 3, stream: 0 };
+  assert.equal(formatEvent(e),
+    'alloc          b7f0000000200_3    1.9MiB (2000000 bytes)\n              (stream 0)');
+  assert.equal(formatEvent({ ...e, stream: null }),
+    'alloc          b7f0000000200_3    1.9MiB (2000000 bytes)');
+  assert.equal(formatEvent({ ...e, action: A.SEGMENT_ALLOC, stream: 2 }).split('\n')[0],
+    'segment_alloc  s7f0000000200_3    1.9MiB (2000000 bytes)');
+  assert.equal(formatEvent({ ...e, action: A.FREE }).slice(0, 15), 'free           ');
+  assert.equal(formatEvent({ action: A.OOM, addr: 1024, size: 2097152, stream: 0 }),
+    'OOM (requested 2.0MiB (2097152 bytes), Device has 1.0KiB (1024 bytes) memory free)');
+  assert.equal(formatEvent({ action: A.SNAPSHOT, addr: 0, size: 5, stream: 0 }), 'snapshot');
+  assert.equal(formatEvent({ ...e, action: A.OTHER, name: 'annotate', stream: null }).slice(0, 8), 'annotate');
+});
+
+test('frames: filtered, formatted innermost first, repeats elided', () => {
+  const f = (name, filename, line) => ({ name, filename, line, fx: '' });
+  const frames = [
+    f('torch::unwind::unwind()', '??', 0),
+    f('forward', '/m/model.py', 12),
+    f('_call_impl', '/t/module.py', 1), f('_call_impl', '/t/module.py', 1), f('_call_impl', '/t/module.py', 1),
+    f('PyEval_EvalFrame', 'ceval.c', 9),
+    f('<module>', '/m/train.py', 3),
+  ];
+  assert.equal(formatFrames(frames),
+    '/m/model.py:12:forward\n/t/module.py:1:_call_impl\n<repeats 2 times>\n/m/train.py:3:<module>');
+  assert.equal(formatFrames([]), NO_FRAMES_TEXT);
+  assert.ok(!keepFrame('foo_start_bar', 'x.py'));  // plain substring test, as torch does
+  assert.ok(keepFrame('train', 'x.py'));
+  assert.deepEqual(elideRepeats(['a', 'a', 'b', 'b', 'b', 'b']), ['a', 'a', 'b', '<repeats 3 times>']);
+});
+
+test('block colours hash the decimal address as Java String.hashCode does', () => {
+  assert.equal(hashCode('0'), 48);
+  assert.equal(hashCode('123'), 48690);
+  assert.equal(hashCode('139689994485760'), javaHash('139689994485760'));
+  assert.equal(blockColor(123), TABLEAU10[48690 % 10]);
+});
+
+function javaHash(s) {
+  let h = 0n;
+  for (const c of s) h = (h * 31n + BigInt(c.charCodeAt(0))) & 0xffffffffn;
+  return Number(BigInt.asIntN(32, h));
+}
+
+test('axis steps and durations', () => {
+  assert.equal(niceByteStep(600 * 2 ** 20, 5), 128 * 2 ** 20);
+  assert.equal(niceByteStep(3000, 5), 1024);
+  assert.equal(formatDuration(850), '850µs');
+  assert.equal(formatDuration(12500), '12.5ms');
+  assert.equal(formatDuration(3.2e6), '3.2s');
+  assert.equal(formatDuration(245e6), '4m05s');
+  assert.equal(formatTimestamp(1795278926459154), '2026-11-21T16:35:26.459154Z');
+  assert.equal(formatTimestamp(0), 'unknown');
+  assert.equal(formatDurationTick(1545000, 5000), '1.545s');
+  assert.equal(formatDurationTick(1550000, 10000), '1.55s');
+  assert.equal(formatDurationTick(2000000, 1000000), '2s');
+  assert.equal(formatDurationTick(2500, 500), '2.5ms');
+  assert.equal(formatDurationTick(0, 500, 9000), '0.0ms');
+  assert.equal(formatDurationTick(40, 20), '40µs');
+});

@@ -1,0 +1,114 @@
+// The engine's page data for every fixture, checked against the viewer's
+// own replay: the timeline checkpoints, totals and envelope, and the
+// allocator-state checkpoints must agree with replaying from the start (or
+// undoing from the snapshot) in JavaScript. Needs a built memsight
+// (MEMSIGHT=/path/to/memsight, else the newest build/*/memsight); skipped
+// without one. MEMSIGHT_EXTRA=a.pickle:b.pickle adds snapshots (e.g. the
+// 856k-entry benchmark input).
+import assert from 'node:assert/strict';
+import { readFileSync, rmSync } from 'node:fs';
+import { after, describe, test } from 'node:test';
+import { PageData, decodePayload, parseBlob } from '../src/data.js';
+import { AllocatorStateModel, layoutState } from '../src/state.js';
+import { LiveStack, TimelineModel } from '../src/timeline.js';
+import { fixtures, memsightBinary, outDir, report } from '../../tests/browser/reports.mjs';
+
+let binary = null;
+try {
+  binary = memsightBinary();
+} catch {
+  binary = null;
+}
+const dir = binary ? outDir() : null;
+after(() => dir && rmSync(dir, { recursive: true, force: true }));
+
+async function load(file) {
+  const html = readFileSync(file, 'utf8');
+  const m = /<script id="memsight-data" type="application\/octet-stream" data-encoding="(\w+)" data-size="(\d+)">([^<]*)<\/script>/.exec(html);
+  assert.ok(m, 'the page embeds its data');
+  return new PageData(parseBlob(await decodePayload(m[3], m[1], +m[2])));
+}
+
+function checkTimeline(dev, mode) {
+  const md = new TimelineModel(dev, mode);
+  const meta = dev.meta[mode];
+  assert.equal(md.m, meta.elements);
+  // Replaying from the start reaches every checkpoint.
+  const saved = md.cpCount;
+  md.cpCount = 0;
+  const ls = new LiveStack(md, Infinity);
+  for (let k = 0; k < saved; k++) {
+    const s = (k + 1) * md.cpInterval;
+    ls.moveTo(s);
+    const live = [...ls.ids.subarray(0, ls.len)].filter((x) => x >= 0);
+    assert.deepEqual(live, [...md.cpids.subarray(md.cpoff[k], md.cpoff[k + 1])], `${mode} checkpoint ${k}`);
+  }
+  md.cpCount = saved;
+  // Totals, peak and the envelope.
+  let peak = md.total[0];
+  let peakEvent = -1;
+  for (let s = 1; s <= md.n; s++) {
+    if (md.total[s] > peak) {
+      peak = md.total[s];
+      peakEvent = s - 1;
+    }
+  }
+  assert.equal(peak, meta.peak);
+  assert.equal(peakEvent, meta.peakEvent);
+  assert.equal(md.total[md.n], meta.finalTotal);
+  const B = meta.envBucket;
+  for (let b = 0; b < md.envmax.length; b++) {
+    let hi = -Infinity;
+    for (let i = b * B; i < Math.min(md.n, (b + 1) * B); i++) hi = Math.max(hi, md.total[i + 1]);
+    assert.equal(md.envmax[b], hi, `${mode} envelope bucket ${b}`);
+  }
+  // Every element is live somewhere, and ranks are a permutation.
+  const seen = new Uint8Array(md.m);
+  for (const e of md.bysize) seen[e]++;
+  assert.ok(seen.every((x) => x === 1));
+  for (let r = 1; r < md.m; r++) assert.ok(md.size[md.bysize[r - 1]] >= md.size[md.bysize[r]]);
+  return md;
+}
+
+function checkState(dev) {
+  const md = new AllocatorStateModel(dev);
+  const key = (st) => JSON.stringify({
+    segs: [...st.segs.values()].map((s) => [s.addr, s.size, s.src]).sort((a, b) => a[0] - b[0]),
+    blocks: [...st.blocks.entries()].map(([a, b]) => [a, b.src, b.pending]).sort((a, b) => a[0] - b[0]),
+  });
+  // Undo from the snapshot in JS, compare with each engine checkpoint.
+  const st = md.finalState();
+  for (let k = md.count - 1; k >= 0; k--) {
+    const at = (k + 1) * md.interval - 1;
+    for (let j = st.after; j > at; j--) md.undo(st, j);
+    st.after = at;
+    assert.equal(key(st), key(md.checkpoint(k)), `state checkpoint ${k}`);
+  }
+  return md;
+}
+
+const snapshots = binary ? [...fixtures(), ...(process.env.MEMSIGHT_EXTRA || '').split(':').filter(Boolean)] : [];
+
+describe('engine page data agrees with the viewer\'s replay', { skip: !binary && 'no memsight binary' }, () => {
+  for (const snap of snapshots) {
+    test(snap.split('/').pop(), async () => {
+      const page = await load(report(snap, dir));
+      const summary = page.meta.summary;
+      for (const d of page.meta.devices) {
+        if (!d.events && !d.segments) continue;
+        const dev = page.device(d.index);
+        checkTimeline(dev, 'tl');
+        checkTimeline(dev, 'st');
+        const sm = checkState(dev);
+        // The state at the snapshot adds up to what `memsight summary` says.
+        const sd = summary && summary.devices.find((x) => x.device === d.index);
+        if (sd) {
+          const L = layoutState(sm, sm.stateAfter(dev.n - 1));
+          assert.equal(L.allocated, sd.allocated_now);
+          assert.equal(L.reserved, sd.reserved_now);
+          assert.equal(d.entries, sd.entries);
+        }
+      }
+    });
+  }
+});
