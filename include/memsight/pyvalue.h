@@ -75,7 +75,7 @@ struct PyValue {
 // CPython's repr() of the value (dict/list/tuple/str/int/float/bool/None).
 std::string py_repr(const PyValue& v);
 void py_repr_str(std::string& out, std::string_view utf8);  // repr of a str
-std::string py_float_repr(double v);                         // repr of a float
+std::string py_float_repr(double v);                        // repr of a float
 // Decimal text of a BigInt's little-endian two's complement bytes.
 std::string bigint_decimal(std::string_view le_bytes);
 

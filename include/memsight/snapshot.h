@@ -65,8 +65,7 @@ class FrameTable {
   };
   struct FrameEq {
     bool operator()(const Frame& a, const Frame& b) const {
-      return a.name == b.name && a.filename == b.filename && a.line == b.line &&
-             a.extra == b.extra;
+      return a.name == b.name && a.filename == b.filename && a.line == b.line && a.extra == b.extra;
     }
   };
   std::vector<Frame> frames_;

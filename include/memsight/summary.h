@@ -18,17 +18,17 @@ struct SiteStat {
 };
 
 struct OomReport {
-  uint32_t event = 0;         // index within the device's trace
+  uint32_t event = 0;  // index within the device's trace
   int64_t time_us = 0;
-  int64_t requested = 0;      // bytes the failed request asked for
-  int64_t device_free = 0;    // free on the device per cudaMemGetInfo
-  int64_t allocated = 0;      // live allocations at that moment (requested sizes)
-  int64_t reserved = 0;       // bytes in the allocator's segments
-  int64_t cached_free = 0;    // reserved but not allocated
-  int64_t largest_free = 0;   // largest contiguous free range inside a segment
-  StackId stack = 0;          // where the request came from, if recorded
-  std::string verdict;        // "limit", "fragmentation" or "demand"
-  std::string explanation;    // plain-language diagnosis
+  int64_t requested = 0;     // bytes the failed request asked for
+  int64_t device_free = 0;   // free on the device per cudaMemGetInfo
+  int64_t allocated = 0;     // live allocations at that moment (requested sizes)
+  int64_t reserved = 0;      // bytes in the allocator's segments
+  int64_t cached_free = 0;   // reserved but not allocated
+  int64_t largest_free = 0;  // largest contiguous free range inside a segment
+  StackId stack = 0;         // where the request came from, if recorded
+  std::string verdict;       // "limit", "fragmentation" or "demand"
+  std::string explanation;   // plain-language diagnosis
 };
 
 struct DeviceSummary {
@@ -46,10 +46,10 @@ struct DeviceSummary {
   // At the snapshot (the end of the trace).
   int64_t allocated_now = 0;  // requested bytes of active blocks
   int64_t reserved_now = 0;
-  int64_t free_now = 0;       // bytes of inactive blocks
+  int64_t free_now = 0;  // bytes of inactive blocks
   int64_t largest_free_now = 0;
   int64_t free_blocks_now = 0;
-  double fragmentation = 0;   // 1 - largest_free / free (0 when nothing is free)
+  double fragmentation = 0;  // 1 - largest_free / free (0 when nothing is free)
   int64_t segments_now = 0;
   // Frees of allocations the trace never saw: made before recording began or
   // dropped when the history buffer wrapped.

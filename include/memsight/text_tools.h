@@ -12,10 +12,10 @@ namespace memsight {
 // torch's _format_size: "976.6KiB", "2.0MiB", "0.0B".
 std::string format_size(double num);
 
-std::string segsum(const Snapshot& snap);          // `stats`
-std::string trace_text(const Snapshot& snap);      // `trace`
-std::string folded_memory(const Snapshot& snap);   // `memory` (folded stacks)
-std::string folded_segments(const Snapshot& snap); // `segments` (folded stacks)
+std::string segsum(const Snapshot& snap);           // `stats`
+std::string trace_text(const Snapshot& snap);       // `trace`
+std::string folded_memory(const Snapshot& snap);    // `memory` (folded stacks)
+std::string folded_segments(const Snapshot& snap);  // `segments` (folded stacks)
 
 struct Comparison {
   std::string stdout_text;  // "only_before = [...]\nonly_after = [...]\n"

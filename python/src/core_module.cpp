@@ -14,15 +14,14 @@
 #include <utility>
 #include <vector>
 
+#include "memsight/cli.h"
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
+#include "memsight/html.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
-#include "memsight/text_tools.h"
-
-#include "memsight/cli.h"
-#include "memsight/html.h"
 #include "memsight/summary.h"
+#include "memsight/text_tools.h"
 
 namespace py = pybind11;
 using memsight::Snapshot;
@@ -93,11 +92,13 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("block_count", [](const Snapshot& s) { return s.blocks.size(); })
       .def_property_readonly("trace_entry_count", [](const Snapshot& s) { return s.trace.rows(); })
       .def_property_readonly("device_trace_lengths", &device_trace_lengths)
-      .def_property_readonly("frame_count", [](const Snapshot& s) { return s.frames.frame_count(); })
+      .def_property_readonly("frame_count",
+                             [](const Snapshot& s) { return s.frames.frame_count(); })
       .def_property_readonly("top_keys", [](const Snapshot& s) { return s.top_keys; })
       .def_property_readonly("legacy_segment_list",
                              [](const Snapshot& s) { return s.legacy_segment_list; })
-      .def("segsum", [](const Snapshot& s) { return released([&] { return memsight::segsum(s); }); })
+      .def("segsum",
+           [](const Snapshot& s) { return released([&] { return memsight::segsum(s); }); })
       .def("trace_text",
            [](const Snapshot& s) { return released([&] { return memsight::trace_text(s); }); })
       .def("folded_memory",
@@ -150,8 +151,7 @@ PYBIND11_MODULE(_core, m) {
             return released([&] { return memsight::render_html(s, opts); });
           },
           py::arg("view") = "", py::arg("title") = "", py::arg("source_name") = "",
-          py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1)
-      ;
+          py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1);
 
   m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
         "Reads a snapshot file (pickle, optionally gzip/zstd/xz-compressed).");
@@ -182,7 +182,8 @@ PYBIND11_MODULE(_core, m) {
       py::arg("width") = 1200, py::arg("bytes") = true);
   m.def("format_size", &memsight::format_size, py::arg("num"));
   m.def(
-      "is_html_view", [](const std::string& v) { return memsight::is_html_view(v); }, py::arg("view"));
+      "is_html_view", [](const std::string& v) { return memsight::is_html_view(v); },
+      py::arg("view"));
   m.def(
       "write_file_atomic",
       [](const std::string& path, const py::buffer& content) {

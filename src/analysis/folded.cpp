@@ -125,10 +125,10 @@ Comparison compare(const Snapshot& before, const Snapshot& after) {
                    before, seg, fb);
   for (const Segment& seg : after.segments)
     if (!sb.count({seg.address, seg.total_size}))
-      write_blocks(c.folded,
-                   "only_after;stream_" + std::to_string(seg.stream) + ";seg_" +
-                       std::to_string(seg.address),
-                   after, seg, fa);
+      write_blocks(
+          c.folded,
+          "only_after;stream_" + std::to_string(seg.stream) + ";seg_" + std::to_string(seg.address),
+          after, seg, fa);
   return c;
 }
 

@@ -3,13 +3,20 @@
 namespace memsight {
 
 bool keep_frame(std::string_view name, std::string_view filename) {
-  static constexpr std::string_view kNames[] = {
-      "unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start",
-      "__libc_start_main", "PyEval_", "PyObject_", "PyFunction_"};
-  static constexpr std::string_view kFiles[] = {
-      "core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c",
-      "Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c",
-      "cpython/abstract.h"};
+  static constexpr std::string_view kNames[] = {"unwind::unwind",    "CapturedTraceback::gather",
+                                                "gather_with_cpp",   "_start",
+                                                "__libc_start_main", "PyEval_",
+                                                "PyObject_",         "PyFunction_"};
+  static constexpr std::string_view kFiles[] = {"core/boxing",
+                                                "/Register",
+                                                "/Redispatch",
+                                                "pythonrun.c",
+                                                "Modules/main.c",
+                                                "Objects/call.c",
+                                                "Objects/methodobject.c",
+                                                "pycore_ceval.h",
+                                                "ceval.c",
+                                                "cpython/abstract.h"};
   for (auto n : kNames)
     if (name.find(n) != std::string_view::npos) return false;
   for (auto f : kFiles)

@@ -23,7 +23,9 @@ bool active(const Block& b) {
 }
 
 // Blocks occupy whole 512-byte units; a trace entry only has the request.
-int64_t occupied(int64_t requested) { return std::max<int64_t>(512, (requested + 511) / 512 * 512); }
+int64_t occupied(int64_t requested) {
+  return std::max<int64_t>(512, (requested + 511) / 512 * 512);
+}
 
 int64_t largest_gap(const std::map<int64_t, int64_t>& segments,
                     const std::map<int64_t, int64_t>& blocks) {
@@ -61,11 +63,10 @@ void diagnose(OomReport& o) {
         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True usually avoids this.";
   } else {
     o.verdict = "demand";
-    o.explanation =
-        facts + " True demand: even with every unused cached byte released, " +
-        sz(o.requested - o.cached_free - o.device_free) +
-        " more was needed. Reduce what is live at this point (batch size, activation " +
-        "checkpointing, freeing references earlier) or use a larger device.";
+    o.explanation = facts + " True demand: even with every unused cached byte released, " +
+                    sz(o.requested - o.cached_free - o.device_free) +
+                    " more was needed. Reduce what is live at this point (batch size, activation " +
+                    "checkpointing, freeing references earlier) or use a larger device.";
   }
 }
 
@@ -102,8 +103,8 @@ Summary summarize(const Snapshot& snap) {
       settings_known = true;
       settings_overflow = o->kind == PyValue::Kind::Bool ? o->b : (o->kind == PyValue::Kind::List);
       if (o->kind == PyValue::Kind::List)
-        settings_overflow = std::any_of(o->items.begin(), o->items.end(),
-                                        [](const PyValue& v) { return v.b; });
+        settings_overflow =
+            std::any_of(o->items.begin(), o->items.end(), [](const PyValue& v) { return v.b; });
     }
   for (size_t d = 0; d < ndev; ++d) {
     DeviceSummary ds;
@@ -134,19 +135,29 @@ Summary summarize(const Snapshot& snap) {
       }
     }
     if (ds.free_now > 0)
-      ds.fragmentation = 1.0 - static_cast<double>(ds.largest_free_now) / static_cast<double>(ds.free_now);
+      ds.fragmentation =
+          1.0 - static_cast<double>(ds.largest_free_now) / static_cast<double>(ds.free_now);
 
     // Start values from the final state minus the trace's net effect.
     int64_t net_alloc = 0, net_res = 0;
     for (uint32_t r = begin; r < end; ++r) {
       switch (t.action[r]) {
-        case Action::Alloc: net_alloc += t.size[r]; break;
-        case Action::FreeCompleted: net_alloc -= t.size[r]; break;
+        case Action::Alloc:
+          net_alloc += t.size[r];
+          break;
+        case Action::FreeCompleted:
+          net_alloc -= t.size[r];
+          break;
         case Action::SegmentAlloc:
-        case Action::SegmentMap: net_res += t.size[r]; break;
+        case Action::SegmentMap:
+          net_res += t.size[r];
+          break;
         case Action::SegmentFree:
-        case Action::SegmentUnmap: net_res -= t.size[r]; break;
-        default: break;
+        case Action::SegmentUnmap:
+          net_res -= t.size[r];
+          break;
+        default:
+          break;
       }
     }
     int64_t cur_alloc = ds.allocated_now - net_alloc, cur_res = ds.reserved_now - net_res;
@@ -161,20 +172,27 @@ Summary summarize(const Snapshot& snap) {
           cur_alloc += t.size[r];
           seen_alloc.insert(t.addr[r]);
           break;
-        case Action::FreeCompleted: cur_alloc -= t.size[r]; break;
+        case Action::FreeCompleted:
+          cur_alloc -= t.size[r];
+          break;
         case Action::FreeRequested:
           if (!seen_alloc.count(t.addr[r])) ++ds.orphan_frees;
           break;
         case Action::SegmentAlloc:
-        case Action::SegmentMap: cur_res += t.size[r]; break;
+        case Action::SegmentMap:
+          cur_res += t.size[r];
+          break;
         case Action::SegmentFree:
-        case Action::SegmentUnmap: cur_res -= t.size[r]; break;
+        case Action::SegmentUnmap:
+          cur_res -= t.size[r];
+          break;
         case Action::Oom:
           oom_rows.push_back(r);
           alloc_at.push_back(cur_alloc);
           res_at.push_back(cur_res);
           break;
-        default: break;
+        default:
+          break;
       }
       if (cur_alloc > ds.peak_allocated) {
         ds.peak_allocated = cur_alloc;
@@ -187,8 +205,8 @@ Summary summarize(const Snapshot& snap) {
         ds.peak_reserved_time_us = t.time_us[r];
       }
     }
-    ds.history_wrapped = settings_known ? (settings_overflow ? "yes" : "no")
-                                        : (ds.orphan_frees ? "possibly" : "no");
+    ds.history_wrapped =
+        settings_known ? (settings_overflow ? "yes" : "no") : (ds.orphan_frees ? "possibly" : "no");
 
     // One backward pass: undo events down to each OOM (allocator state at
     // that moment) and down to the peak (what was live then).
@@ -226,15 +244,21 @@ Summary summarize(const Snapshot& snap) {
           }
           break;
         case Action::SegmentAlloc:
-        case Action::SegmentMap: seg_map.erase(a); break;
+        case Action::SegmentMap:
+          seg_map.erase(a);
+          break;
         case Action::SegmentFree:
-        case Action::SegmentUnmap: seg_map[a] = t.size[r]; break;
-        default: break;
+        case Action::SegmentUnmap:
+          seg_map[a] = t.size[r];
+          break;
+        default:
+          break;
       }
     }
     // Allocation stacks of blocks freed after the peak: their alloc events.
     for (uint32_t r = peak_row; r-- > begin && !need_stack.empty();) {
-      if (t.action[r] == Action::Alloc && need_stack.erase(t.addr[r])) live[t.addr[r]].stack = t.stack[r];
+      if (t.action[r] == Action::Alloc && need_stack.erase(t.addr[r]))
+        live[t.addr[r]].stack = t.stack[r];
     }
     // A site is what a person reads: stacks that agree on their innermost
     // user frames are one site (the first stack seen stands for it).

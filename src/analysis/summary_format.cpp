@@ -28,11 +28,21 @@ void json_str(std::string& out, std::string_view s) {
   out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -139,8 +149,8 @@ std::string summary_json(const Snapshot& snap, const Summary& s) {
     for (size_t i = 0; i < d.top_sites.size(); ++i) {
       const SiteStat& site = d.top_sites[i];
       if (i) out += ',';
-      out += "{\"bytes\":" + std::to_string(site.bytes) + ",\"count\":" +
-             std::to_string(site.count) + ",\"site\":";
+      out += "{\"bytes\":" + std::to_string(site.bytes) +
+             ",\"count\":" + std::to_string(site.count) + ",\"site\":";
       json_str(out, describe_stack(snap, site.stack));
       out += ",\"frames\":";
       json_stack(out, snap, site.stack);

@@ -1,11 +1,11 @@
 #include "cli/cli.h"
-#include "memsight/error.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
 
+#include "memsight/error.h"
 #include "memsight/reader.h"
 
 namespace memsight::cli {
@@ -51,7 +51,8 @@ void expect_positional(const Args& a, size_t n, const std::string& usage) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 Snapshot load(const std::string& path) {

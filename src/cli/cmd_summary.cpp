@@ -8,7 +8,8 @@ int cmd_summary(const std::vector<std::string>& argv) {
   expect_positional(a, 1, "memsight summary SNAPSHOT [--json] [-o FILE]");
   Snapshot snap = load(a.positional[0]);
   Summary s = summarize(snap);
-  write_output(a.get("--output", "-"), a.has("--json") ? summary_json(snap, s) : summary_text(snap, s));
+  write_output(a.get("--output", "-"),
+               a.has("--json") ? summary_json(snap, s) : summary_text(snap, s));
   return 0;
 }
 

@@ -22,7 +22,8 @@ std::string default_output(const std::string& input) {
 }  // namespace
 
 int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {{"--output", "-o", true}, {"--view", "", true}, {"--device", "-d", true}});
+  Args a =
+      parse_args(argv, {{"--output", "-o", true}, {"--view", "", true}, {"--device", "-d", true}});
   expect_positional(a, 1, "memsight " + name + " SNAPSHOT [-o FILE] [--view NAME]");
   HtmlOptions opts;
   opts.view = name == "trace-plot" ? "timeline" : name == "segment-plot" ? "state" : "overview";
@@ -42,7 +43,8 @@ int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
   opts.source_name = input == "-" ? "<stdin>" : input.substr(input.find_last_of('/') + 1);
   opts.title = opts.source_name + " - memsight";
   struct stat st {};
-  if (input != "-" && ::stat(input.c_str(), &st) == 0) opts.source_bytes = static_cast<uint64_t>(st.st_size);
+  if (input != "-" && ::stat(input.c_str(), &st) == 0)
+    opts.source_bytes = static_cast<uint64_t>(st.st_size);
   opts.summary_json = summary_json(snap, summarize(snap));
   std::string out = a.get("--output", default_output(input));
   write_output(out, render_html(snap, opts));

@@ -262,7 +262,10 @@ std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
   if (got >= 2 && u(0) == 0x1f && u(1) == 0x8b) return std::make_unique<GzipSource>(std::move(src));
   if (got >= 4 && u(0) == 0x28 && u(1) == 0xb5 && u(2) == 0x2f && u(3) == 0xfd)
     return std::make_unique<ZstdSource>(std::move(src));
-  if (got >= 6 && std::memcmp(head, "\xfd" "7zXZ\0", 6) == 0) {
+  if (got >= 6 && std::memcmp(head,
+                              "\xfd"
+                              "7zXZ\0",
+                              6) == 0) {
 #ifdef MEMSIGHT_HAVE_LZMA
     return std::make_unique<XzSource>(std::move(src));
 #else

@@ -8,57 +8,141 @@ namespace memsight {
 namespace {
 
 enum Op : uint8_t {
-  MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', FLOAT = 'F', INT = 'I',
-  BININT = 'J', BININT1 = 'K', LONG = 'L', BININT2 = 'M', NONE = 'N', PERSID = 'P',
-  BINPERSID = 'Q', REDUCE = 'R', STRING = 'S', BINSTRING = 'T', SHORT_BINSTRING = 'U',
-  UNICODE = 'V', BINUNICODE = 'X', APPEND = 'a', BUILD = 'b', GLOBAL = 'c', DICT = 'd',
-  EMPTY_DICT = '}', APPENDS = 'e', GET = 'g', BINGET = 'h', INST = 'i', LONG_BINGET = 'j',
-  LIST = 'l', EMPTY_LIST = ']', OBJ = 'o', PUT = 'p', BINPUT = 'q', LONG_BINPUT = 'r',
-  SETITEM = 's', TUPLE = 't', EMPTY_TUPLE = ')', SETITEMS = 'u', BINFLOAT = 'G',
-  PROTO = 0x80, NEWOBJ = 0x81, EXT1 = 0x82, EXT2 = 0x83, EXT4 = 0x84, TUPLE1 = 0x85,
-  TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89, LONG1 = 0x8a, LONG4 = 0x8b,
-  BINBYTES = 'B', SHORT_BINBYTES = 'C', SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d,
-  BINBYTES8 = 0x8e, EMPTY_SET = 0x8f, ADDITEMS = 0x90, FROZENSET = 0x91, NEWOBJ_EX = 0x92,
-  STACK_GLOBAL = 0x93, MEMOIZE = 0x94, FRAME = 0x95, BYTEARRAY8 = 0x96, NEXT_BUFFER = 0x97,
+  MARK = '(',
+  STOP = '.',
+  POP = '0',
+  POP_MARK = '1',
+  DUP = '2',
+  FLOAT = 'F',
+  INT = 'I',
+  BININT = 'J',
+  BININT1 = 'K',
+  LONG = 'L',
+  BININT2 = 'M',
+  NONE = 'N',
+  PERSID = 'P',
+  BINPERSID = 'Q',
+  REDUCE = 'R',
+  STRING = 'S',
+  BINSTRING = 'T',
+  SHORT_BINSTRING = 'U',
+  UNICODE = 'V',
+  BINUNICODE = 'X',
+  APPEND = 'a',
+  BUILD = 'b',
+  GLOBAL = 'c',
+  DICT = 'd',
+  EMPTY_DICT = '}',
+  APPENDS = 'e',
+  GET = 'g',
+  BINGET = 'h',
+  INST = 'i',
+  LONG_BINGET = 'j',
+  LIST = 'l',
+  EMPTY_LIST = ']',
+  OBJ = 'o',
+  PUT = 'p',
+  BINPUT = 'q',
+  LONG_BINPUT = 'r',
+  SETITEM = 's',
+  TUPLE = 't',
+  EMPTY_TUPLE = ')',
+  SETITEMS = 'u',
+  BINFLOAT = 'G',
+  PROTO = 0x80,
+  NEWOBJ = 0x81,
+  EXT1 = 0x82,
+  EXT2 = 0x83,
+  EXT4 = 0x84,
+  TUPLE1 = 0x85,
+  TUPLE2 = 0x86,
+  TUPLE3 = 0x87,
+  NEWTRUE = 0x88,
+  NEWFALSE = 0x89,
+  LONG1 = 0x8a,
+  LONG4 = 0x8b,
+  BINBYTES = 'B',
+  SHORT_BINBYTES = 'C',
+  SHORT_BINUNICODE = 0x8c,
+  BINUNICODE8 = 0x8d,
+  BINBYTES8 = 0x8e,
+  EMPTY_SET = 0x8f,
+  ADDITEMS = 0x90,
+  FROZENSET = 0x91,
+  NEWOBJ_EX = 0x92,
+  STACK_GLOBAL = 0x93,
+  MEMOIZE = 0x94,
+  FRAME = 0x95,
+  BYTEARRAY8 = 0x96,
+  NEXT_BUFFER = 0x97,
   READONLY_BUFFER = 0x98,
 };
 
 const char* code_opcode_name(uint8_t op) {
   switch (op) {
-    case GLOBAL: return "GLOBAL";
-    case STACK_GLOBAL: return "STACK_GLOBAL";
-    case REDUCE: return "REDUCE";
-    case BUILD: return "BUILD";
-    case INST: return "INST";
-    case OBJ: return "OBJ";
-    case NEWOBJ: return "NEWOBJ";
-    case NEWOBJ_EX: return "NEWOBJ_EX";
-    case EXT1: return "EXT1";
-    case EXT2: return "EXT2";
-    case EXT4: return "EXT4";
-    case PERSID: return "PERSID";
-    case BINPERSID: return "BINPERSID";
-    default: return nullptr;
+    case GLOBAL:
+      return "GLOBAL";
+    case STACK_GLOBAL:
+      return "STACK_GLOBAL";
+    case REDUCE:
+      return "REDUCE";
+    case BUILD:
+      return "BUILD";
+    case INST:
+      return "INST";
+    case OBJ:
+      return "OBJ";
+    case NEWOBJ:
+      return "NEWOBJ";
+    case NEWOBJ_EX:
+      return "NEWOBJ_EX";
+    case EXT1:
+      return "EXT1";
+    case EXT2:
+      return "EXT2";
+    case EXT4:
+      return "EXT4";
+    case PERSID:
+      return "PERSID";
+    case BINPERSID:
+      return "BINPERSID";
+    default:
+      return nullptr;
   }
 }
 
 const char* other_opcode_name(uint8_t op) {
   switch (op) {
-    case FLOAT: return "FLOAT";
-    case INT: return "INT";
-    case LONG: return "LONG";
-    case STRING: return "STRING";
-    case BINSTRING: return "BINSTRING";
-    case SHORT_BINSTRING: return "SHORT_BINSTRING";
-    case UNICODE: return "UNICODE";
-    case GET: return "GET";
-    case PUT: return "PUT";
-    case EMPTY_SET: return "EMPTY_SET";
-    case ADDITEMS: return "ADDITEMS";
-    case FROZENSET: return "FROZENSET";
-    case NEXT_BUFFER: return "NEXT_BUFFER";
-    case READONLY_BUFFER: return "READONLY_BUFFER";
-    default: return nullptr;
+    case FLOAT:
+      return "FLOAT";
+    case INT:
+      return "INT";
+    case LONG:
+      return "LONG";
+    case STRING:
+      return "STRING";
+    case BINSTRING:
+      return "BINSTRING";
+    case SHORT_BINSTRING:
+      return "SHORT_BINSTRING";
+    case UNICODE:
+      return "UNICODE";
+    case GET:
+      return "GET";
+    case PUT:
+      return "PUT";
+    case EMPTY_SET:
+      return "EMPTY_SET";
+    case ADDITEMS:
+      return "ADDITEMS";
+    case FROZENSET:
+      return "FROZENSET";
+    case NEXT_BUFFER:
+      return "NEXT_BUFFER";
+    case READONLY_BUFFER:
+      return "READONLY_BUFFER";
+    default:
+      return nullptr;
   }
 }
 
@@ -115,8 +199,7 @@ void Unpickler::fail(const std::string& what) const {
 void Unpickler::refill(size_t need, bool hard) {
   // A length past the end of a plain input is corruption: say so before
   // trying to allocate room for it.
-  if (hard && src_.compression().empty() && src_.total() &&
-      offset() + need > src_.total())
+  if (hard && src_.compression().empty() && src_.total() && offset() + need > src_.total())
     throw Error("truncated pickle at byte " + std::to_string(src_.total()) + ": expected " +
                 std::to_string(offset() + need - src_.total()) + " more bytes");
   if (buf_.empty()) {  // mapped input: nothing more to read
@@ -563,8 +646,8 @@ bool Unpickler::row_frames(const uint8_t*& q, StackId& out) {
       flat_frames_.push_back(f);
     }
     ++q;
-  } else if (const uint8_t* save = q; (*q == BINGET || *q == LONG_BINGET) && row_frame_ref(q, f) &&
-                                      *q == APPEND) {
+  } else if (const uint8_t* save = q;
+             (*q == BINGET || *q == LONG_BINGET) && row_frame_ref(q, f) && *q == APPEND) {
     ++q;
     flat_frames_.push_back(f);
   } else {
@@ -602,15 +685,33 @@ bool Unpickler::try_row() {
     if (end_ - q < 32) return bail();
     bool ok;
     switch (f) {
-      case kRowAction: ok = row_str(q, row_.action); break;
-      case kRowAddr: ok = row_int(q, row_.addr); break;
-      case kRowSize: ok = row_int(q, row_.size); break;
-      case kRowStream: ok = row_int(q, row_.stream); break;
-      case kRowTimeUs: ok = row_int(q, row_.time_us); break;
-      case kRowCompileContext: ok = row_str(q, row_.compile_context); break;
-      case kRowUserMetadata: ok = row_str(q, row_.user_metadata); break;
-      case kRowFrames: ok = row_frames(q, row_.stack); break;
-      default: ok = false; break;
+      case kRowAction:
+        ok = row_str(q, row_.action);
+        break;
+      case kRowAddr:
+        ok = row_int(q, row_.addr);
+        break;
+      case kRowSize:
+        ok = row_int(q, row_.size);
+        break;
+      case kRowStream:
+        ok = row_int(q, row_.stream);
+        break;
+      case kRowTimeUs:
+        ok = row_int(q, row_.time_us);
+        break;
+      case kRowCompileContext:
+        ok = row_str(q, row_.compile_context);
+        break;
+      case kRowUserMetadata:
+        ok = row_str(q, row_.user_metadata);
+        break;
+      case kRowFrames:
+        ok = row_frames(q, row_.stack);
+        break;
+      default:
+        ok = false;
+        break;
     }
     if (!ok) return bail();
     if (seen & (1u << f)) return bail();  // a repeated key: the generic path decides

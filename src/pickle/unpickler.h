@@ -25,12 +25,27 @@ namespace memsight {
 
 struct Val {
   enum Tag : uint64_t {
-    None = 0, False, True, Int, Big, Float, Str, Bytes, List, Tuple, Dict, FrameRef, StackRef, Row
+    None = 0,
+    False,
+    True,
+    Int,
+    Big,
+    Float,
+    Str,
+    Bytes,
+    List,
+    Tuple,
+    Dict,
+    FrameRef,
+    StackRef,
+    Row
   };
   uint64_t bits = 0;
 
   static constexpr uint64_t kPayload = (uint64_t{1} << 60) - 1;
-  static Val make(Tag t, uint64_t payload) { return Val{(uint64_t{t} << 60) | (payload & kPayload)}; }
+  static Val make(Tag t, uint64_t payload) {
+    return Val{(uint64_t{t} << 60) | (payload & kPayload)};
+  }
   static bool fits_int(int64_t v) { return v >= -(int64_t{1} << 59) && v < (int64_t{1} << 59); }
   static Val integer(int64_t v) { return make(Int, static_cast<uint64_t>(v)); }
   Tag tag() const { return static_cast<Tag>(bits >> 60); }
@@ -79,9 +94,18 @@ class DictHook {
 };
 
 // The keys the row lane understands, by field index.
-enum RowKey : uint8_t { kRowAction, kRowAddr, kRowSize, kRowStream, kRowTimeUs,
-                        kRowCompileContext, kRowUserMetadata, kRowFrames, kRowKeyCount,
-                        kRowNone = 0xff };
+enum RowKey : uint8_t {
+  kRowAction,
+  kRowAddr,
+  kRowSize,
+  kRowStream,
+  kRowTimeUs,
+  kRowCompileContext,
+  kRowUserMetadata,
+  kRowFrames,
+  kRowKeyCount,
+  kRowNone = 0xff
+};
 
 class Unpickler {
  public:

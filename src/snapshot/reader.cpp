@@ -1,9 +1,10 @@
 // Pickle -> Snapshot model. Trace entries and frames are converted while the
 // pickle streams in (see DictHook); segments, blocks and the small top-level
 // values are converted once the VM reaches STOP.
+#include "memsight/reader.h"
+
 #include <array>
 
-#include "memsight/reader.h"
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
 #include "snapshot/read_internal.h"
@@ -15,16 +16,60 @@ constexpr int kMaxDepth = 1000;
 
 // Key names the model knows, interned first so their ids are small constants.
 enum Key : StrId {
-  kEmpty = 0, kAction, kAddr, kDeviceFree, kSize, kStream, kTimeUs, kCompileContext,
-  kUserMetadata, kFrames, kDevice, kAddress, kTotalSize, kAllocatedSize, kActiveSize,
-  kRequestedSize, kSegmentType, kSegmentPoolId, kIsExpandable, kBlocks, kState, kName,
-  kFilename, kLine, kSegments, kDeviceTraces, kKeyCount
+  kEmpty = 0,
+  kAction,
+  kAddr,
+  kDeviceFree,
+  kSize,
+  kStream,
+  kTimeUs,
+  kCompileContext,
+  kUserMetadata,
+  kFrames,
+  kDevice,
+  kAddress,
+  kTotalSize,
+  kAllocatedSize,
+  kActiveSize,
+  kRequestedSize,
+  kSegmentType,
+  kSegmentPoolId,
+  kIsExpandable,
+  kBlocks,
+  kState,
+  kName,
+  kFilename,
+  kLine,
+  kSegments,
+  kDeviceTraces,
+  kKeyCount
 };
-constexpr std::array<std::string_view, kKeyCount> kKeyNames = {
-    "", "action", "addr", "device_free", "size", "stream", "time_us", "compile_context",
-    "user_metadata", "frames", "device", "address", "total_size", "allocated_size", "active_size",
-    "requested_size", "segment_type", "segment_pool_id", "is_expandable", "blocks", "state", "name",
-    "filename", "line", "segments", "device_traces"};
+constexpr std::array<std::string_view, kKeyCount> kKeyNames = {"",
+                                                               "action",
+                                                               "addr",
+                                                               "device_free",
+                                                               "size",
+                                                               "stream",
+                                                               "time_us",
+                                                               "compile_context",
+                                                               "user_metadata",
+                                                               "frames",
+                                                               "device",
+                                                               "address",
+                                                               "total_size",
+                                                               "allocated_size",
+                                                               "active_size",
+                                                               "requested_size",
+                                                               "segment_type",
+                                                               "segment_pool_id",
+                                                               "is_expandable",
+                                                               "blocks",
+                                                               "state",
+                                                               "name",
+                                                               "filename",
+                                                               "line",
+                                                               "segments",
+                                                               "device_traces"};
 
 class Builder : public DictHook {
  public:
@@ -51,8 +96,8 @@ class Builder : public DictHook {
 
   uint32_t commit_row(const RowFields& r) override {
     static constexpr Field kFieldOf[kRowKeyCount] = {
-        Field::Action,         Field::Addr,         Field::Size,   Field::Stream, Field::TimeUs,
-        Field::CompileContext, Field::UserMetadata, Field::Frames};
+        Field::Action, Field::Addr,           Field::Size,         Field::Stream,
+        Field::TimeUs, Field::CompileContext, Field::UserMetadata, Field::Frames};
     TraceTable& t = snap_.trace;
     auto row = static_cast<uint32_t>(t.rows());
     auto n = static_cast<size_t>(r.n);
@@ -92,7 +137,8 @@ class Builder : public DictHook {
   // parse_action, cached by string id (0xff: not looked up yet).
   Action action_of(StrId s) {
     if (s >= action_cache_.size()) action_cache_.resize(s + 64, 0xff);
-    if (action_cache_[s] == 0xff) action_cache_[s] = static_cast<uint8_t>(parse_action(snap_.str(s)));
+    if (action_cache_[s] == 0xff)
+      action_cache_[s] = static_cast<uint8_t>(parse_action(snap_.str(s)));
     return static_cast<Action>(action_cache_[s]);
   }
 
@@ -106,18 +152,28 @@ class Builder : public DictHook {
 
 std::string Builder::type_name(Val v) const {
   switch (v.tag()) {
-    case Val::None: return "None";
+    case Val::None:
+      return "None";
     case Val::False:
-    case Val::True: return "a bool";
+    case Val::True:
+      return "a bool";
     case Val::Int:
-    case Val::Big: return "an int";
-    case Val::Float: return "a float";
-    case Val::Str: return "a str";
-    case Val::Bytes: return "bytes";
-    case Val::List: return "a list";
-    case Val::Tuple: return "a tuple";
-    case Val::Dict: return "a dict";
-    default: return "a dict";
+    case Val::Big:
+      return "an int";
+    case Val::Float:
+      return "a float";
+    case Val::Str:
+      return "a str";
+    case Val::Bytes:
+      return "bytes";
+    case Val::List:
+      return "a list";
+    case Val::Tuple:
+      return "a tuple";
+    case Val::Dict:
+      return "a dict";
+    default:
+      return "a dict";
   }
 }
 
@@ -269,18 +325,24 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
   if (depth > kMaxDepth) throw Error("corrupted pickle: values nested deeper than 1000 levels");
   v = vm.resolve(v);
   switch (v.tag()) {
-    case Val::None: return PyValue::none();
-    case Val::False: return PyValue::boolean(false);
-    case Val::True: return PyValue::boolean(true);
-    case Val::Int: return PyValue::integer(v.as_int());
+    case Val::None:
+      return PyValue::none();
+    case Val::False:
+      return PyValue::boolean(false);
+    case Val::True:
+      return PyValue::boolean(true);
+    case Val::Int:
+      return PyValue::integer(v.as_int());
     case Val::Big: {
       PyValue p;
       p.kind = PyValue::Kind::BigInt;
       p.s = vm.big_at(v);
       return p;
     }
-    case Val::Float: return PyValue::real(vm.float_at(v));
-    case Val::Str: return PyValue::str(snap_.str(v.idx()));
+    case Val::Float:
+      return PyValue::real(vm.float_at(v));
+    case Val::Str:
+      return PyValue::str(snap_.str(v.idx()));
     case Val::Bytes: {
       PyValue p;
       p.kind = PyValue::Kind::Bytes;
@@ -300,13 +362,15 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
       for (Val item : items) p.items.push_back(materialize(vm, item, depth + 1));
       return p;
     }
-    case Val::FrameRef: return frame_to_pyvalue(snap_, v.idx());
+    case Val::FrameRef:
+      return frame_to_pyvalue(snap_, v.idx());
     case Val::StackRef: {
       PyValue p = PyValue::list();
       for (FrameId f : snap_.frames.stack(v.idx())) p.items.push_back(frame_to_pyvalue(snap_, f));
       return p;
     }
-    case Val::Row: return row_to_pyvalue(snap_, v.idx());
+    case Val::Row:
+      return row_to_pyvalue(snap_, v.idx());
   }
   return PyValue::none();
 }
@@ -384,19 +448,34 @@ void Builder::convert_segments(Unpickler& vm, Val list) {
           if (is_int(v)) f = fld, dst = v.as_int();
         };
         switch (key) {
-          case kDevice: int_field(Field::Device, seg.device); break;
-          case kAddress: int_field(Field::Address, seg.address); break;
-          case kTotalSize: int_field(Field::TotalSize, seg.total_size); break;
-          case kAllocatedSize: int_field(Field::AllocatedSize, seg.allocated_size); break;
-          case kActiveSize: int_field(Field::ActiveSize, seg.active_size); break;
-          case kRequestedSize: int_field(Field::RequestedSize, seg.requested_size); break;
-          case kStream: int_field(Field::Stream, seg.stream); break;
+          case kDevice:
+            int_field(Field::Device, seg.device);
+            break;
+          case kAddress:
+            int_field(Field::Address, seg.address);
+            break;
+          case kTotalSize:
+            int_field(Field::TotalSize, seg.total_size);
+            break;
+          case kAllocatedSize:
+            int_field(Field::AllocatedSize, seg.allocated_size);
+            break;
+          case kActiveSize:
+            int_field(Field::ActiveSize, seg.active_size);
+            break;
+          case kRequestedSize:
+            int_field(Field::RequestedSize, seg.requested_size);
+            break;
+          case kStream:
+            int_field(Field::Stream, seg.stream);
+            break;
           case kSegmentType:
             if (v.tag() == Val::Str) f = Field::SegmentType, seg.segment_type = v.idx();
             break;
           case kSegmentPoolId:
             if (v.tag() == Val::Tuple && vm.node(v).items.size() == 2 &&
-                is_int(vm.resolve(vm.node(v).items[0])) && is_int(vm.resolve(vm.node(v).items[1]))) {
+                is_int(vm.resolve(vm.node(v).items[0])) &&
+                is_int(vm.resolve(vm.node(v).items[1]))) {
               f = Field::SegmentPoolId;
               seg.pool_id[0] = vm.resolve(vm.node(v).items[0]).as_int();
               seg.pool_id[1] = vm.resolve(vm.node(v).items[1]).as_int();
@@ -417,9 +496,9 @@ void Builder::convert_segments(Unpickler& vm, Val list) {
         }
       }
       if (f == Field::Extra)
-        extras.push_back(k.tag() == Val::Str ? materialize(vm, items[i + 1])
-                                             : PyValue::tuple({materialize(vm, k),
-                                                               materialize(vm, items[i + 1])}));
+        extras.push_back(k.tag() == Val::Str
+                             ? materialize(vm, items[i + 1])
+                             : PyValue::tuple({materialize(vm, k), materialize(vm, items[i + 1])}));
       shape.push_back({key, f});
     }
     seg.shape = snap_.shapes.intern(shape);
@@ -475,9 +554,10 @@ void Builder::convert_segments(Unpickler& vm, Val list) {
             }
           }
           if (f == Field::Extra)
-            bextras.push_back(k.tag() == Val::Str
-                                  ? materialize(vm, bitems[i + 1])
-                                  : PyValue::tuple({materialize(vm, k), materialize(vm, bitems[i + 1])}));
+            bextras.push_back(
+                k.tag() == Val::Str
+                    ? materialize(vm, bitems[i + 1])
+                    : PyValue::tuple({materialize(vm, k), materialize(vm, bitems[i + 1])}));
           bshape.push_back({key, f});
         }
         b.shape = snap_.shapes.intern(bshape);
@@ -573,8 +653,8 @@ Snapshot read_snapshot(ByteSource& src, const Progress& progress) {
   Snapshot snap;
   Builder builder(snap);
   Unpickler vm(src, snap.strings, &builder, progress);
-  const StrId row_keys[kRowKeyCount] = {kAction, kAddr, kSize, kStream, kTimeUs,
-                                        kCompileContext, kUserMetadata, kFrames};
+  const StrId row_keys[kRowKeyCount] = {kAction, kAddr,           kSize,         kStream,
+                                        kTimeUs, kCompileContext, kUserMetadata, kFrames};
   vm.enable_fast_path(&snap.frames, kAction, kName, row_keys, kDeviceFree);
   if (src.total() > 0 && src.compression().empty()) {
     // Reserved, not touched: untouched pages cost no memory, and tables that

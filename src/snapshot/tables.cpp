@@ -102,8 +102,8 @@ ShapeId ShapeTable::intern(std::span<const ShapeKey> keys) {
 
 namespace {
 constexpr std::string_view kActionNames[] = {
-    "alloc",        "free_requested", "free_completed", "segment_alloc", "segment_free",
-    "segment_map",  "segment_unmap",  "snapshot",       "oom",           "other"};
+    "alloc",       "free_requested", "free_completed", "segment_alloc", "segment_free",
+    "segment_map", "segment_unmap",  "snapshot",       "oom",           "other"};
 }
 
 std::string_view action_name(Action a) { return kActionNames[static_cast<int>(a)]; }

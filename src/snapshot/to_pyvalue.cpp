@@ -7,8 +7,9 @@ PyValue frame_to_pyvalue(const Snapshot& snap, FrameId id) {
   const Frame& f = snap.frames.frame(id);
   if (f.extra) return snap.frames.extras[f.extra - 1];
   PyValue d = PyValue::dict();
-  d.items = {PyValue::str("name"), PyValue::str(snap.str(f.name)), PyValue::str("filename"),
-             PyValue::str(snap.str(f.filename)), PyValue::str("line"), PyValue::integer(f.line)};
+  d.items = {PyValue::str("name"),     PyValue::str(snap.str(f.name)),
+             PyValue::str("filename"), PyValue::str(snap.str(f.filename)),
+             PyValue::str("line"),     PyValue::integer(f.line)};
   return d;
 }
 
@@ -53,13 +54,27 @@ PyValue row_to_pyvalue(const Snapshot& snap, uint32_t r) {
                                                    : action_name(t.action[r]));
         break;
       }
-      case Field::Addr: v = PyValue::integer(t.addr[r]); break;
-      case Field::Size: v = PyValue::integer(t.size[r]); break;
-      case Field::Stream: v = PyValue::integer(t.stream[r]); break;
-      case Field::TimeUs: v = PyValue::integer(t.time_us[r]); break;
-      case Field::CompileContext: v = PyValue::str(snap.str(t.compile_context[r])); break;
-      case Field::UserMetadata: v = PyValue::str(snap.str(t.user_metadata[r])); break;
-      case Field::Frames: v = stack_to_pyvalue(snap, t.stack[r]); break;
+      case Field::Addr:
+        v = PyValue::integer(t.addr[r]);
+        break;
+      case Field::Size:
+        v = PyValue::integer(t.size[r]);
+        break;
+      case Field::Stream:
+        v = PyValue::integer(t.stream[r]);
+        break;
+      case Field::TimeUs:
+        v = PyValue::integer(t.time_us[r]);
+        break;
+      case Field::CompileContext:
+        v = PyValue::str(snap.str(t.compile_context[r]));
+        break;
+      case Field::UserMetadata:
+        v = PyValue::str(snap.str(t.user_metadata[r]));
+        break;
+      case Field::Frames:
+        v = stack_to_pyvalue(snap, t.stack[r]);
+        break;
       default:
         put_extra(d, k.key, (*extras)[xi++], snap);
         continue;
@@ -76,11 +91,21 @@ PyValue block_to_pyvalue(const Snapshot& snap, const Block& b) {
   for (const ShapeKey& k : snap.shapes.get(b.shape)) {
     PyValue v;
     switch (k.field) {
-      case Field::Address: v = PyValue::integer(b.address); break;
-      case Field::Size: v = PyValue::integer(b.size); break;
-      case Field::RequestedSize: v = PyValue::integer(b.requested_size); break;
-      case Field::State: v = PyValue::str(snap.str(b.state_name)); break;
-      case Field::Frames: v = stack_to_pyvalue(snap, b.stack); break;
+      case Field::Address:
+        v = PyValue::integer(b.address);
+        break;
+      case Field::Size:
+        v = PyValue::integer(b.size);
+        break;
+      case Field::RequestedSize:
+        v = PyValue::integer(b.requested_size);
+        break;
+      case Field::State:
+        v = PyValue::str(snap.str(b.state_name));
+        break;
+      case Field::Frames:
+        v = stack_to_pyvalue(snap, b.stack);
+        break;
       default:
         put_extra(d, k.key, snap.extras[b.extra - 1][xi++], snap);
         continue;
@@ -97,19 +122,39 @@ PyValue segment_to_pyvalue(const Snapshot& snap, const Segment& s) {
   for (const ShapeKey& k : snap.shapes.get(s.shape)) {
     PyValue v;
     switch (k.field) {
-      case Field::Device: v = PyValue::integer(s.device); break;
-      case Field::Address: v = PyValue::integer(s.address); break;
-      case Field::TotalSize: v = PyValue::integer(s.total_size); break;
-      case Field::AllocatedSize: v = PyValue::integer(s.allocated_size); break;
-      case Field::ActiveSize: v = PyValue::integer(s.active_size); break;
-      case Field::RequestedSize: v = PyValue::integer(s.requested_size); break;
-      case Field::Stream: v = PyValue::integer(s.stream); break;
-      case Field::SegmentType: v = PyValue::str(snap.str(s.segment_type)); break;
+      case Field::Device:
+        v = PyValue::integer(s.device);
+        break;
+      case Field::Address:
+        v = PyValue::integer(s.address);
+        break;
+      case Field::TotalSize:
+        v = PyValue::integer(s.total_size);
+        break;
+      case Field::AllocatedSize:
+        v = PyValue::integer(s.allocated_size);
+        break;
+      case Field::ActiveSize:
+        v = PyValue::integer(s.active_size);
+        break;
+      case Field::RequestedSize:
+        v = PyValue::integer(s.requested_size);
+        break;
+      case Field::Stream:
+        v = PyValue::integer(s.stream);
+        break;
+      case Field::SegmentType:
+        v = PyValue::str(snap.str(s.segment_type));
+        break;
       case Field::SegmentPoolId:
         v = PyValue::tuple({PyValue::integer(s.pool_id[0]), PyValue::integer(s.pool_id[1])});
         break;
-      case Field::IsExpandable: v = PyValue::boolean(s.is_expandable); break;
-      case Field::Frames: v = stack_to_pyvalue(snap, s.stack); break;
+      case Field::IsExpandable:
+        v = PyValue::boolean(s.is_expandable);
+        break;
+      case Field::Frames:
+        v = stack_to_pyvalue(snap, s.stack);
+        break;
       case Field::Blocks: {
         v = PyValue::list();
         for (const Block& b : snap.segment_blocks(s)) v.items.push_back(block_to_pyvalue(snap, b));

@@ -146,9 +146,15 @@ class Pickler {
   void value(const PyValue& v) {
     using K = PyValue::Kind;
     switch (v.kind) {
-      case K::None: op('N'); break;
-      case K::Bool: op(v.b ? 0x88 : 0x89); break;
-      case K::Int: integer(v.i); break;
+      case K::None:
+        op('N');
+        break;
+      case K::Bool:
+        op(v.b ? 0x88 : 0x89);
+        break;
+      case K::Int:
+        integer(v.i);
+        break;
       case K::BigInt:
         if (v.s.size() < 256) {
           op(0x8a);
@@ -167,7 +173,9 @@ class Pickler {
         for (int i = 7; i >= 0; --i) op(static_cast<uint8_t>(u >> (8 * i)));
         break;
       }
-      case K::Str: str(v.s); break;
+      case K::Str:
+        str(v.s);
+        break;
       case K::Bytes: {
         op('B');
         auto n = static_cast<uint32_t>(v.s.size());
@@ -282,23 +290,47 @@ class Pickler {
         }
         str(k.key);
         switch (k.field) {
-          case Field::Device: integer(s.device); break;
-          case Field::Address: integer(s.address); break;
-          case Field::TotalSize: integer(s.total_size); break;
-          case Field::AllocatedSize: integer(s.allocated_size); break;
-          case Field::ActiveSize: integer(s.active_size); break;
-          case Field::RequestedSize: integer(s.requested_size); break;
-          case Field::Stream: integer(s.stream); break;
-          case Field::SegmentType: str(s.segment_type); break;
+          case Field::Device:
+            integer(s.device);
+            break;
+          case Field::Address:
+            integer(s.address);
+            break;
+          case Field::TotalSize:
+            integer(s.total_size);
+            break;
+          case Field::AllocatedSize:
+            integer(s.allocated_size);
+            break;
+          case Field::ActiveSize:
+            integer(s.active_size);
+            break;
+          case Field::RequestedSize:
+            integer(s.requested_size);
+            break;
+          case Field::Stream:
+            integer(s.stream);
+            break;
+          case Field::SegmentType:
+            str(s.segment_type);
+            break;
           case Field::SegmentPoolId:
             integer(s.pool_id[0]);
             integer(s.pool_id[1]);
             op(0x86);
             break;
-          case Field::IsExpandable: op(s.is_expandable ? 0x88 : 0x89); break;
-          case Field::Frames: stack(s.stack); break;
-          case Field::Blocks: blocks(s); break;
-          default: op('N'); break;
+          case Field::IsExpandable:
+            op(s.is_expandable ? 0x88 : 0x89);
+            break;
+          case Field::Frames:
+            stack(s.stack);
+            break;
+          case Field::Blocks:
+            blocks(s);
+            break;
+          default:
+            op('N');
+            break;
         }
       }
       op('u');
@@ -324,12 +356,24 @@ class Pickler {
         }
         str(k.key);
         switch (k.field) {
-          case Field::Address: integer(b.address); break;
-          case Field::Size: integer(b.size); break;
-          case Field::RequestedSize: integer(b.requested_size); break;
-          case Field::State: str(b.state_name); break;
-          case Field::Frames: stack(b.stack); break;
-          default: op('N'); break;
+          case Field::Address:
+            integer(b.address);
+            break;
+          case Field::Size:
+            integer(b.size);
+            break;
+          case Field::RequestedSize:
+            integer(b.requested_size);
+            break;
+          case Field::State:
+            str(b.state_name);
+            break;
+          case Field::Frames:
+            stack(b.stack);
+            break;
+          default:
+            op('N');
+            break;
         }
       }
       op('u');
@@ -372,14 +416,30 @@ class Pickler {
                 str(action_name(t.action[r]));
               break;
             }
-            case Field::Addr: integer(t.addr[r]); break;
-            case Field::Size: integer(t.size[r]); break;
-            case Field::Stream: integer(t.stream[r]); break;
-            case Field::TimeUs: integer(t.time_us[r]); break;
-            case Field::CompileContext: str(t.compile_context[r]); break;
-            case Field::UserMetadata: str(t.user_metadata[r]); break;
-            case Field::Frames: stack(t.stack[r]); break;
-            default: op('N'); break;
+            case Field::Addr:
+              integer(t.addr[r]);
+              break;
+            case Field::Size:
+              integer(t.size[r]);
+              break;
+            case Field::Stream:
+              integer(t.stream[r]);
+              break;
+            case Field::TimeUs:
+              integer(t.time_us[r]);
+              break;
+            case Field::CompileContext:
+              str(t.compile_context[r]);
+              break;
+            case Field::UserMetadata:
+              str(t.user_metadata[r]);
+              break;
+            case Field::Frames:
+              stack(t.stack[r]);
+              break;
+            default:
+              op('N');
+              break;
           }
         }
         op('u');
@@ -442,7 +502,8 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::random_device rd;
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp" + std::to_string(rd()))).string();
+  std::string tmp =
+      (dir / ("." + target.filename().string() + ".tmp" + std::to_string(rd()))).string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(path + ": cannot write: " + std::strerror(errno));
   try {
