@@ -3,6 +3,7 @@
 
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
+#include "util/escape.h"
 
 namespace memsight {
 namespace {
@@ -24,38 +25,6 @@ std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, in
   return s;
 }
 
-void json_str(std::string& out, std::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-
 void json_stack(std::string& out, const Snapshot& snap, StackId stack) {
   out += '[';
   bool first = true;
@@ -64,9 +33,9 @@ void json_stack(std::string& out, const Snapshot& snap, StackId stack) {
     if (!first) out += ',';
     first = false;
     out += "{\"name\":";
-    json_str(out, snap.str(f.name));
+    append_json_string(out, snap.str(f.name));
     out += ",\"filename\":";
-    json_str(out, snap.str(f.filename));
+    append_json_string(out, snap.str(f.filename));
     out += ",\"line\":" + std::to_string(f.line) + '}';
   }
   out += ']';
@@ -144,14 +113,14 @@ std::string summary_json(const Snapshot& snap, const Summary& s) {
            ",\"largest_free_now\":" + std::to_string(d.largest_free_now) +
            ",\"fragmentation\":" + frag + ",\"orphan_frees\":" + std::to_string(d.orphan_frees) +
            ",\"history_wrapped\":";
-    json_str(out, d.history_wrapped);
+    append_json_string(out, d.history_wrapped);
     out += ",\"top_sites\":[";
     for (size_t i = 0; i < d.top_sites.size(); ++i) {
       const SiteStat& site = d.top_sites[i];
       if (i) out += ',';
       out += "{\"bytes\":" + std::to_string(site.bytes) +
              ",\"count\":" + std::to_string(site.count) + ",\"site\":";
-      json_str(out, describe_stack(snap, site.stack));
+      append_json_string(out, describe_stack(snap, site.stack));
       out += ",\"frames\":";
       json_stack(out, snap, site.stack);
       out += '}';
@@ -167,9 +136,9 @@ std::string summary_json(const Snapshot& snap, const Summary& s) {
              ",\"reserved\":" + std::to_string(o.reserved) +
              ",\"cached_free\":" + std::to_string(o.cached_free) +
              ",\"largest_free\":" + std::to_string(o.largest_free) + ",\"verdict\":";
-      json_str(out, o.verdict);
+      append_json_string(out, o.verdict);
       out += ",\"explanation\":";
-      json_str(out, o.explanation);
+      append_json_string(out, o.explanation);
       out += ",\"frames\":";
       json_stack(out, snap, o.stack);
       out += '}';

@@ -547,16 +547,25 @@ bool Unpickler::flat_value(const uint8_t*& q, Val& out) {
 // Row lane: the common trace entry, decoded by key with no generic values.
 // Keys must be known row keys and values of the expected kind; anything
 // else returns false with nothing changed, and the flat path takes over.
-[[gnu::always_inline]] inline bool Unpickler::row_str(const uint8_t*& q, StrId& out) {
-  Val v;
+// A memo read (BINGET or LONG_BINGET) at q; false if q holds something else.
+[[gnu::always_inline]] inline bool Unpickler::row_memo_ref(const uint8_t*& q, Val& v) {
   if (*q == LONG_BINGET) {
     uint64_t idx = load_le<uint32_t>(q + 1);
     q += 5;
-    if (!flat_get(idx, v)) return false;
-  } else if (*q == BINGET) {
+    return flat_get(idx, v);
+  }
+  if (*q == BINGET) {
     uint64_t idx = q[1];
     q += 2;
-    if (!flat_get(idx, v)) return false;
+    return flat_get(idx, v);
+  }
+  return false;
+}
+
+[[gnu::always_inline]] inline bool Unpickler::row_str(const uint8_t*& q, StrId& out) {
+  Val v;
+  if (*q == LONG_BINGET || *q == BINGET) {
+    if (!row_memo_ref(q, v)) return false;
   } else if (*q == SHORT_BINUNICODE) {
     size_t n = q[1];
     q += 2;
@@ -609,18 +618,7 @@ bool Unpickler::row_int(const uint8_t*& q, int64_t& out) {
 // A frame reference inside a frame list: a memo read of a frame.
 [[gnu::always_inline]] inline bool Unpickler::row_frame_ref(const uint8_t*& q, FrameId& out) {
   Val v;
-  if (*q == LONG_BINGET) {
-    uint64_t idx = load_le<uint32_t>(q + 1);
-    q += 5;
-    if (!flat_get(idx, v)) return false;
-  } else if (*q == BINGET) {
-    uint64_t idx = q[1];
-    q += 2;
-    if (!flat_get(idx, v)) return false;
-  } else {
-    return false;
-  }
-  if (v.tag() != Val::FrameRef) return false;
+  if (!row_memo_ref(q, v) || v.tag() != Val::FrameRef) return false;
   out = v.idx();
   return true;
 }

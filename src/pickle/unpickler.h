@@ -196,6 +196,7 @@ class Unpickler {
   bool row_int(const uint8_t*& q, int64_t& out);
   bool row_frames(const uint8_t*& q, StackId& out);
   bool row_frame_ref(const uint8_t*& q, FrameId& out);
+  bool row_memo_ref(const uint8_t*& q, Val& v);
   RowFields row_;
   std::string_view last_str_;
   StrId last_str_id_ = 0;

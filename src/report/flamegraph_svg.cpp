@@ -48,6 +48,7 @@
 
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
+#include "util/escape.h"
 
 namespace memsight {
 namespace {
@@ -303,30 +304,6 @@ std::string clean_utf8(std::string_view s, size_t* cps) {
   return out;
 }
 
-void append_escaped(std::string& out, std::string_view s) {
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-}
-
 // The label that fits `width` px: the name, or its first characters and "..", or nothing.
 // The script's fit() does the same after a zoom.
 std::string fit_label(const std::string& name, size_t cps, double width) {
@@ -545,7 +522,7 @@ void open_document(std::string& out, int width, double height, const FlamegraphO
   out += "\" fill=\"rgb(250,250,250)\"/>\n<text id=\"title\" x=\"";
   append_fixed(out, width / 2.0, 1);
   out += "\" y=\"24\">";
-  append_escaped(out, clean_utf8(opts.title, nullptr));
+  append_xml_escaped(out, clean_utf8(opts.title, nullptr));
   out += "</text>\n";
 }
 
@@ -601,12 +578,12 @@ std::string render_flamegraph_svg(std::string_view folded, const FlamegraphOptio
     body += "\" data-w=\"";
     append_uint(body, n.total);
     body += "\"><title>";
-    append_escaped(body, name);
+    append_xml_escaped(body, name);
     body += " (";
     if (opts.bytes) body += torch_format_size(static_cast<double>(n.total)) + ", ";
     body += with_commas(n.total);
     body += ' ';
-    append_escaped(body, count_name);
+    append_xml_escaped(body, count_name);
     body += ", ";
     append_fixed(body, 100.0 * static_cast<double>(n.total) / static_cast<double>(total), 2);
     body += "%)</title><rect x=\"";
@@ -623,7 +600,7 @@ std::string render_flamegraph_svg(std::string_view folded, const FlamegraphOptio
     body += "\" y=\"";
     append_fixed(body, y + 10.5, 1);
     body += "\">";
-    append_escaped(body, fit_label(name, cps, w));
+    append_xml_escaped(body, fit_label(name, cps, w));
     body += "</text></g>\n";
     ++i;
   }

@@ -14,11 +14,11 @@
 #include "memsight/summary.h"
 #include "report/page_data.h"
 #include "report/page_pack.h"
+#include "util/escape.h"
 
 namespace memsight {
 namespace {
 
-using report::json_string;
 using report::PagePacker;
 
 constexpr uint32_t kUnset = std::numeric_limits<uint32_t>::max();
@@ -151,16 +151,16 @@ void pyvalue_json(std::string& out, const PyValue& v) {
       out += std::to_string(v.i);
       break;
     case K::BigInt:
-      json_string(out, bigint_decimal(v.s));
+      append_json_string(out, bigint_decimal(v.s));
       break;
     case K::Float:
       json_number(out, v.f);
       break;
     case K::Str:
-      json_string(out, v.s);
+      append_json_string(out, v.s);
       break;
     case K::Bytes:
-      json_string(out, py_repr(v));
+      append_json_string(out, py_repr(v));
       break;
     case K::List:
     case K::Tuple:
@@ -176,7 +176,7 @@ void pyvalue_json(std::string& out, const PyValue& v) {
       for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
         if (i) out += ',';
         const PyValue& k = v.items[i];
-        json_string(out, k.kind == K::Str ? k.s : py_repr(k));
+        append_json_string(out, k.kind == K::Str ? k.s : py_repr(k));
         out += ':';
         pyvalue_json(out, v.items[i + 1]);
       }
@@ -189,7 +189,7 @@ struct JsonObject {
   std::string s = "{";
   JsonObject& key(std::string_view k) {
     if (s.size() > 1) s += ',';
-    json_string(s, k);
+    append_json_string(s, k);
     s += ':';
     return *this;
   }
@@ -200,7 +200,7 @@ struct JsonObject {
   }
   JsonObject& str(std::string_view k, std::string_view v) {
     key(k);
-    json_string(s, v);
+    append_json_string(s, v);
     return *this;
   }
   JsonObject& boolean(std::string_view k, bool v) {
@@ -436,24 +436,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
 
 std::string html_escape(std::string_view s) {
   std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
+  append_xml_escaped(out, s);
   return out;
 }
 
@@ -548,7 +531,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   std::string streams = "[";
   for (size_t i = 0; i < ann.stream_raw.size(); ++i) {
     if (i) streams += ',';
-    json_string(streams, std::to_string(ann.stream_raw[i]));
+    append_json_string(streams, std::to_string(ann.stream_raw[i]));
   }
   streams += ']';
   std::string settings = "null", annotations = "0", top_keys = "[";
@@ -560,7 +543,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
     annotations = std::to_string(v->items.size());
   for (size_t i = 0; i < snap.top_keys.size(); ++i) {
     if (i) top_keys += ',';
-    json_string(top_keys, snap.top_keys[i]);
+    append_json_string(top_keys, snap.top_keys[i]);
   }
   top_keys += ']';
 

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "memsight/error.h"
+#include "util/escape.h"
 
 namespace memsight::report {
 namespace {
@@ -73,7 +74,7 @@ std::string PagePacker::column(std::string_view type, std::span<const int64_t> v
 
 void PagePacker::entry(const std::string& name, const std::string& spec) {
   if (!header_.empty()) header_ += ',';
-  json_string(header_, name);
+  append_json_string(header_, name);
   header_ += ":[" + spec + ']';
 }
 
@@ -271,42 +272,6 @@ std::string deflate_base64(std::string_view raw, int parts, int level) {
     joined += out[k];
   }
   return joined;
-}
-
-void json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '<':
-        out += "\\u003c";
-        break;  // never "</script>" inside a script element
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
 }
 
 }  // namespace memsight::report

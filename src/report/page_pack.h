@@ -60,7 +60,5 @@ class PagePacker {
 std::string deflate_base64(std::string_view raw, int parts, int level = 1);
 std::string base64(std::string_view raw);
 
-// JSON string literal (with quotes), safe inside <script>.
-void json_string(std::string& out, std::string_view s);
 
 }  // namespace memsight::report
