@@ -12,7 +12,7 @@ std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
 
 std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, int64_t time_us) {
   if (event < 0) return "before the first recorded event";
-  std::string s = "at event " + std::to_string(event) + " of " + std::to_string(d.entries);
+  std::string s = "at trace entry " + std::to_string(event) + " of " + std::to_string(d.entries);
   auto [begin, end] = d.device < static_cast<int>(snap.device_count())
                           ? snap.device_rows(static_cast<size_t>(d.device))
                           : std::pair<uint32_t, uint32_t>{0, 0};
@@ -81,7 +81,7 @@ std::string summary_text(const Snapshot& snap, const Summary& s) {
       }
     }
     for (const OomReport& o : d.ooms) {
-      out += "  OUT OF MEMORY at event " + std::to_string(o.event) + " (" + o.verdict + ")\n";
+      out += "  OUT OF MEMORY at trace entry " + std::to_string(o.event) + " (" + o.verdict + ")\n";
       out += "    " + o.explanation + '\n';
       if (o.stack) out += "    requested from: " + describe_stack(snap, o.stack, 4) + '\n';
     }

@@ -100,7 +100,7 @@ def test_summary_oom_diagnosis(run):
     r = run("summary", DATA / "oom.pickle")
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
-    assert "OUT OF MEMORY at event 146" in text
+    assert "OUT OF MEMORY at trace entry 146" in text
     assert "384.0MiB" in text
     j = json.loads(run("summary", "--json", DATA / "oom.pickle").stdout)
     dev = j["devices"][0]
