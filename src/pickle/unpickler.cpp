@@ -306,6 +306,7 @@ std::vector<Val> Unpickler::list_items(Val v) const {
 void Unpickler::memo_put(uint64_t idx) {
   if (stack_.empty()) fail("memo store on an empty stack");
   Val v = stack_.back();
+  if (idx < memo_.size()) key_slots_ = {};  // a memo slot changes: cached keys may be stale
   if (idx < memo_.size()) {
     memo_set(idx, v);
   } else if (idx == memo_.size()) {
@@ -676,9 +677,32 @@ bool Unpickler::try_row() {
       ++q;
       break;
     }
+    if (row_.n == RowFields::kMax) return bail();
+    // Keys repeat byte for byte from one entry to the next (the same memo
+    // reads), so each slot remembers its last key's bytes and meaning.
     StrId key;
-    if (row_.n == RowFields::kMax || !row_str(q, key)) return bail();
-    uint8_t f = key < row_key_of_.size() ? row_key_of_[key] : uint8_t{kRowNone};
+    uint8_t f;
+    KeySlot& ks = key_slots_[row_.n];
+    uint64_t raw;
+    std::memcpy(&raw, q, 8);  // at least 32 bytes are in the buffer
+    if (ks.len && (raw & ks.mask) == ks.bytes) {
+      key = ks.key;
+      f = ks.field;
+      q += ks.len;
+    } else {
+      const uint8_t* start = q;
+      if (!row_str(q, key)) return bail();
+      f = key < row_key_of_.size() ? row_key_of_[key] : uint8_t{kRowNone};
+      auto len = static_cast<uint8_t>(q - start);
+      ks.len = 0;
+      if ((*start == BINGET || *start == LONG_BINGET) && len <= 8) {
+        ks.mask = len == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * len)) - 1;
+        ks.bytes = raw & ks.mask;
+        ks.len = len;
+        ks.key = key;
+        ks.field = f;
+      }
+    }
     if (row_.n == 0 && f != kRowAction) return bail();
     if (end_ - q < 32) return bail();
     bool ok;

@@ -10,6 +10,7 @@
 // dict's node is then recycled and its memo slot rewritten, so a later
 // BINGET sees the compact value.
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -198,6 +199,13 @@ class Unpickler {
   bool row_frame_ref(const uint8_t*& q, FrameId& out);
   bool row_memo_ref(const uint8_t*& q, Val& v);
   RowFields row_;
+  struct KeySlot {
+    uint64_t bytes = 0, mask = 0;
+    uint8_t len = 0;  // 0: nothing cached
+    uint8_t field = 0;
+    StrId key = 0;
+  };
+  std::array<KeySlot, RowFields::kMax> key_slots_{};
   std::string_view last_str_;
   StrId last_str_id_ = 0;
 

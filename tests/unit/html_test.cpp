@@ -127,14 +127,16 @@ TEST(Html, FixturesRenderCompleteOfflinePages) {
 
 TEST(Html, EmptySnapshotsRender) {
   // {'segments': [], 'device_traces': []} and a bare (legacy) empty segment list.
-  const std::string dict(
+  // Lengths come from the arrays: the literals contain NUL bytes.
+  static constexpr char kDict[] =
       "\x80\x02\x7d\x71\x00\x28\x58\x08\x00\x00\x00"
       "segments"
       "\x71\x01\x5d\x71\x02\x58\x0d\x00\x00\x00"
       "device_traces"
-      "\x71\x03\x5d\x71\x04\x75\x2e",
-      52);
-  const std::string list("\x80\x02\x5d\x71\x00\x2e", 6);
+      "\x71\x03\x5d\x71\x04\x75\x2e";
+  static constexpr char kList[] = "\x80\x02\x5d\x71\x00\x2e";
+  const std::string dict(kDict, sizeof kDict - 1);
+  const std::string list(kList, sizeof kList - 1);
   for (const std::string& bytes : {dict, list}) {
     Snapshot snap = read_snapshot_bytes(bytes);
     std::string raw = page_blob(render_html(snap, {}));
