@@ -663,7 +663,7 @@ bool Unpickler::try_row() {
   const uint8_t* q = p_;
   if (end_ - q < 32 || q[0] != MEMOIZE || q[1] != MARK) return false;
   q += 2;
-  flat_memo_.resize(1);
+  flat_memo_.reset();
   flat_gets_.clear();
   row_.n = 0;
   uint32_t seen = 0;
@@ -741,7 +741,7 @@ bool Unpickler::try_row() {
     row_.keys[row_.n] = key;
     row_.field[row_.n++] = f;
   }
-  if (row_.n == 0) return bail();
+  if (row_.n == 0 || flat_memo_.overflow) return bail();
   Val out = Val::make(Val::Row, hook_->commit_row(row_));
   flat_memo_[0] = out;
   for (Val v : flat_memo_) {
@@ -764,7 +764,7 @@ bool Unpickler::try_flat_dict() {
   if (end_ - q < 16 || q[0] != MEMOIZE || q[1] != MARK) return false;
   q += 2;
   flat_kv_.clear();
-  flat_memo_.assign(1, Val{});  // slot 0: the dict itself
+  flat_memo_.reset();  // slot 0: the dict itself
   flat_gets_.clear();
   auto bail = [&] {
     for (uint32_t id : flat_gets_) --nodes_[id].gets;
@@ -777,7 +777,7 @@ bool Unpickler::try_flat_dict() {
       (key.idx() != action_key_ && key.idx() != name_key_))
     return bail();
   q = first;
-  flat_memo_.resize(1);  // the peek may have memoised the key; it is read again below
+  flat_memo_.reset();  // the peek may have memoised the key; it is read again below
   while (true) {
     if (end_ - q < 16) return bail();
     if (*q == SETITEMS) {
@@ -790,7 +790,8 @@ bool Unpickler::try_flat_dict() {
     flat_kv_.push_back(v);
   }
   Val out;
-  if (flat_kv_.empty() || !hook_->convert_dict(*this, flat_kv_, out)) return bail();
+  if (flat_kv_.empty() || flat_memo_.overflow || !hook_->convert_dict(*this, flat_kv_, out))
+    return bail();
   // Commit: the memo slots this dict created, in order.
   flat_memo_[0] = out;
   for (Val v : flat_memo_) {

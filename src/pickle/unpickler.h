@@ -166,7 +166,30 @@ class Unpickler {
   }
   void flat_get_node(Val& out);
   std::vector<Val> flat_kv_;
-  std::vector<Val> flat_memo_;  // memo values made inside the flat dict, in order
+  // Memo values made inside the flat dict, in order (slot 0: the dict). A
+  // fixed buffer: this is reset once per trace entry. Overflow makes the
+  // fast paths give up and the generic path take the dict.
+  struct FlatMemo {
+    static constexpr size_t kCap = 256;
+    Val v[kCap];
+    size_t n = 1;
+    bool overflow = false;
+    size_t size() const { return n; }
+    void push_back(Val x) {
+      if (n < kCap)
+        v[n++] = x;
+      else
+        overflow = true;
+    }
+    Val& operator[](size_t i) { return v[i]; }
+    void reset() {
+      n = 1;
+      overflow = false;
+    }
+    const Val* begin() const { return v; }
+    const Val* end() const { return v + n; }
+  };
+  FlatMemo flat_memo_;
   std::vector<FrameId> flat_frames_;
   std::vector<uint32_t> flat_gets_;  // nodes whose gets were bumped, undone on bail-out
   FrameTable* frames_ = nullptr;

@@ -4,6 +4,7 @@
 #include "memsight/reader.h"
 
 #include <array>
+#include <cstring>
 
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
@@ -101,13 +102,16 @@ class Builder : public DictHook {
     TraceTable& t = snap_.trace;
     auto row = static_cast<uint32_t>(t.rows());
     auto n = static_cast<size_t>(r.n);
-    bool same = n == last_shape_.size();
-    for (size_t i = 0; same && i < n; ++i)
-      same = last_shape_[i].key == r.keys[i] && last_shape_[i].field == kFieldOf[r.field[i]];
+    // Same keys in the same order as the previous row: same shape.
+    bool same = n == last_row_n_ && std::memcmp(r.keys, last_row_keys_, n * sizeof(StrId)) == 0 &&
+                std::memcmp(r.field, last_row_fields_, n) == 0;
     if (!same) {
-      last_shape_.resize(n);
-      for (size_t i = 0; i < n; ++i) last_shape_[i] = {r.keys[i], kFieldOf[r.field[i]]};
-      last_shape_id_ = snap_.shapes.intern(last_shape_);
+      last_row_n_ = n;
+      std::memcpy(last_row_keys_, r.keys, n * sizeof(StrId));
+      std::memcpy(last_row_fields_, r.field, n);
+      ShapeKey keys[RowFields::kMax];
+      for (size_t i = 0; i < n; ++i) keys[i] = {r.keys[i], kFieldOf[r.field[i]]};
+      last_row_shape_ = snap_.shapes.intern({keys, n});
     }
     Action a = action_of(r.action);
     t.action.push_back(a);
@@ -119,7 +123,7 @@ class Builder : public DictHook {
     t.compile_context.push_back(r.compile_context);
     t.user_metadata.push_back(r.user_metadata);
     t.stack.push_back(r.stack);
-    t.shape.push_back(last_shape_id_);
+    t.shape.push_back(last_row_shape_);
     return row;
   }
 
@@ -143,6 +147,11 @@ class Builder : public DictHook {
   }
 
   Snapshot& snap_;
+  // The row lane's previous row (kept apart from make_row's cache).
+  size_t last_row_n_ = 0;
+  ShapeId last_row_shape_ = 0;
+  StrId last_row_keys_[RowFields::kMax];
+  uint8_t last_row_fields_[RowFields::kMax];
   std::vector<uint8_t> action_cache_;
   std::vector<ShapeKey> shape_buf_;
   std::vector<ShapeKey> last_shape_;
