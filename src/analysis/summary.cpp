@@ -3,9 +3,9 @@
 #include "memsight/summary.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "analysis/frames_fmt.h"
 #include "memsight/text_tools.h"
@@ -14,9 +14,87 @@ namespace memsight {
 namespace {
 
 struct Live {
-  int64_t size;
-  StackId stack;
+  int64_t size = 0;
+  StackId stack = 0;
+  bool needs_stack = false;  // freed after the peak: its alloc stack is found later
 };
+
+// Address-keyed tables for the replays, flat and open-addressed: the
+// forward and backward passes do one lookup per trace entry, where node-based
+// containers were the summary's largest cost. Erase leaves a tombstone.
+template <typename V>
+class AddressMap {
+ public:
+  AddressMap() : keys_(1024, kEmpty), vals_(1024) {}
+  V* find(int64_t a) {
+    size_t mask = keys_.size() - 1;
+    for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
+      if (keys_[i] == a) return &vals_[i];
+      if (keys_[i] == kEmpty) return nullptr;
+    }
+  }
+  V& operator[](int64_t a) {
+    if (V* v = find(a)) return *v;
+    if ((used_ + 1) * 2 > keys_.size())
+      rehash(size_ * 4 > keys_.size() ? keys_.size() * 2 : keys_.size());
+    size_t mask = keys_.size() - 1, i = hash(a) & mask;
+    while (keys_[i] != kEmpty && keys_[i] != kTomb) i = (i + 1) & mask;
+    if (keys_[i] == kEmpty) ++used_;
+    keys_[i] = a;
+    vals_[i] = V{};
+    ++size_;
+    return vals_[i];
+  }
+  void erase(int64_t a) {
+    size_t mask = keys_.size() - 1;
+    for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
+      if (keys_[i] == a) {
+        keys_[i] = kTomb;
+        --size_;
+        return;
+      }
+      if (keys_[i] == kEmpty) return;
+    }
+  }
+  template <typename F>
+  void for_each(F&& f) {
+    for (size_t i = 0; i < keys_.size(); ++i)
+      if (keys_[i] != kEmpty && keys_[i] != kTomb) f(keys_[i], vals_[i]);
+  }
+
+ private:
+  // Neither is a valid address.
+  static constexpr int64_t kEmpty = INT64_MIN, kTomb = INT64_MIN + 1;
+  // Addresses are multiples of 512: mix every bit down (splitmix64's finaliser).
+  static size_t hash(int64_t a) {
+    auto x = static_cast<uint64_t>(a);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return static_cast<size_t>(x ^ (x >> 33));
+  }
+  void rehash(size_t cap) {
+    std::vector<int64_t> keys(cap, kEmpty);
+    std::vector<V> vals(cap);
+    size_t mask = cap - 1;
+    for (size_t j = 0; j < keys_.size(); ++j) {
+      if (keys_[j] == kEmpty || keys_[j] == kTomb) continue;
+      size_t i = hash(keys_[j]) & mask;
+      while (keys[i] != kEmpty) i = (i + 1) & mask;
+      keys[i] = keys_[j];
+      vals[i] = vals_[j];
+    }
+    keys_.swap(keys);
+    vals_.swap(vals);
+    used_ = size_;
+  }
+  std::vector<int64_t> keys_;
+  std::vector<V> vals_;
+  size_t size_ = 0, used_ = 0;  // live keys; live keys + tombstones
+};
+
+struct Seen {};
 
 bool active(const Block& b) {
   return b.state == BlockState::ActiveAllocated || b.state == BlockState::ActivePendingFree;
@@ -115,7 +193,7 @@ Summary summarize(const Snapshot& snap) {
     sum.total_entries += ds.entries;
 
     // Final state.
-    std::unordered_map<int64_t, Live> live;
+    AddressMap<Live> live;
     std::map<int64_t, int64_t> seg_map, block_map;
     for (const Segment& s : snap.segments) {
       if (s.device != static_cast<int64_t>(d)) continue;
@@ -125,7 +203,7 @@ Summary summarize(const Snapshot& snap) {
       for (const Block& b : snap.segment_blocks(s)) {
         if (active(b)) {
           ds.allocated_now += b.requested_size;
-          live[b.address] = {b.requested_size, b.stack};
+          live[b.address] = {b.requested_size, b.stack, false};
           block_map[b.address] = b.size;
         } else {
           ds.free_now += b.size;
@@ -164,19 +242,19 @@ Summary summarize(const Snapshot& snap) {
     ds.peak_allocated = cur_alloc;
     ds.peak_reserved = cur_res;
     std::vector<int64_t> alloc_at, res_at;  // after each OOM's event, filled below
-    std::unordered_set<int64_t> seen_alloc;
+    AddressMap<Seen> seen_alloc;
     std::vector<uint32_t> oom_rows;
     for (uint32_t r = begin; r < end; ++r) {
       switch (t.action[r]) {
         case Action::Alloc:
           cur_alloc += t.size[r];
-          seen_alloc.insert(t.addr[r]);
+          seen_alloc[t.addr[r]];
           break;
         case Action::FreeCompleted:
           cur_alloc -= t.size[r];
           break;
         case Action::FreeRequested:
-          if (!seen_alloc.count(t.addr[r])) ++ds.orphan_frees;
+          if (!seen_alloc.find(t.addr[r])) ++ds.orphan_frees;
           break;
         case Action::SegmentAlloc:
         case Action::SegmentMap:
@@ -211,7 +289,7 @@ Summary summarize(const Snapshot& snap) {
     // One backward pass: undo events down to each OOM (allocator state at
     // that moment) and down to the peak (what was live then).
     uint32_t peak_row = ds.peak_allocated_event < 0 ? begin : begin + ds.peak_allocated_event + 1;
-    std::unordered_set<int64_t> need_stack;
+    size_t need_stack = 0;
     size_t next_oom = oom_rows.size();
     for (uint32_t r = end; r-- > begin;) {
       while (next_oom > 0 && oom_rows[next_oom - 1] == r) {
@@ -229,49 +307,60 @@ Summary summarize(const Snapshot& snap) {
         diagnose(o);
         ds.ooms.insert(ds.ooms.begin(), o);
       }
-      if (r < peak_row && next_oom == 0) break;
+      // Allocator state is needed only while an OOM lies further back; the
+      // live set only down to the peak.
+      bool need_state = next_oom > 0, need_live = r >= peak_row;
+      if (!need_state && !need_live) break;
       int64_t a = t.addr[r];
       switch (t.action[r]) {
         case Action::Alloc:
-          block_map.erase(a);
-          if (r >= peak_row) live.erase(a);
+          if (need_state) block_map.erase(a);
+          if (need_live) {
+            if (Live* l = live.find(a); l && l->needs_stack) --need_stack;
+            live.erase(a);
+          }
           break;
         case Action::FreeCompleted:
-          block_map[a] = occupied(t.size[r]);
-          if (r >= peak_row) {
-            live[a] = {t.size[r], 0};
-            need_stack.insert(a);
+          if (need_state) block_map[a] = occupied(t.size[r]);
+          if (need_live) {
+            Live& l = live[a];
+            if (!l.needs_stack) ++need_stack;
+            l = {t.size[r], 0, true};
           }
           break;
         case Action::SegmentAlloc:
         case Action::SegmentMap:
-          seg_map.erase(a);
+          if (need_state) seg_map.erase(a);
           break;
         case Action::SegmentFree:
         case Action::SegmentUnmap:
-          seg_map[a] = t.size[r];
+          if (need_state) seg_map[a] = t.size[r];
           break;
         default:
           break;
       }
     }
     // Allocation stacks of blocks freed after the peak: their alloc events.
-    for (uint32_t r = peak_row; r-- > begin && !need_stack.empty();) {
-      if (t.action[r] == Action::Alloc && need_stack.erase(t.addr[r]))
-        live[t.addr[r]].stack = t.stack[r];
+    for (uint32_t r = peak_row; r-- > begin && need_stack > 0;) {
+      if (t.action[r] != Action::Alloc) continue;
+      if (Live* l = live.find(t.addr[r]); l && l->needs_stack) {
+        l->stack = t.stack[r];
+        l->needs_stack = false;
+        --need_stack;
+      }
     }
     // A site is what a person reads: stacks that agree on their innermost
     // user frames are one site (the first stack seen stands for it).
     std::unordered_map<StackId, std::string> label;
     std::unordered_map<std::string, SiteStat> sites;
-    for (auto& [addr, l] : live) {
+    live.for_each([&](int64_t, const Live& l) {
       auto it = label.find(l.stack);
       if (it == label.end()) it = label.emplace(l.stack, describe_stack(snap, l.stack)).first;
       SiteStat& s = sites[it->second];
       if (s.count == 0 || l.stack < s.stack) s.stack = l.stack;
       s.bytes += l.size;
       ++s.count;
-    }
+    });
     for (auto& [id, s] : sites) ds.top_sites.push_back(s);
     std::sort(ds.top_sites.begin(), ds.top_sites.end(), [](const SiteStat& a, const SiteStat& b) {
       return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;

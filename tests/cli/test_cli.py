@@ -236,3 +236,23 @@ def test_output_to_a_device_is_written_in_place(run, tmp_path):
     assert run("memory", DATA / "oom.pickle", "-o", fifo).returncode == 0
     t.join(10)
     assert got["data"] == (DATA / "oom.memory.folded").read_bytes()
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_live_sites_at_peak_match_python_replay(run, name):
+    """Sites at the peak add up to exactly the allocations live then."""
+    data = pickle.load(open(DATA / f"{name}.pickle", "rb"))
+    j = json.loads(run("summary", "--json", DATA / f"{name}.pickle").stdout)
+    for d, trace in enumerate(data.get("device_traces", [])):
+        dev = j["devices"][d]
+        if len(dev["top_sites"]) >= 10:
+            continue  # truncated list: totals cannot be compared
+        live = {b["address"]: b["requested_size"] for s in data["segments"] if s["device"] == d
+                for b in s["blocks"] if b["state"] in ("active_allocated", "active_pending_free")}
+        for e in reversed(trace[dev["peak_allocated_event"] + 1:]):
+            if e["action"] == "alloc":
+                live.pop(e["addr"], None)
+            elif e["action"] == "free_completed":
+                live[e["addr"]] = e["size"]
+        assert sum(s["count"] for s in dev["top_sites"]) == len(live)
+        assert sum(s["bytes"] for s in dev["top_sites"]) == sum(live.values()) == dev["peak_allocated"]
