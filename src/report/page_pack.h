@@ -60,5 +60,4 @@ class PagePacker {
 std::string deflate_base64(std::string_view raw, int parts, int level = 1);
 std::string base64(std::string_view raw);
 
-
 }  // namespace memsight::report
