@@ -24,11 +24,11 @@ import logging
 import lzma
 import os
 import pickle
-import tempfile
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ._atomic import write_atomic
 from ._cuda import cuda_available, history_enabled, torch_module, warn_once
 
 log = logging.getLogger("memsight")
@@ -304,21 +304,6 @@ def _compress(path: str, data: bytes) -> bytes:
     return data
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Writes ``data`` to a temporary file beside ``path``, then renames it."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def dump(path: str | os.PathLike[str], data: Any = None) -> str:

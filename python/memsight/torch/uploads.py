@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ._atomic import write_atomic
 from .templates import parse_uri
 
 log = logging.getLogger("memsight")
@@ -145,19 +146,8 @@ def _upload_s3(local: str, bucket: str, key: str, overwrite: bool) -> None:
 def _upload_file_scheme(local: str, dest: str, overwrite: bool) -> None:
     if os.path.exists(dest) and not overwrite:
         raise FileExistsError(f"{dest} exists and overwrite=False")
-    folder = os.path.dirname(os.path.abspath(dest))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".memsight-upload.", dir=folder)
-    os.close(fd)
-    try:
-        shutil.copyfile(local, tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with open(local, "rb") as f:
+        write_atomic(dest, f.read())
 
 
 def _upload_fsspec(local: str, uri: str, overwrite: bool) -> None:
