@@ -200,6 +200,19 @@ export class TimelineModel {
     let y0s = new Int32Array(cap);
     let y1s = new Int32Array(cap);
     let k = 0;
+    // Appends one band of a pixel column, growing the arrays when full.
+    const push = (id, y0, y1) => {
+      if (k + 2 >= cap) {
+        cap *= 2;
+        ids = grow(ids, cap);
+        y0s = grow(y0s, cap);
+        y1s = grow(y1s, cap);
+      }
+      ids[k] = id;
+      y0s[k] = y0;
+      y1s[k] = y1;
+      k++;
+    };
     const live = new LiveStack(this, detail, force);
     const size = this.size;
     const total = this.total;
@@ -218,33 +231,13 @@ export class TimelineModel {
         acc += size[id];
         const ny = Math.floor(acc * pxPerByte);
         if (ny > py) {
-          if (k + 2 >= cap) {
-            cap *= 2;
-            ids = grow(ids, cap);
-            y0s = grow(y0s, cap);
-            y1s = grow(y1s, cap);
-          }
-          ids[k] = id;
-          y0s[k] = py;
-          y1s[k] = Math.min(ny, height);
-          k++;
+          push(id, py, Math.min(ny, height));
           py = ny;
           if (py >= height) break;
         }
       }
       const top = Math.floor(total[s] * pxPerByte);
-      if (top > py && py < height) {
-        if (k + 2 >= cap) {
-          cap *= 2;
-          ids = grow(ids, cap);
-          y0s = grow(y0s, cap);
-          y1s = grow(y1s, cap);
-        }
-        ids[k] = SUMMARY_ID;
-        y0s[k] = py;
-        y1s[k] = Math.min(top, height);
-        k++;
-      }
+      if (top > py && py < height) push(SUMMARY_ID, py, Math.min(top, height));
     }
     off[width] = k;
     return { off, ids: ids.subarray(0, k), y0: y0s.subarray(0, k), y1: y1s.subarray(0, k) };
