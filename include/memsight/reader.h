@@ -15,11 +15,23 @@ namespace memsight {
 // Called now and then while reading with (bytes consumed, total bytes or 0).
 using Progress = std::function<void(uint64_t done, uint64_t total)>;
 
+// How much of a snapshot to decode.
+enum class ReadScope {
+  // Everything: segments, blocks and every trace entry.
+  Everything,
+  // Segments and blocks only, for reports that never look at the trace
+  // (stats, segments, memory, compare). The trace is still checked to be a
+  // well-formed pickle, opcode by opcode, but its entries are not decoded:
+  // the result has no trace rows and Snapshot::trace_skipped is set.
+  SegmentsOnly,
+};
+
 // Reads a snapshot pickle (protocols 2-5), plain or gzip/zstd/xz-compressed
 // (detected by magic bytes). Never runs code: opcodes that import or call
 // are refused. Throws memsight::Error with a one-line message.
-Snapshot read_snapshot_file(const std::string& path, const Progress& progress = {});
-Snapshot read_snapshot_bytes(std::string_view data);
+Snapshot read_snapshot_file(const std::string& path, const Progress& progress = {},
+                            ReadScope scope = ReadScope::Everything);
+Snapshot read_snapshot_bytes(std::string_view data, ReadScope scope = ReadScope::Everything);
 
 // Serialises a snapshot as a protocol-4 pickle that pickle.load and torch's
 // tools read back into the same dicts.

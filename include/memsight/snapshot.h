@@ -211,6 +211,9 @@ struct Snapshot {
   std::vector<std::string> top_keys;
   // The file was a bare list of segments (memory_snapshot() output).
   bool legacy_segment_list = false;
+  // Read with ReadScope::SegmentsOnly: the trace was checked, not decoded,
+  // so `trace` is empty whatever the file held.
+  bool trace_skipped = false;
 
   size_t device_count() const { return device_begin.size() - 1; }
   std::pair<uint32_t, uint32_t> device_rows(size_t d) const {

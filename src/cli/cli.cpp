@@ -55,7 +55,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-Snapshot load(const std::string& path) {
+Snapshot load(const std::string& path, ReadScope scope) {
   // Progress only where a person is watching and the wait is noticeable.
   bool tty = isatty(STDERR_FILENO);
   bool shown = false;
@@ -68,7 +68,7 @@ Snapshot load(const std::string& path) {
       shown = true;
     };
   }
-  Snapshot s = read_snapshot_file(path, progress);
+  Snapshot s = read_snapshot_file(path, progress, scope);
   if (shown) std::fprintf(stderr, "\r\033[K");
   return s;
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "memsight/reader.h"
 #include "memsight/snapshot.h"
 
 namespace memsight::cli {
@@ -30,7 +31,7 @@ struct OptionSpec {
 Args parse_args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs);
 void expect_positional(const Args& a, size_t n, const std::string& usage);
 
-Snapshot load(const std::string& path);
+Snapshot load(const std::string& path, ReadScope scope = ReadScope::Everything);
 // Writes to `path` ("-" for stdout) atomically.
 void write_output(const std::string& path, const std::string& content);
 bool ends_with(const std::string& s, const std::string& suffix);

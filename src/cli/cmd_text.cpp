@@ -29,7 +29,9 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
   bool graph = name == "segments" || name == "memory";
   Args a = parse_args(argv, {{"--output", "-o", true}});
   expect_positional(a, 1, "memsight " + name + " SNAPSHOT" + (graph ? " [-o output.svg]" : ""));
-  Snapshot snap = load(a.positional[0]);
+  // Only `trace` looks at the trace; the others read segments and blocks.
+  Snapshot snap =
+      load(a.positional[0], name == "trace" ? ReadScope::Everything : ReadScope::SegmentsOnly);
   if (name == "stats" || name == "trace") {
     std::string text = name == "stats" ? segsum(snap) : trace_text(snap);
     text += '\n';  // torch's CLI print()s the returned string
@@ -46,8 +48,8 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
 int cmd_compare(const std::vector<std::string>& argv) {
   Args a = parse_args(argv, {{"--output", "-o", true}});
   expect_positional(a, 2, "memsight compare BEFORE AFTER [-o output.svg]");
-  Snapshot before = load(a.positional[0]);
-  Snapshot after = load(a.positional[1]);
+  Snapshot before = load(a.positional[0], ReadScope::SegmentsOnly);
+  Snapshot after = load(a.positional[1], ReadScope::SegmentsOnly);
   Comparison c = compare(before, after);
   std::string out = a.get("--output", "output.svg");
   // The set lines go to stdout unless the folded text itself does.

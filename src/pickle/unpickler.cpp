@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "memsight/error.h"
+#include "util/hugepages.h"
 
 namespace memsight {
 namespace {
@@ -184,6 +185,11 @@ Unpickler::Unpickler(ByteSource& src, StringTable& strings, DictHook* hook, Prog
   next_release_ = reinterpret_cast<const uint8_t*>(~uintptr_t{0});  // progress comes from refill()
 }
 
+void Unpickler::reserve_memo(size_t n) {
+  memo_.reserve(n);
+  advise_huge_pages(memo_);
+}
+
 uint64_t Unpickler::offset() const { return buf_offset_ + static_cast<uint64_t>(p_ - base_); }
 
 void Unpickler::release_consumed() {
@@ -332,6 +338,7 @@ Val Unpickler::memo_get(uint64_t idx) {
     if (it == sparse_memo_.end()) fail("memo key " + std::to_string(idx) + " was never stored");
     v = it->second;
   }
+  if (v.tag() == Val::Skipped) throw NeedsFullRead{};
   if (v.is_node()) {
     Node& n = nodes_[v.idx()];
     if (n.is_converted) return n.converted;
@@ -483,13 +490,7 @@ bool Unpickler::flat_value(const uint8_t*& q, Val& out) {
       size_t n = *q++;
       if (static_cast<size_t>(end_ - q) < n + 16) return false;
       std::string_view sv(reinterpret_cast<const char*>(q), n);
-      if (sv == last_str_) {
-        out = Val::make(T::Str, last_str_id_);
-      } else {
-        last_str_id_ = strings_.intern(sv);
-        last_str_ = strings_.get(last_str_id_);
-        out = Val::make(T::Str, last_str_id_);
-      }
+      out = Val::make(T::Str, intern_recent(sv));
       q += n;
       if (*q == MEMOIZE) {
         ++q;
@@ -572,11 +573,7 @@ bool Unpickler::flat_value(const uint8_t*& q, Val& out) {
     q += 2;
     if (static_cast<size_t>(end_ - q) < n + 16) return false;
     std::string_view sv(reinterpret_cast<const char*>(q), n);
-    if (sv != last_str_) {
-      last_str_id_ = strings_.intern(sv);
-      last_str_ = strings_.get(last_str_id_);
-    }
-    v = Val::make(Val::Str, last_str_id_);
+    v = Val::make(Val::Str, intern_recent(sv));
     q += n;
     if (*q == MEMOIZE) {
       ++q;
@@ -745,8 +742,7 @@ bool Unpickler::try_row() {
   Val out = Val::make(Val::Row, hook_->commit_row(row_));
   flat_memo_[0] = out;
   for (Val v : flat_memo_) {
-    memo_.push_back(0);
-    memo_set(memo_.size() - 1, v);
+    memo_push(v);
   }
   stack_.push_back(out);
   p_ = q;
@@ -795,12 +791,345 @@ bool Unpickler::try_flat_dict() {
   // Commit: the memo slots this dict created, in order.
   flat_memo_[0] = out;
   for (Val v : flat_memo_) {
-    memo_.push_back(0);
-    memo_set(memo_.size() - 1, v);
+    memo_push(v);
   }
   stack_.push_back(out);
   p_ = q;
   return true;
+}
+
+// Skipping. A read for stats, segments, memory or compare never looks at the
+// trace, so its list is walked instead of decoded: every opcode is checked
+// (known, allowed, its length within the input), the kinds of the values on
+// a private stack are tracked so that APPENDS and SETITEMS have a list or a
+// dict to act on, and memo slots are numbered and given placeholders. Any
+// doubt throws NeedsFullRead, and the caller reads in full.
+
+// The list about to be read is the value of the skipped key in the root
+// dict's (only) batch of items: [dict, MARK, key, value, ..., key].
+bool Unpickler::at_skip_point() const {
+  return sparse_memo_.empty() && marks_.size() == 1 && marks_[0] == 1 && stack_.size() >= 2 &&
+         stack_[0].tag() == Val::Dict && (stack_.size() - 1) % 2 == 1 &&
+         stack_.back() == Val::make(Val::Str, skip_key_);
+}
+
+namespace {
+enum Kind : uint8_t { kScalar, kList, kDict, kTuple };
+
+uint8_t kind_of(Val v) {
+  switch (v.tag()) {
+    case Val::List:
+    case Val::StackRef:
+      return kList;
+    case Val::Dict:
+    case Val::Row:
+    case Val::FrameRef:
+      return kDict;
+    case Val::Tuple:
+      return kTuple;
+    case Val::Skipped:
+      return static_cast<uint8_t>(v.payload());
+    default:
+      return kScalar;
+  }
+}
+}  // namespace
+
+// A flat dict, the usual trace entry, skipped in one go just after its
+// EMPTY_DICT: MEMOIZE MARK, then keys (memo reads or short strings) and
+// values (memo reads, ints, floats, constants, short strings, lists of memo
+// reads), then SETITEMS. Anything else returns false with q and the memo as
+// they were, and the opcode-by-opcode loop takes the dict.
+bool Unpickler::skip_flat_dict(const uint8_t*& q0) {
+  const uint8_t* q = q0;
+  const size_t memo_before = memo_.size();
+  auto bail = [&] {
+    memo_.resize(memo_before);
+    return false;
+  };
+  if (end_ - q < 1024 || q[0] != MEMOIZE || q[1] != MARK) return false;
+  memo_push(Val::make(Val::Skipped, kDict));
+  q += 2;
+  bool bad = false;  // a memo read of a slot never stored
+  auto ref = [&](const uint8_t*& r) {  // a memo read at r, if it is one
+    uint64_t idx;
+    if (*r == LONG_BINGET) {
+      idx = load_le<uint32_t>(r + 1);
+      r += 5;
+    } else if (*r == BINGET) {
+      idx = r[1];
+      r += 2;
+    } else {
+      return false;
+    }
+    bad |= idx >= memo_.size();
+    return true;
+  };
+  auto str = [&](const uint8_t*& r) {  // a short string, memoised with its value
+    if (*r != SHORT_BINUNICODE) return false;
+    size_t n = r[1];
+    std::string_view sv(reinterpret_cast<const char*>(r + 2), n);
+    r += 2 + n;
+    if (*r == MEMOIZE) {
+      ++r;
+      memo_push(Val::make(Val::Str, intern_recent(sv)));
+    }
+    return true;
+  };
+  size_t items = 0;
+  for (;; ++items) {
+    if (end_ - q < 600 || items > 64) return bail();
+    if (*q == SETITEMS) {
+      if (bad) return bail();
+      q0 = q + 1;
+      return true;
+    }
+    if (!ref(q) && !str(q)) return bail();  // the key
+    switch (*q) {                             // the value
+      case BINGET:
+      case LONG_BINGET:
+        if (!ref(q)) return bail();
+        break;
+      case SHORT_BINUNICODE:
+        str(q);
+        break;
+      case BININT1:
+        q += 2;
+        break;
+      case BININT2:
+        q += 3;
+        break;
+      case BININT:
+        q += 5;
+        break;
+      case LONG1:
+        q += 2 + size_t{q[1]};
+        break;
+      case BINFLOAT:
+        q += 9;
+        break;
+      case NONE:
+      case NEWTRUE:
+      case NEWFALSE:
+        q += 1;
+        break;
+      case EMPTY_LIST: {
+        // Frames: nothing, one memo read and APPEND, or MARK reads APPENDS.
+        if (q[1] != MEMOIZE) return bail();
+        q += 2;
+        memo_push(Val::make(Val::Skipped, kList));
+        if (*q == MARK) {
+          ++q;
+          for (size_t k = 0; *q != APPENDS; ++k)
+            if (end_ - q < 16 || k > 4096 || !ref(q)) return bail();
+          ++q;
+        } else if (const uint8_t* r = q; ref(r) && *r == APPEND) {
+          q = r + 1;
+        }
+        break;
+      }
+      default:
+        return bail();
+    }
+  }
+}
+
+void Unpickler::skip_list() {
+  // Batches of 1000 items (as pickle writes lists) sit on the stack at once.
+  constexpr size_t kMaxDepth = size_t{1} << 16;
+  std::vector<uint8_t> kinds_buf(kMaxDepth);  // kinds of the values this list pushed
+  std::vector<uint32_t> marks_buf(kMaxDepth);
+  uint8_t* kinds = kinds_buf.data();
+  uint32_t* marks = marks_buf.data();
+  size_t depth = 0, nmarks = 0;
+  kinds[depth++] = kList;
+  const uint8_t* q = p_;
+  const uint8_t* str_end = nullptr;  // just past the last string's bytes
+  size_t str_len = 0;
+  auto fail = [] { throw NeedsFullRead{}; };
+  auto push = [&](uint8_t k) {
+    if (depth == kMaxDepth) fail();
+    kinds[depth++] = k;
+  };
+  auto pop_to_mark = [&]() -> size_t {
+    if (nmarks == 0) fail();
+    return marks[--nmarks];
+  };
+  auto get = [&](uint64_t idx) {
+    if (idx >= memo_.size()) fail();
+    push(kind_of(memo_at(idx)));
+  };
+  for (;;) {
+    if (end_ - q < 16 && !eof_) {
+      p_ = q;
+      refill(16, /*hard=*/false);
+      q = p_;
+      str_end = nullptr;  // the buffer moved
+    }
+    if (q >= next_release_) {
+      p_ = q;
+      release_consumed();
+    }
+    auto left = [&] { return static_cast<size_t>(end_ - q); };
+    if (left() == 0) fail();
+    uint8_t op = *q;
+    if (depth == 1 && nmarks == 0 && op != MEMOIZE && op != MARK && op != FRAME &&
+        op != EMPTY_LIST)
+      break;  // the list is complete: the root dict's next key (or SETITEMS) follows
+    ++q;
+    // Bytes the opcode's argument needs beyond the opcode.
+    auto need = [&](size_t n) {
+      if (left() < n) {
+        if (eof_) fail();
+        p_ = q;
+        refill(n, /*hard=*/false);
+        q = p_;
+        str_end = nullptr;
+        if (left() < n) fail();
+      }
+    };
+    switch (op) {
+      case MEMOIZE: {
+        if (depth == 0) fail();
+        // Strings keep their value: the keys of later values (allocator
+        // settings, annotations) are often memo reads of trace keys.
+        Val v = Val::make(Val::Skipped, kinds[depth - 1]);
+        if (q - 1 == str_end) {
+          std::string_view sv(reinterpret_cast<const char*>(str_end - str_len), str_len);
+          v = Val::make(Val::Str, intern_recent(sv));
+        }
+        memo_push(v);
+        break;
+      }
+      case BINGET:
+        need(1);
+        get(*q++);
+        break;
+      case LONG_BINGET:
+        need(4);
+        get(load_le<uint32_t>(q));
+        q += 4;
+        break;
+      case MARK:
+        if (nmarks == kMaxDepth) fail();
+        marks[nmarks++] = static_cast<uint32_t>(depth);
+        break;
+      case FRAME:
+        need(8);
+        q += 8;
+        break;
+      case EMPTY_DICT:
+        skip_flat_dict(q);
+        push(kDict);
+        break;
+      case EMPTY_LIST:
+        push(kList);
+        break;
+      case EMPTY_TUPLE:
+        push(kTuple);
+        break;
+      case NONE:
+      case NEWTRUE:
+      case NEWFALSE:
+        push(kScalar);
+        break;
+      case BININT1:
+        need(1);
+        q += 1;
+        push(kScalar);
+        break;
+      case BININT2:
+        need(2);
+        q += 2;
+        push(kScalar);
+        break;
+      case BININT:
+        need(4);
+        q += 4;
+        push(kScalar);
+        break;
+      case BINFLOAT:
+        need(8);
+        q += 8;
+        push(kScalar);
+        break;
+      case LONG1:
+        need(1);
+        need(1 + size_t{*q});
+        q += 1 + size_t{*q};
+        push(kScalar);
+        break;
+      case SHORT_BINUNICODE:
+      case SHORT_BINBYTES:
+        need(1);
+        need(1 + size_t{*q});
+        str_len = *q;
+        q += 1 + str_len;
+        if (op == SHORT_BINUNICODE) str_end = q;
+        push(kScalar);
+        break;
+      case LONG4:
+      case BINUNICODE:
+      case BINBYTES: {
+        need(4);
+        int64_t n = load_le<int32_t>(q);
+        if (op != LONG4) n = load_le<uint32_t>(q);
+        if (n < 0 || n > (int64_t{1} << 31)) fail();
+        need(4 + static_cast<size_t>(n));
+        q += 4 + n;
+        str_len = static_cast<size_t>(n);
+        if (op == BINUNICODE) str_end = q;
+        push(kScalar);
+        break;
+      }
+      case TUPLE1:
+      case TUPLE2:
+      case TUPLE3: {
+        size_t k = static_cast<size_t>(op - TUPLE1 + 1);
+        if (depth < k + (nmarks ? marks[nmarks - 1] : 0) || depth <= k) fail();
+        depth -= k;
+        push(kTuple);
+        break;
+      }
+      case TUPLE:
+      case LIST:
+      case DICT: {
+        size_t from = pop_to_mark();
+        if (op == DICT && (depth - from) % 2) fail();
+        depth = from;
+        push(op == TUPLE ? kTuple : op == LIST ? kList : kDict);
+        break;
+      }
+      case APPEND:
+        if (depth < 2 || kinds[depth - 2] != kList ||
+            (nmarks && marks[nmarks - 1] > depth - 2))
+          fail();
+        --depth;
+        break;
+      case APPENDS: {
+        size_t from = pop_to_mark();
+        if (from == 0 || kinds[from - 1] != kList) fail();
+        depth = from;
+        break;
+      }
+      case SETITEM:
+        if (depth < 3 || kinds[depth - 3] != kDict || (nmarks && marks[nmarks - 1] > depth - 3))
+          fail();
+        depth -= 2;
+        break;
+      case SETITEMS: {
+        size_t from = pop_to_mark();
+        if (from == 0 || kinds[from - 1] != kDict || (depth - from) % 2) fail();
+        depth = from;
+        break;
+      }
+      default:
+        fail();  // rare or refused opcodes: the full read deals with them
+    }
+  }
+  p_ = q;
+  stack_.push_back(Val::make(Val::Skipped, kList));
+  skipped_ = true;
 }
 
 Val Unpickler::run() {
@@ -934,6 +1263,10 @@ Val Unpickler::run() {
         new_node(T::Dict);
         break;
       case EMPTY_LIST:
+        if (skip_key_ && at_skip_point()) {
+          skip_list();
+          break;
+        }
         new_node(T::List);
         break;
       case EMPTY_TUPLE:

@@ -39,7 +39,10 @@ struct Val {
     Dict,
     FrameRef,
     StackRef,
-    Row
+    Row,
+    // A value inside a skipped region (see Unpickler::skip_value_of); the
+    // payload is its kind as the skipper tracks it.
+    Skipped
   };
   uint64_t bits = 0;
 
@@ -71,6 +74,13 @@ struct Node {
 };
 
 class Unpickler;
+
+// Thrown when a read that skips part of the input (ReadScope::SegmentsOnly)
+// meets something it cannot vouch for without decoding it: a value from the
+// skipped part used afterwards, an unusual layout, or bytes that may be
+// corrupt. The caller reads the whole input again, in full, and that read
+// gives the answer, or the error, for the input as it is.
+struct NeedsFullRead {};
 
 // A trace entry decoded by the row lane: typed fields in key order.
 struct RowFields {
@@ -114,7 +124,11 @@ class Unpickler {
   // Runs to STOP and returns the result. Throws Error.
   Val run();
   // Expected number of memo entries, to size tables up front.
-  void reserve_memo(size_t n) { memo_.reserve(n); }
+  void reserve_memo(size_t n);
+  // The value of the top-level key `key` (a list) is walked, checked opcode
+  // by opcode, and replaced by a Skipped value instead of being decoded.
+  void skip_value_of(StrId key) { skip_key_ = key; }
+  bool skipped() const { return skipped_; }
   // The items of a list, with a row range expanded.
   std::vector<Val> list_items(Val v) const;
 
@@ -157,6 +171,8 @@ class Unpickler {
       out = memo_at(idx);
       if (out.is_node()) [[unlikely]]
         flat_get_node(out);
+      if (out.tag() == Val::Skipped) [[unlikely]]
+        throw NeedsFullRead{};
       return true;
     }
     idx -= base;
@@ -210,12 +226,17 @@ class Unpickler {
 
  private:
   StrId action_key_ = 0, name_key_ = 0;
+  StrId skip_key_ = 0;
+  bool skipped_ = false;
   std::vector<uint8_t> row_key_of_;  // string id -> RowKey
   void set_row_key(StrId s, uint8_t k) {
     if (s >= row_key_of_.size()) row_key_of_.resize(s + 1, kRowNone);
     row_key_of_[s] = k;
   }
   bool try_row();
+  bool at_skip_point() const;
+  void skip_list();
+  bool skip_flat_dict(const uint8_t*& q);
   bool row_str(const uint8_t*& q, StrId& out);
   bool row_int(const uint8_t*& q, int64_t& out);
   bool row_frames(const uint8_t*& q, StackId& out);
@@ -229,8 +250,19 @@ class Unpickler {
     StrId key = 0;
   };
   std::array<KeySlot, RowFields::kMax> key_slots_{};
+  // Interns a string, remembering the last one: trace entries repeat the
+  // same short literal ("N/A") entry after entry.
   std::string_view last_str_;
   StrId last_str_id_ = 0;
+  [[gnu::always_inline]] StrId intern_recent(std::string_view sv) {
+    bool same = sv.size() == last_str_.size();
+    for (size_t i = 0; same && i < sv.size(); ++i) same = sv[i] == last_str_[i];
+    if (!same) {
+      last_str_id_ = strings_.intern(sv);
+      last_str_ = strings_.get(last_str_id_);
+    }
+    return last_str_id_;
+  }
 
   ByteSource& src_;
   StringTable& strings_;
@@ -256,6 +288,14 @@ class Unpickler {
   std::vector<uint32_t> memo_;
   std::unordered_map<uint64_t, Val> memo_wide_;
   void memo_set(size_t idx, Val v);
+  [[gnu::always_inline]] void memo_push(Val v) {
+    if (v.payload() < (uint64_t{1} << 28)) [[likely]] {  // tags stop short of kWide's 15
+      memo_.push_back(static_cast<uint32_t>((uint64_t{v.tag()} << 28) | v.payload()));
+    } else {
+      memo_.push_back(0);
+      memo_set(memo_.size() - 1, v);
+    }
+  }
   [[gnu::always_inline]] Val memo_at(size_t idx) const {
     uint32_t m = memo_[idx];
     if (m == kWide) [[unlikely]]

@@ -3,5 +3,5 @@
 #include "pickle/source.h"
 
 namespace memsight {
-Snapshot read_snapshot(ByteSource& src, const Progress& progress);
+Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope);
 }

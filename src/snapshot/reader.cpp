@@ -305,11 +305,13 @@ bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
   }
   if (v.tag() != Val::List) return false;
   frame_buf_.clear();
+  bool only_frames = true;
   for (Val item : vm.list_items(v)) {
     item = vm.resolve(item);
     if (item.tag() == Val::FrameRef) {
       frame_buf_.push_back(item.idx());
     } else if (item.tag() == Val::Dict) {
+      only_frames = false;
       // A frame dict in another key order: keep it whole as an extra.
       PyValue d = materialize(vm, item);
       Frame f;
@@ -326,7 +328,9 @@ bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
     }
   }
   out = snap_.frames.intern_stack(frame_buf_);
-  vm.convert_node(v, Val::make(Val::StackRef, out));
+  // A list of other dicts may be something else too (a segment's blocks,
+  // shared by a memo read): it stays a list for its other holders.
+  if (only_frames) vm.convert_node(v, Val::make(Val::StackRef, out));
   return true;
 }
 
@@ -373,6 +377,8 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
     }
     case Val::FrameRef:
       return frame_to_pyvalue(snap_, v.idx());
+    case Val::Skipped:
+      throw NeedsFullRead{};
     case Val::StackRef: {
       PyValue p = PyValue::list();
       for (FrameId f : snap_.frames.stack(v.idx())) p.items.push_back(frame_to_pyvalue(snap_, f));
@@ -429,7 +435,11 @@ void Builder::finish(Unpickler& vm, Val root) {
       snap_.top_level.emplace_back(std::string(snap_.str(k)), materialize(vm, items[i + 1]));
   }
   snap_.top_keys = std::move(keys);
-  if (has_traces) convert_traces(vm, traces);
+  if (has_traces && vm.resolve(traces).tag() == Val::Skipped) {
+    snap_.trace_skipped = true;
+  } else if (has_traces) {
+    convert_traces(vm, traces);
+  }
 }
 
 void Builder::convert_segments(Unpickler& vm, Val list) {
@@ -658,29 +668,53 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
 
 }  // namespace
 
-Snapshot read_snapshot(ByteSource& src, const Progress& progress) {
+Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope) {
   Snapshot snap;
   Builder builder(snap);
   Unpickler vm(src, snap.strings, &builder, progress);
   const StrId row_keys[kRowKeyCount] = {kAction, kAddr,           kSize,         kStream,
                                         kTimeUs, kCompileContext, kUserMetadata, kFrames};
   vm.enable_fast_path(&snap.frames, kAction, kName, row_keys, kDeviceFree);
+  bool skip = scope == ReadScope::SegmentsOnly;
+  if (skip) vm.skip_value_of(kDeviceTraces);
   if (src.total() > 0 && src.compression().empty()) {
     // Reserved, not touched: untouched pages cost no memory, and tables that
     // never reallocate never hold two copies at once. A trace entry takes
     // at least ~60 bytes of pickle.
-    snap.trace.reserve(src.total() / 60);
+    if (!skip) snap.trace.reserve(src.total() / 60);
     vm.reserve_memo(src.total() / 30);
   }
-  Val root = vm.run();
-  builder.finish(vm, root);
+  try {
+    Val root = vm.run();
+    builder.finish(vm, root);
+  } catch (const Error&) {
+    // After a skip, only a full read may call the input broken.
+    if (vm.skipped()) throw NeedsFullRead{};
+    throw;
+  }
   return snap;
 }
 
-Snapshot read_snapshot_file(const std::string& path, const Progress& progress) {
-  auto src = open_source(path);
+namespace {
+template <typename Open>
+Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope) {
+  if (scope == ReadScope::SegmentsOnly) {
+    try {
+      auto src = open();
+      return read_snapshot(*src, progress, scope);
+    } catch (const NeedsFullRead&) {
+    }
+  }
+  auto src = open();
+  return read_snapshot(*src, progress, ReadScope::Everything);
+}
+}  // namespace
+
+Snapshot read_snapshot_file(const std::string& path, const Progress& progress, ReadScope scope) {
+  // Standard input cannot be read twice, so it is always read in full.
+  if (path == "-") scope = ReadScope::Everything;
   try {
-    return read_snapshot(*src, progress);
+    return read_with_fallback([&] { return open_source(path); }, progress, scope);
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   } catch (const std::bad_alloc&) {
@@ -690,9 +724,8 @@ Snapshot read_snapshot_file(const std::string& path, const Progress& progress) {
   }
 }
 
-Snapshot read_snapshot_bytes(std::string_view data) {
-  auto src = memory_source(data);
-  return read_snapshot(*src, {});
+Snapshot read_snapshot_bytes(std::string_view data, ReadScope scope) {
+  return read_with_fallback([&] { return memory_source(data); }, {}, scope);
 }
 
 }  // namespace memsight
