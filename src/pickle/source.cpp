@@ -86,6 +86,12 @@ class MappedSource : public ByteSource {
     }
     pos_ = std::max<uint64_t>(pos_, offset);
   }
+  void drop(uint64_t from, uint64_t to) const override {
+    uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    from = (from + page - 1) / page * page;
+    to = std::min<uint64_t>(to, size_) / page * page;
+    if (to > from) ::madvise(const_cast<char*>(data_) + from, to - from, MADV_DONTNEED);
+  }
 
  private:
   const char* data_ = nullptr;
@@ -299,8 +305,30 @@ std::unique_ptr<ByteSource> open_source(const std::string& path) {
   return wrap(std::make_unique<RawSource>(fd, static_cast<uint64_t>(st.st_size), path));
 }
 
+// Uncompressed bytes in memory, parsed in place like a mapped file.
+class ViewSource : public ByteSource {
+ public:
+  explicit ViewSource(std::string_view data) : data_(data) {}
+  size_t read(char* dst, size_t n) override {
+    size_t k = std::min(n, data_.size() - pos_);
+    std::memcpy(dst, data_.data() + pos_, k);
+    pos_ += k;
+    return k;
+  }
+  uint64_t consumed() const override { return pos_; }
+  uint64_t total() const override { return data_.size(); }
+  std::string_view mapped() const override { return data_; }
+  void release(uint64_t offset) override { pos_ = std::max<uint64_t>(pos_, offset); }
+
+ private:
+  std::string_view data_;
+  uint64_t pos_ = 0;
+};
+
 std::unique_ptr<ByteSource> memory_source(std::string_view data) {
-  return wrap(std::make_unique<RawSource>(data));
+  auto src = wrap(std::make_unique<RawSource>(data));
+  if (src->compression().empty() && !data.empty()) return std::make_unique<ViewSource>(data);
+  return src;
 }
 
 std::string compress(std::string_view data, std::string_view method) {

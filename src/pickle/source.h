@@ -27,6 +27,9 @@ class ByteSource {
   // `offset` so resident memory stays small while a reader walks forward.
   virtual std::string_view mapped() const { return {}; }
   virtual void release(uint64_t /*offset*/) {}
+  // Gives back the whole pages inside [from, to) of the mapping; safe to
+  // call from several threads on disjoint ranges.
+  virtual void drop(uint64_t /*from*/, uint64_t /*to*/) const {}
 };
 
 // Opens `path` ("-" is standard input) and detects compression.

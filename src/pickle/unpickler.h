@@ -11,6 +11,7 @@
 // BINGET sees the compact value.
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -74,6 +75,13 @@ struct Node {
 };
 
 class Unpickler;
+
+// Threads that walk a big skipped trace (0: one per hardware thread, up to
+// 16), and how many walks have used helper threads: tuning and test hooks.
+namespace skip_stats {
+extern std::atomic<unsigned> threads;
+extern std::atomic<uint64_t> parallel_walks;
+}  // namespace skip_stats
 
 // Thrown when a read that skips part of the input (ReadScope::SegmentsOnly)
 // meets something it cannot vouch for without decoding it: a value from the
@@ -236,7 +244,6 @@ class Unpickler {
   bool try_row();
   bool at_skip_point() const;
   void skip_list();
-  bool skip_flat_dict(const uint8_t*& q);
   bool row_str(const uint8_t*& q, StrId& out);
   bool row_int(const uint8_t*& q, int64_t& out);
   bool row_frames(const uint8_t*& q, StackId& out);

@@ -11,6 +11,8 @@
 #include "memsight/pyvalue.h"
 #include "memsight/reader.h"
 #include "memsight/text_tools.h"
+#include "pickle/source.h"
+#include "pickle/unpickler.h"
 
 namespace fs = std::filesystem;
 using namespace memsight;
@@ -69,8 +71,8 @@ class Scope : public ::testing::TestWithParam<std::string> {};
 TEST_P(Scope, SegmentsOnlyMatchesTorchAndSkips) {
   fs::path dir = MEMSIGHT_TEST_DATA;
   const std::string name = GetParam();
-  Snapshot snap = read_snapshot_file((dir / (name + ".pickle")).string(), {},
-                                     ReadScope::SegmentsOnly);
+  Snapshot snap =
+      read_snapshot_file((dir / (name + ".pickle")).string(), {}, ReadScope::SegmentsOnly);
   EXPECT_TRUE(snap.trace_skipped) << "fell back to a full read";
   EXPECT_EQ(snap.trace.rows(), 0u);
   EXPECT_EQ(segsum(snap), slurp(dir / (name + ".stats.txt")));
@@ -101,6 +103,41 @@ TEST_P(Scope, CutsAndCorruptionsAgreeWithFullRead) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Scope, ::testing::ValuesIn(fixtures()));
+
+// The 856k-entry training run from ../shared, walked by helper threads: the
+// same reports as a full read, and damage inside a helper's share of the
+// trace is caught (the read starts again in full and agrees with it).
+TEST(ReadScope, ParallelWalkOfALargeTrace) {
+  fs::path xz = MEMSIGHT_LARGE_FIXTURE;
+  if (!fs::exists(xz)) GTEST_SKIP() << xz << " is not here";
+  std::string bytes, packed = slurp(xz);
+  try {
+    auto src = memory_source(packed);
+    char buf[1 << 16];
+    while (size_t n = src->read(buf, sizeof buf)) bytes.append(buf, n);
+  } catch (const Error& e) {
+    GTEST_SKIP() << e.what();  // built without liblzma
+  }
+  skip_stats::threads = 4;
+  uint64_t walks = skip_stats::parallel_walks;
+  expect_consistent(bytes, "large");
+  EXPECT_EQ(skip_stats::parallel_walks, walks + 1) << "helpers did not walk the trace";
+  Snapshot part = read_snapshot_bytes(bytes, ReadScope::SegmentsOnly);
+  EXPECT_TRUE(part.trace_skipped);
+  for (double at : {0.45, 0.7, 0.9}) {
+    auto pos = static_cast<size_t>(static_cast<double>(bytes.size()) * at);
+    pos = bytes.find("}\x94(", pos);  // an entry's start
+    ASSERT_NE(pos, std::string::npos);
+    std::string bad = bytes;
+    bad[pos] = '\x93';  // STACK_GLOBAL: code, refused
+    expect_consistent(bad, "code at " + std::to_string(pos));
+    bad = bytes;
+    bad[pos + 2] = 'u';  // SETITEMS without its MARK
+    expect_consistent(bad, "SETITEMS at " + std::to_string(pos));
+  }
+  expect_consistent(std::string_view(bytes).substr(0, bytes.size() * 3 / 4), "cut");
+  skip_stats::threads = 0;
+}
 
 TEST(ReadScope, FuzzSeedsAgreeWithFullRead) {
   // Includes inputs the fuzzer found: one shares a segment's blocks list
@@ -141,8 +178,8 @@ TEST(ReadScope, StringsFromTheTraceStayReadable) {
 }
 
 TEST(ReadScope, ValuesFromTheTraceForceAFullRead) {
-  Snapshot s = read_snapshot_bytes({kDictAfterTrace, sizeof kDictAfterTrace - 1},
-                                   ReadScope::SegmentsOnly);
+  Snapshot s =
+      read_snapshot_bytes({kDictAfterTrace, sizeof kDictAfterTrace - 1}, ReadScope::SegmentsOnly);
   EXPECT_FALSE(s.trace_skipped);
   EXPECT_EQ(s.trace.rows(), 1u);
   ASSERT_NE(s.top("later"), nullptr);

@@ -1,0 +1,642 @@
+// Skipping. A read for stats, segments, memory or compare never looks at the
+// trace, so its list is walked instead of decoded: every opcode is checked
+// (known, allowed, its length within the input), the kinds of the values on
+// a private stack are tracked so that APPENDS and SETITEMS have a list or a
+// dict to act on, and memo slots are numbered and given placeholders. Any
+// doubt throws NeedsFullRead, and the caller reads in full.
+//
+// A big trace in a framed (protocol 4+) pickle is walked by several threads.
+// Frames start on opcode boundaries, so a helper can start at a frame, find
+// the first trace entry after it, and walk entries from there. It cannot
+// know how many memo slots came before it, so it counts its own and notes,
+// for every memo read, how far past its own count the index reaches; the
+// main thread, walking the start of the trace itself, checks those once
+// the counts are known, replays the helpers' list operations on its stack
+// of kinds, and accepts the result only if each helper's walk began exactly
+// where the previous walk ended.
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <thread>
+
+#include "pickle/opcodes.h"
+#include "pickle/unpickler.h"
+
+namespace memsight {
+using namespace pickle_op;
+
+namespace skip_stats {
+std::atomic<unsigned> threads{0};
+std::atomic<uint64_t> parallel_walks{0};
+}  // namespace skip_stats
+
+// The list about to be read is the value of the skipped key in the root
+// dict's (only) batch of items: [dict, MARK, key, value, ..., key].
+bool Unpickler::at_skip_point() const {
+  return sparse_memo_.empty() && marks_.size() == 1 && marks_[0] == 1 && stack_.size() >= 2 &&
+         stack_[0].tag() == Val::Dict && (stack_.size() - 1) % 2 == 1 &&
+         stack_.back() == Val::make(Val::Str, skip_key_);
+}
+
+namespace {
+
+enum Kind : uint8_t { kScalar, kList, kDict, kTuple };
+
+uint8_t kind_of(Val v) {
+  switch (v.tag()) {
+    case Val::List:
+    case Val::StackRef:
+      return kList;
+    case Val::Dict:
+    case Val::Row:
+    case Val::FrameRef:
+      return kDict;
+    case Val::Tuple:
+      return kTuple;
+    case Val::Skipped:
+      return static_cast<uint8_t>(v.payload());
+    default:
+      return kScalar;
+  }
+}
+
+// A flat dict, the usual trace entry or frame, stepped over in one go just
+// after its EMPTY_DICT: MEMOIZE MARK, then keys (memo reads or short
+// strings) and values (memo reads, ints, floats, constants, short strings,
+// and in an entry a list of frames: memo reads or new flat frame dicts),
+// then SETITEMS. Returns false for anything else; the caller undoes what
+// the memo policy recorded.
+//
+// Memo policy: slot(kind) for a new container, str(text) for a memoised
+// string, ref(index) for a memo read (false: the index is bad).
+template <class Memo>
+bool walk_flat_dict(const uint8_t*& q0, const uint8_t* end, Memo& memo, bool nested = false) {
+  const uint8_t* q = q0;
+  if (end - q < 1024 || q[0] != MEMOIZE || q[1] != MARK) return false;
+  memo.slot(kDict);
+  q += 2;
+  // A memo read at q: 1 read, 0 not a memo read, -1 a bad index.
+  auto ref = [&]() -> int {
+    if (*q == LONG_BINGET) {
+      uint32_t idx = load_le<uint32_t>(q + 1);
+      q += 5;
+      return memo.ref(idx) ? 1 : -1;
+    }
+    if (*q == BINGET) {
+      uint32_t idx = q[1];
+      q += 2;
+      return memo.ref(idx) ? 1 : -1;
+    }
+    return 0;
+  };
+  auto str = [&] {  // a short string at q, memoised with its text
+    if (*q != SHORT_BINUNICODE) return false;
+    size_t n = q[1];
+    std::string_view sv(reinterpret_cast<const char*>(q + 2), n);
+    q += 2 + n;
+    if (*q == MEMOIZE) {
+      ++q;
+      memo.str(sv);
+    }
+    return true;
+  };
+  // Pickle may close a frame after any whole value: a FRAME op can stand
+  // between a key and its value, two items, or the last item and SETITEMS.
+  auto frames = [&] {
+    while (*q == FRAME) q += 9;
+  };
+  for (size_t items = 0;; ++items) {
+    if (end - q < 600 || items > 64) return false;
+    frames();
+    if (*q == SETITEMS) {
+      q0 = q + 1;
+      return true;
+    }
+    if (int r = ref(); r < 0 || (r == 0 && !str())) return false;  // the key
+    frames();
+    switch (*q) {  // the value
+      case BINGET:
+      case LONG_BINGET:
+        if (ref() < 0) return false;
+        break;
+      case SHORT_BINUNICODE:
+        str();
+        break;
+      case BININT1:
+        q += 2;
+        break;
+      case BININT2:
+        q += 3;
+        break;
+      case BININT:
+        q += 5;
+        break;
+      case LONG1:
+        q += 2 + size_t{q[1]};
+        break;
+      case BINFLOAT:
+        q += 9;
+        break;
+      case NONE:
+      case NEWTRUE:
+      case NEWFALSE:
+        q += 1;
+        break;
+      case EMPTY_LIST: {
+        // Frames: nothing, one item and APPEND, or MARK items APPENDS.
+        if (nested || q[1] != MEMOIZE) return false;
+        q += 2;
+        memo.slot(kList);
+        auto item = [&]() -> int {  // 1 an item, 0 none here, -1 bad
+          frames();
+          if (*q == EMPTY_DICT) {
+            ++q;
+            return walk_flat_dict(q, end, memo, true) ? 1 : -1;
+          }
+          return ref();
+        };
+        if (*q == MARK) {
+          ++q;
+          for (size_t k = 0; frames(), *q != APPENDS; ++k)
+            if (end - q < 1024 || k > 4096 || item() != 1) return false;
+          ++q;
+        } else if (const uint8_t* before = q;
+                   *q == EMPTY_DICT || *q == BINGET || *q == LONG_BINGET) {
+          if (item() != 1) return false;
+          frames();
+          if (*q == APPEND) {
+            ++q;
+          } else if (before[0] == EMPTY_DICT) {
+            return false;
+          } else {
+            q = before;  // that memo read was the next key: the list is empty
+          }
+        }
+        break;
+      }
+      default:
+        return false;
+    }
+  }
+}
+
+// Bytes an opcode takes, its argument included, for the ops a trace holds
+// (0: anything else). q has at least 16 readable bytes.
+size_t op_size(const uint8_t* q) {
+  switch (*q) {
+    case MARK:
+    case EMPTY_DICT:
+    case EMPTY_LIST:
+    case EMPTY_TUPLE:
+    case MEMOIZE:
+    case APPEND:
+    case APPENDS:
+    case SETITEM:
+    case SETITEMS:
+    case NONE:
+    case NEWTRUE:
+    case NEWFALSE:
+    case TUPLE1:
+    case TUPLE2:
+    case TUPLE3:
+      return 1;
+    case BINGET:
+    case BININT1:
+      return 2;
+    case BININT2:
+      return 3;
+    case BININT:
+    case LONG_BINGET:
+      return 5;
+    case BINFLOAT:
+    case FRAME:
+      return 9;
+    case LONG1:
+    case SHORT_BINUNICODE:
+    case SHORT_BINBYTES:
+      return 2 + size_t{q[1]};
+    default:
+      return 0;
+  }
+}
+
+// One helper's share of a parallel walk.
+struct Chunk {
+  const uint8_t* from = nullptr;  // a frame's first opcode
+  std::atomic<const uint8_t*> start{nullptr};
+  // 0 running; 1 start published; 2 done; -1 failed.
+  std::atomic<int> state{0};
+  const uint8_t* stop = nullptr;  // where the walk ended
+  uint64_t memos = 0;
+  int64_t reach = INT64_MIN;  // max over memo reads of (index - slots counted before it)
+  // List operations between entries, in order: MARK, APPENDS, APPEND,
+  // EMPTY_LIST (a device's list), EMPTY_DICT (one whole entry).
+  std::vector<uint8_t> ops;
+};
+
+struct CountingMemo {
+  Chunk& c;
+  void slot(uint8_t) { ++c.memos; }
+  void str(std::string_view) { ++c.memos; }
+  bool ref(uint32_t idx) {
+    c.reach = std::max(c.reach, static_cast<int64_t>(idx) - static_cast<int64_t>(c.memos));
+    return true;
+  }
+};
+
+// Helper thread: find the first entry at or after c.from (a dict whose first
+// key is the memo read `key`), publish it, then walk entries until the next
+// chunk's start (or, for the last chunk, until something that is not part
+// of a trace list). `cancel` stops it early.
+void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
+                const std::atomic<bool>& cancel, const ByteSource& src, const uint8_t* base) {
+  auto fail = [&] { c.state.store(-1, std::memory_order_release); };
+  const uint8_t* q = c.from;
+  auto is_entry = [&] {
+    return q[0] == EMPTY_DICT && q[1] == MEMOIZE && q[2] == MARK &&
+           std::memcmp(q + 3, key.data(), key.size()) == 0;
+  };
+  for (const uint8_t* limit = q + (1 << 20);;) {
+    if (end - q < 1024 || q > limit) return fail();
+    if (is_entry()) break;
+    size_t n = op_size(q);
+    if (n == 0) return fail();
+    q += n;
+  }
+  c.start.store(q, std::memory_order_release);
+  c.state.store(1, std::memory_order_release);
+  CountingMemo memo{c};
+  const uint8_t* next_start = nullptr;
+  const uint8_t* dropped = q;
+  for (;;) {
+    if (next && q >= next->from) {
+      if (!next_start) {
+        int s;
+        while ((s = next->state.load(std::memory_order_acquire)) == 0)
+          if (cancel.load(std::memory_order_relaxed)) return fail();
+        if (s < 0) return fail();
+        next_start = next->start.load(std::memory_order_acquire);
+      }
+      if (q == next_start) break;
+      if (q > next_start) return fail();
+    }
+    if (end - q < 1024) {
+      if (next) return fail();
+      break;  // near the end of the input: the trace ended before
+    }
+    if (q - dropped > (4 << 20)) {
+      // Give back the pages walked, as the main thread does.
+      if (cancel.load(std::memory_order_relaxed)) return fail();
+      src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base) - 4096);
+      dropped = q - 8192;
+    }
+    uint8_t op = *q;
+    switch (op) {
+      case EMPTY_DICT:
+        ++q;
+        if (!walk_flat_dict(q, end, memo)) return fail();
+        c.ops.push_back(EMPTY_DICT);
+        break;
+      case MARK:
+      case APPENDS:
+      case APPEND:
+      case EMPTY_LIST:
+        c.ops.push_back(op);
+        ++q;
+        break;
+      case MEMOIZE:  // of a device's list
+        ++c.memos;
+        ++q;
+        break;
+      case FRAME:
+        q += 9;
+        break;
+      default:
+        if (next) return fail();
+        c.stop = q;  // the root dict's next key, or its SETITEMS
+        c.state.store(2, std::memory_order_release);
+        return;
+    }
+  }
+  c.stop = q;
+  c.state.store(2, std::memory_order_release);
+}
+
+// First opcodes of the frames of a protocol 4+ pickle: FRAME ops chained
+// from the start. Stops at the first gap (an unframed big string).
+std::vector<const uint8_t*> frame_starts(const uint8_t* base, const uint8_t* end) {
+  std::vector<const uint8_t*> out;
+  if (end - base < 11 || base[0] != PROTO || base[1] < 4) return out;
+  const uint8_t* p = base + 2;
+  while (end - p >= 9 && *p == FRAME) {
+    uint64_t n = load_le<uint64_t>(p + 1);
+    if (n > static_cast<uint64_t>(end - p - 9)) break;
+    out.push_back(p + 9);
+    p += 9 + n;
+  }
+  return out;
+}
+
+}  // namespace
+
+void Unpickler::skip_list() {
+  // Batches of 1000 items (as pickle writes lists) sit on the stack at once.
+  constexpr size_t kMaxDepth = size_t{1} << 16;
+  std::vector<uint8_t> kinds_buf(kMaxDepth);  // kinds of the values this list pushed
+  std::vector<uint32_t> marks_buf(kMaxDepth);
+  uint8_t* kinds = kinds_buf.data();
+  uint32_t* marks = marks_buf.data();
+  size_t depth = 0, nmarks = 0;
+  kinds[depth++] = kList;
+  const uint8_t* q = p_;
+  const uint8_t* str_end = nullptr;  // just past the last string's bytes
+  size_t str_len = 0;
+  auto fail = [] { throw NeedsFullRead{}; };
+  auto push = [&](uint8_t k) {
+    if (depth == kMaxDepth) fail();
+    kinds[depth++] = k;
+  };
+  auto pop_to_mark = [&]() -> size_t {
+    if (nmarks == 0) fail();
+    return marks[--nmarks];
+  };
+  auto get = [&](uint64_t idx) {
+    if (idx >= memo_.size()) fail();
+    push(kind_of(memo_at(idx)));
+  };
+  // The list operations of a trace, on the stack of kinds (also replayed
+  // for what helper threads walked).
+  auto list_op = [&](uint8_t op) {
+    switch (op) {
+      case MARK:
+        if (nmarks == kMaxDepth) fail();
+        marks[nmarks++] = static_cast<uint32_t>(depth);
+        break;
+      case APPEND:
+        if (depth < 2 || kinds[depth - 2] != kList || (nmarks && marks[nmarks - 1] > depth - 2))
+          fail();
+        --depth;
+        break;
+      case APPENDS: {
+        size_t from = pop_to_mark();
+        if (from == 0 || kinds[from - 1] != kList) fail();
+        depth = from;
+        break;
+      }
+      case EMPTY_DICT:
+        push(kDict);
+        break;
+      case EMPTY_LIST:
+        push(kList);
+        break;
+      default:
+        fail();
+    }
+  };
+  struct SeqMemo {
+    Unpickler& vm;
+    void slot(uint8_t kind) { vm.memo_push(Val::make(Val::Skipped, kind)); }
+    void str(std::string_view sv) { vm.memo_push(Val::make(Val::Str, vm.intern_recent(sv))); }
+    bool ref(uint32_t idx) const { return idx < vm.memo_.size(); }
+  } seq{*this};
+
+  // Helpers for a big framed trace (mapped input only).
+  std::string key;  // the bytes of a memo read of "action"
+  std::vector<Chunk> chunks;
+  std::vector<std::thread> threads;
+  std::atomic<bool> cancel{false};
+  struct Joiner {
+    std::vector<std::thread>& t;
+    std::atomic<bool>& cancel;
+    ~Joiner() {
+      cancel.store(true);
+      for (auto& th : t)
+        if (th.joinable()) th.join();
+    }
+  } joiner{threads, cancel};
+  const uint8_t* launch_at = buf_.empty() && eof_ ? q + (256 << 10) : nullptr;
+  auto launch = [&] {
+    launch_at = nullptr;
+    // The entries' first key, "action", is a memo read by now.
+    uint64_t slot = UINT64_MAX;
+    for (size_t i = memo_.size(); i-- > 0 && memo_.size() - i < (1u << 20);)
+      if (memo_at(i) == Val::make(Val::Str, action_key_)) slot = i;
+    if (slot == UINT64_MAX || !action_key_) return;
+    if (slot < 256) {
+      key = {static_cast<char>(BINGET), static_cast<char>(slot)};
+    } else {
+      key.push_back(static_cast<char>(LONG_BINGET));
+      for (int b = 0; b < 4; ++b) key.push_back(static_cast<char>((slot >> (8 * b)) & 0xff));
+    }
+    size_t left = static_cast<size_t>(end_ - q);
+    unsigned hw = skip_stats::threads.load();
+    if (hw == 0) hw = std::max(1u, std::thread::hardware_concurrency());
+    size_t n = std::min<size_t>({hw, left / (4 << 20), 16});
+    if (n < 2) return;
+    auto frames = frame_starts(base_, end_);
+    std::vector<const uint8_t*> from;
+    for (size_t k = 1; k < n; ++k) {
+      const uint8_t* want = q + left * k / n;
+      auto it = std::lower_bound(frames.begin(), frames.end(), want);
+      if (it == frames.end() || end_ - *it < (1 << 20)) break;
+      if (from.empty() || *it > from.back() + (1 << 20)) from.push_back(*it);
+    }
+    if (from.empty()) return;
+    chunks = std::vector<Chunk>(from.size());
+    for (size_t k = 0; k < from.size(); ++k) chunks[k].from = from[k];
+    for (size_t k = 0; k < chunks.size(); ++k)
+      threads.emplace_back(walk_chunk, std::ref(chunks[k]),
+                           k + 1 < chunks.size() ? &chunks[k + 1] : nullptr, end_,
+                           std::string_view(key), std::cref(cancel), std::cref(src_), base_);
+  };
+  // At the first helper's start: take over what the helpers walked.
+  auto join_helpers = [&] {
+    for (auto& th : threads) th.join();
+    uint64_t base = memo_.size();
+    for (Chunk& c : chunks) {
+      if (c.state.load() != 2) fail();
+      if (c.reach >= static_cast<int64_t>(base)) fail();  // a read of a slot not yet stored
+      for (uint8_t op : c.ops) list_op(op);
+      base += c.memos;
+    }
+    memo_.resize(base, static_cast<uint32_t>(uint64_t{Val::Skipped} << 28 | kScalar));
+    const uint8_t* stop = chunks.back().stop;
+    src_.drop(static_cast<uint64_t>(q - base_), static_cast<uint64_t>(stop - base_));
+    chunks.clear();
+    threads.clear();
+    ++skip_stats::parallel_walks;
+    return stop;
+  };
+
+  for (;;) {
+    if (end_ - q < 16 && !eof_) {
+      p_ = q;
+      refill(16, /*hard=*/false);
+      q = p_;
+      str_end = nullptr;  // the buffer moved
+    }
+    if (q >= next_release_) {
+      p_ = q;
+      release_consumed();
+    }
+    if (launch_at && q >= launch_at) launch();
+    if (!chunks.empty() && q >= chunks[0].from) {
+      int s;
+      while ((s = chunks[0].state.load(std::memory_order_acquire)) == 0) std::this_thread::yield();
+      const uint8_t* start = chunks[0].start.load(std::memory_order_acquire);
+      if (s < 0 || q > start) fail();
+      if (q == start) {
+        q = join_helpers();
+        continue;
+      }
+    }
+    auto left = [&] { return static_cast<size_t>(end_ - q); };
+    if (left() == 0) fail();
+    uint8_t op = *q;
+    if (depth == 1 && nmarks == 0 && op != MEMOIZE && op != MARK && op != FRAME && op != EMPTY_LIST)
+      break;  // the list is complete: the root dict's next key (or SETITEMS) follows
+    ++q;
+    // Bytes the opcode's argument needs beyond the opcode.
+    auto need = [&](size_t n) {
+      if (left() < n) {
+        if (eof_) fail();
+        p_ = q;
+        refill(n, /*hard=*/false);
+        q = p_;
+        str_end = nullptr;
+        if (left() < n) fail();
+      }
+    };
+    switch (op) {
+      case MEMOIZE: {
+        if (depth == 0) fail();
+        // Strings keep their value: the keys of later values (allocator
+        // settings, annotations) are often memo reads of trace keys.
+        Val v = Val::make(Val::Skipped, kinds[depth - 1]);
+        if (q - 1 == str_end)
+          v = Val::make(Val::Str,
+                        intern_recent({reinterpret_cast<const char*>(str_end - str_len), str_len}));
+        memo_push(v);
+        break;
+      }
+      case BINGET:
+        need(1);
+        get(*q++);
+        break;
+      case LONG_BINGET:
+        need(4);
+        get(load_le<uint32_t>(q));
+        q += 4;
+        break;
+      case FRAME:
+        need(8);
+        q += 8;
+        break;
+      case EMPTY_DICT: {
+        size_t mark = memo_.size();
+        if (!walk_flat_dict(q, end_, seq)) memo_.resize(mark);
+        push(kDict);
+        break;
+      }
+      case EMPTY_TUPLE:
+        push(kTuple);
+        break;
+      case NONE:
+      case NEWTRUE:
+      case NEWFALSE:
+        push(kScalar);
+        break;
+      case BININT1:
+        need(1);
+        q += 1;
+        push(kScalar);
+        break;
+      case BININT2:
+        need(2);
+        q += 2;
+        push(kScalar);
+        break;
+      case BININT:
+        need(4);
+        q += 4;
+        push(kScalar);
+        break;
+      case BINFLOAT:
+        need(8);
+        q += 8;
+        push(kScalar);
+        break;
+      case LONG1:
+        need(1);
+        need(1 + size_t{*q});
+        q += 1 + size_t{*q};
+        push(kScalar);
+        break;
+      case SHORT_BINUNICODE:
+      case SHORT_BINBYTES:
+        need(1);
+        need(1 + size_t{*q});
+        str_len = *q;
+        q += 1 + str_len;
+        if (op == SHORT_BINUNICODE) str_end = q;
+        push(kScalar);
+        break;
+      case LONG4:
+      case BINUNICODE:
+      case BINBYTES: {
+        need(4);
+        int64_t n = load_le<int32_t>(q);
+        if (op != LONG4) n = load_le<uint32_t>(q);
+        if (n < 0 || n > (int64_t{1} << 31)) fail();
+        need(4 + static_cast<size_t>(n));
+        q += 4 + n;
+        str_len = static_cast<size_t>(n);
+        if (op == BINUNICODE) str_end = q;
+        push(kScalar);
+        break;
+      }
+      case TUPLE1:
+      case TUPLE2:
+      case TUPLE3: {
+        size_t k = static_cast<size_t>(op - TUPLE1 + 1);
+        if (depth <= k || (nmarks && marks[nmarks - 1] > depth - k)) fail();
+        depth -= k;
+        push(kTuple);
+        break;
+      }
+      case TUPLE:
+      case LIST:
+      case DICT: {
+        size_t from = pop_to_mark();
+        if (op == DICT && (depth - from) % 2) fail();
+        depth = from;
+        push(op == TUPLE ? kTuple : op == LIST ? kList : kDict);
+        break;
+      }
+      case MARK:
+      case APPEND:
+      case APPENDS:
+      case EMPTY_LIST:
+        list_op(op);
+        break;
+      case SETITEM:
+        if (depth < 3 || kinds[depth - 3] != kDict || (nmarks && marks[nmarks - 1] > depth - 3))
+          fail();
+        depth -= 2;
+        break;
+      case SETITEMS: {
+        size_t from = pop_to_mark();
+        if (from == 0 || kinds[from - 1] != kDict || (depth - from) % 2) fail();
+        depth = from;
+        break;
+      }
+      default:
+        fail();  // rare or refused opcodes: the full read deals with them
+    }
+  }
+  p_ = q;
+  stack_.push_back(Val::make(Val::Skipped, kList));
+  skipped_ = true;
+}
+
+}  // namespace memsight
