@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-$(command -v python3)}
+mkdir -p build
 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMSIGHT_TESTS=OFF \
   -DPython3_EXECUTABLE="$PY" >build/gpu-configure.log 2>&1 || { tail -30 build/gpu-configure.log; exit 1; }
 cmake --build build/gpu --target memsight _core
