@@ -284,11 +284,12 @@ void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
       if (next) return fail();
       break;  // near the end of the input: the trace ended before
     }
-    if (q - dropped > (4 << 20)) {
-      // Give back the pages walked, as the main thread does.
+    if (q - dropped > (1 << 20)) {
+      // Give back the pages walked, as the main thread does (another thread
+      // reading one of them again only faults it back in).
       if (cancel.load(std::memory_order_relaxed)) return fail();
-      src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base) - 4096);
-      dropped = q - 8192;
+      src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base));
+      dropped = q;
     }
     uint8_t op = *q;
     switch (op) {
@@ -314,24 +315,30 @@ void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
       default:
         if (next) return fail();
         c.stop = q;  // the root dict's next key, or its SETITEMS
+        src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base));
         c.state.store(2, std::memory_order_release);
         return;
     }
   }
   c.stop = q;
+  src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base));
   c.state.store(2, std::memory_order_release);
 }
 
 // First opcodes of the frames of a protocol 4+ pickle: FRAME ops chained
-// from the start. Stops at the first gap (an unframed big string).
-std::vector<const uint8_t*> frame_starts(const uint8_t* base, const uint8_t* end) {
+// from the start. Stops at the first gap (an unframed big string). The
+// headers are read with peek_at: touching them through the mapping would
+// bring in (and count as resident) the pages around every one of them.
+std::vector<const uint8_t*> frame_starts(const ByteSource& src, const uint8_t* base,
+                                         const uint8_t* end) {
   std::vector<const uint8_t*> out;
-  if (end - base < 11 || base[0] != PROTO || base[1] < 4) return out;
-  const uint8_t* p = base + 2;
-  while (end - p >= 9 && *p == FRAME) {
-    uint64_t n = load_le<uint64_t>(p + 1);
-    if (n > static_cast<uint64_t>(end - p - 9)) break;
-    out.push_back(p + 9);
+  auto size = static_cast<uint64_t>(end - base);
+  uint8_t head[9];
+  if (size < 11 || base[0] != PROTO || base[1] < 4) return out;
+  for (uint64_t p = 2; src.peek_at(p, head, 9) && head[0] == FRAME;) {
+    uint64_t n = load_le<uint64_t>(head + 1);
+    if (n > size - p - 9) break;
+    out.push_back(base + p + 9);
     p += 9 + n;
   }
   return out;
@@ -433,7 +440,7 @@ void Unpickler::skip_list() {
     if (hw == 0) hw = std::max(1u, std::thread::hardware_concurrency());
     size_t n = std::min<size_t>({hw, left / (4 << 20), 16});
     if (n < 2) return;
-    auto frames = frame_starts(base_, end_);
+    auto frames = frame_starts(src_, base_, end_);
     std::vector<const uint8_t*> from;
     for (size_t k = 1; k < n; ++k) {
       const uint8_t* want = q + left * k / n;

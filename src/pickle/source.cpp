@@ -60,14 +60,23 @@ class RawSource : public ByteSource {
 // consumed pages are dropped so they stop counting as resident memory.
 class MappedSource : public ByteSource {
  public:
-  MappedSource(int fd, size_t size) : size_(size) {
+  MappedSource(int fd, size_t size) : fd_(fd), size_(size) {
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) throw Error(std::string("cannot map file: ") + std::strerror(errno));
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      throw Error(std::string("cannot map file: ") + std::strerror(errno));
+    }
     data_ = static_cast<const char*>(p);
     ::madvise(p, size, MADV_SEQUENTIAL);
   }
-  ~MappedSource() override { ::munmap(const_cast<char*>(data_), size_); }
+  ~MappedSource() override {
+    ::munmap(const_cast<char*>(data_), size_);
+    ::close(fd_);
+  }
+  bool peek_at(uint64_t offset, void* dst, size_t n) const override {
+    if (offset > size_ || n > size_ - offset) return false;
+    return ::pread(fd_, dst, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n);
+  }
   size_t read(char* dst, size_t n) override {
     size_t k = std::min(n, size_ - pos_);
     std::memcpy(dst, data_ + pos_, k);
@@ -94,6 +103,7 @@ class MappedSource : public ByteSource {
   }
 
  private:
+  int fd_;
   const char* data_ = nullptr;
   size_t size_;
   uint64_t pos_ = 0, released_ = 0;
@@ -319,6 +329,11 @@ class ViewSource : public ByteSource {
   uint64_t total() const override { return data_.size(); }
   std::string_view mapped() const override { return data_; }
   void release(uint64_t offset) override { pos_ = std::max<uint64_t>(pos_, offset); }
+  bool peek_at(uint64_t offset, void* dst, size_t n) const override {
+    if (offset > data_.size() || n > data_.size() - offset) return false;
+    std::memcpy(dst, data_.data() + offset, n);
+    return true;
+  }
 
  private:
   std::string_view data_;

@@ -30,6 +30,9 @@ class ByteSource {
   // Gives back the whole pages inside [from, to) of the mapping; safe to
   // call from several threads on disjoint ranges.
   virtual void drop(uint64_t /*from*/, uint64_t /*to*/) const {}
+  // Copies n bytes at `offset` of a mapped input without touching the
+  // mapping (no page comes in); false if out of range or unsupported.
+  virtual bool peek_at(uint64_t /*offset*/, void* /*dst*/, size_t /*n*/) const { return false; }
 };
 
 // Opens `path` ("-" is standard input) and detects compression.
