@@ -95,7 +95,7 @@ class Builder : public DictHook {
 
   void finish(Unpickler& vm, Val root);
 
-  uint32_t commit_row(const RowFields& r) override {
+  [[gnu::flatten]] uint32_t commit_row(const RowFields& r) override {
     static constexpr Field kFieldOf[kRowKeyCount] = {
         Field::Action, Field::Addr,           Field::Size,         Field::Stream,
         Field::TimeUs, Field::CompileContext, Field::UserMetadata, Field::Frames};
