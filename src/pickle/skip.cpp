@@ -551,39 +551,22 @@ void Unpickler::skip_list() {
       case NONE:
       case NEWTRUE:
       case NEWFALSE:
-        push(kScalar);
-        break;
       case BININT1:
-        need(1);
-        q += 1;
-        push(kScalar);
-        break;
       case BININT2:
-        need(2);
-        q += 2;
-        push(kScalar);
-        break;
       case BININT:
-        need(4);
-        q += 4;
+      case BINFLOAT: {
+        size_t n = op_size(q - 1) - 1;  // fixed: reads only the opcode
+        need(n);
+        q += n;
         push(kScalar);
         break;
-      case BINFLOAT:
-        need(8);
-        q += 8;
-        push(kScalar);
-        break;
+      }
       case LONG1:
-        need(1);
-        need(1 + size_t{*q});
-        q += 1 + size_t{*q};
-        push(kScalar);
-        break;
       case SHORT_BINUNICODE:
       case SHORT_BINBYTES:
         need(1);
-        need(1 + size_t{*q});
         str_len = *q;
+        need(1 + str_len);
         q += 1 + str_len;
         if (op == SHORT_BINUNICODE) str_end = q;
         push(kScalar);

@@ -8,26 +8,15 @@
 
 #include "memsight/reader.h"
 #include "memsight/text_tools.h"
+#include "test_data.h"
 
 namespace fs = std::filesystem;
 using namespace memsight;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> fixtures() {
-  std::vector<std::string> names;
-  for (auto& e : fs::directory_iterator(MEMSIGHT_TEST_DATA))
-    if (e.path().extension() == ".pickle") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using test::fixture_names;
+using test::slurp;
 
 class Golden : public ::testing::TestWithParam<std::string> {
  protected:
@@ -54,6 +43,6 @@ TEST_P(Golden, SurvivesRoundTrip) {
   EXPECT_EQ(pickle_snapshot(again), pickle_snapshot(snap));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::ValuesIn(fixtures()));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::ValuesIn(fixture_names()));
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "memsight/reader.h"
 #include "report/page_data.h"
 #include "report/page_pack.h"
+#include "test_data.h"
 
 #ifndef MEMSIGHT_TEST_DATA
 #define MEMSIGHT_TEST_DATA "tests/data"
@@ -26,9 +27,8 @@ namespace {
 
 std::vector<std::string> fixtures() {
   std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(MEMSIGHT_TEST_DATA))
-    if (e.path().extension() == ".pickle") out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
+  for (const auto& name : test::fixture_names())
+    out.push_back(std::string(MEMSIGHT_TEST_DATA) + "/" + name + ".pickle");
   return out;
 }
 

@@ -13,26 +13,15 @@
 #include "memsight/text_tools.h"
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
+#include "test_data.h"
 
 namespace fs = std::filesystem;
 using namespace memsight;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> fixtures() {
-  std::vector<std::string> names;
-  for (auto& e : fs::directory_iterator(MEMSIGHT_TEST_DATA))
-    if (e.path().extension() == ".pickle") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using test::fixture_names;
+using test::slurp;
 
 struct Outcome {
   std::optional<Snapshot> snap;
@@ -102,7 +91,7 @@ TEST_P(Scope, CutsAndCorruptionsAgreeWithFullRead) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Scope, ::testing::ValuesIn(fixtures()));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Scope, ::testing::ValuesIn(fixture_names()));
 
 // The 856k-entry training run from ../shared, walked by helper threads: the
 // same reports as a full read, and damage inside a helper's share of the
