@@ -4,7 +4,6 @@
 
 #include "memsight/error.h"
 #include "pickle/opcodes.h"
-#include "util/hugepages.h"
 
 namespace memsight {
 using namespace pickle_op;
@@ -109,10 +108,7 @@ Unpickler::Unpickler(ByteSource& src, StringTable& strings, DictHook* hook, Prog
   next_release_ = reinterpret_cast<const uint8_t*>(~uintptr_t{0});  // progress comes from refill()
 }
 
-void Unpickler::reserve_memo(size_t n) {
-  memo_.reserve(n);
-  advise_huge_pages(memo_);
-}
+void Unpickler::reserve_memo(size_t n) { memo_.reserve(n); }
 
 uint64_t Unpickler::offset() const { return buf_offset_ + static_cast<uint64_t>(p_ - base_); }
 

@@ -2,7 +2,6 @@
 #include <cstring>
 
 #include "memsight/snapshot.h"
-#include "util/hugepages.h"
 
 namespace memsight {
 
@@ -125,15 +124,6 @@ void TraceTable::reserve(size_t n) {
   user_metadata.reserve(n);
   stack.reserve(n);
   shape.reserve(n);
-  advise_huge_pages(action);
-  advise_huge_pages(addr);
-  advise_huge_pages(size);
-  advise_huge_pages(stream);
-  advise_huge_pages(time_us);
-  advise_huge_pages(compile_context);
-  advise_huge_pages(user_metadata);
-  advise_huge_pages(stack);
-  advise_huge_pages(shape);
 }
 
 void TraceTable::push_back_row() {
