@@ -84,4 +84,16 @@ inline T load_le(const uint8_t* p) {
   return v;  // x86-64 and arm64 Linux are little-endian, as pickle is
 }
 
+// LONG1's payload when it fits in 8 bytes: n little-endian bytes, two's
+// complement. Reads 8 bytes, so the caller guarantees they are there.
+inline int64_t long1_value(const uint8_t* b, size_t n) {
+  uint64_t u;
+  std::memcpy(&u, b, 8);
+  if (n < 8) {
+    u &= (uint64_t{1} << (8 * n)) - 1;
+    if (b[n - 1] & 0x80) u |= ~uint64_t{0} << (8 * n);
+  }
+  return static_cast<int64_t>(u);
+}
+
 }  // namespace memsight::pickle_op

@@ -1,0 +1,139 @@
+// The helpers of a parallel trace walk (see skip.cpp for the protocol).
+#include "pickle/trace_walk.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace memsight::trace_walk {
+
+size_t op_size(const uint8_t* q) {
+  switch (*q) {
+    case MARK:
+    case EMPTY_DICT:
+    case EMPTY_LIST:
+    case EMPTY_TUPLE:
+    case MEMOIZE:
+    case APPEND:
+    case APPENDS:
+    case SETITEM:
+    case SETITEMS:
+    case NONE:
+    case NEWTRUE:
+    case NEWFALSE:
+    case TUPLE1:
+    case TUPLE2:
+    case TUPLE3:
+      return 1;
+    case BINGET:
+    case BININT1:
+      return 2;
+    case BININT2:
+      return 3;
+    case BININT:
+    case LONG_BINGET:
+      return 5;
+    case BINFLOAT:
+    case FRAME:
+      return 9;
+    case LONG1:
+    case SHORT_BINUNICODE:
+    case SHORT_BINBYTES:
+      return 2 + size_t{q[1]};
+    default:
+      return 0;
+  }
+}
+
+void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
+                const std::atomic<bool>& cancel, const ByteSource& src, const uint8_t* base) {
+  auto fail = [&] { c.state.store(-1, std::memory_order_release); };
+  const uint8_t* q = c.from;
+  auto is_entry = [&] {
+    return q[0] == EMPTY_DICT && q[1] == MEMOIZE && q[2] == MARK &&
+           std::memcmp(q + 3, key.data(), key.size()) == 0;
+  };
+  for (const uint8_t* limit = q + (1 << 20);;) {
+    if (end - q < 1024 || q > limit) return fail();
+    if (is_entry()) break;
+    size_t n = op_size(q);
+    if (n == 0) return fail();
+    q += n;
+  }
+  c.start.store(q, std::memory_order_release);
+  c.state.store(1, std::memory_order_release);
+  CountingMemo memo{c};
+  const uint8_t* next_start = nullptr;
+  const uint8_t* dropped = q;
+  for (;;) {
+    if (next && q >= next->from) {
+      if (!next_start) {
+        int s;
+        while ((s = next->state.load(std::memory_order_acquire)) == 0)
+          if (cancel.load(std::memory_order_relaxed)) return fail();
+        if (s < 0) return fail();
+        next_start = next->start.load(std::memory_order_acquire);
+      }
+      if (q == next_start) break;
+      if (q > next_start) return fail();
+    }
+    if (end - q < 1024) {
+      if (next) return fail();
+      break;  // near the end of the input: the trace ended before
+    }
+    if (q - dropped > (1 << 20)) {
+      // Give back the pages walked, as the main thread does (another thread
+      // reading one of them again only faults it back in).
+      if (cancel.load(std::memory_order_relaxed)) return fail();
+      src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base));
+      dropped = q;
+    }
+    uint8_t op = *q;
+    switch (op) {
+      case EMPTY_DICT:
+        ++q;
+        if (!walk_flat_dict(q, end, memo)) return fail();
+        c.ops.push_back(EMPTY_DICT);
+        break;
+      case MARK:
+      case APPENDS:
+      case APPEND:
+      case EMPTY_LIST:
+        c.ops.push_back(op);
+        ++q;
+        break;
+      case MEMOIZE:  // of a device's list
+        ++c.memos;
+        ++q;
+        break;
+      case FRAME:
+        q += 9;
+        break;
+      default:
+        if (next) return fail();
+        c.stop = q;  // the root dict's next key, or its SETITEMS
+        src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base));
+        c.state.store(2, std::memory_order_release);
+        return;
+    }
+  }
+  c.stop = q;
+  src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base));
+  c.state.store(2, std::memory_order_release);
+}
+
+std::vector<const uint8_t*> frame_starts(const ByteSource& src, const uint8_t* base,
+                                         const uint8_t* end) {
+  std::vector<const uint8_t*> out;
+  auto size = static_cast<uint64_t>(end - base);
+  uint8_t head[9];
+  if (size < 11 || base[0] != PROTO || base[1] < 4) return out;
+  for (uint64_t p = 2; src.peek_at(p, head, 9) && head[0] == FRAME;) {
+    uint64_t n = load_le<uint64_t>(head + 1);
+    if (n > size - p - 9) break;
+    out.push_back(base + p + 9);
+    p += 9 + n;
+  }
+  return out;
+}
+
+}  // namespace memsight::trace_walk
