@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <system_error>
 #include <thread>
 
 #include "pickle/opcodes.h"
@@ -146,10 +147,19 @@ void Unpickler::skip_list() {
     if (from.empty()) return;
     chunks = std::vector<Chunk>(from.size());
     for (size_t k = 0; k < from.size(); ++k) chunks[k].from = from[k];
-    for (size_t k = 0; k < chunks.size(); ++k)
-      threads.emplace_back(walk_chunk, std::ref(chunks[k]),
-                           k + 1 < chunks.size() ? &chunks[k + 1] : nullptr, end_,
-                           std::string_view(key), std::cref(cancel), std::cref(src_), base_);
+    try {
+      for (size_t k = 0; k < chunks.size(); ++k)
+        threads.emplace_back(walk_chunk, std::ref(chunks[k]),
+                             k + 1 < chunks.size() ? &chunks[k + 1] : nullptr, end_,
+                             std::string_view(key), std::cref(cancel), std::cref(src_), base_);
+    } catch (const std::system_error&) {
+      // No threads to be had (a tight limit): walk alone.
+      cancel = true;
+      for (auto& th : threads) th.join();
+      threads.clear();
+      chunks.clear();
+      cancel = false;
+    }
   };
   // At the first helper's start: take over what the helpers walked.
   auto join_helpers = [&] {
