@@ -17,6 +17,7 @@ from typing import Any, Union
 
 from ._engine import core
 from ._errors import MemsightError
+from ._errors import MemsightError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -172,10 +173,23 @@ class Snapshot:
 
     def __repr__(self) -> str:
         where = f" from {self.source!r}" if self.source else ""
+        entries = f"{self.trace_entry_count} trace entries" if self.has_trace else "trace not read"
         return (
             f"<memsight.Snapshot{where}: {self.device_count} device(s), "
-            f"{self.segment_count} segments, {self.trace_entry_count} trace entries>"
+            f"{self.segment_count} segments, {entries}>"
         )
+
+    @property
+    def has_trace(self) -> bool:
+        """False when loaded with ``trace=False``: the trace was checked, not read."""
+        return not self._snap.trace_skipped
+
+    def _need_trace(self, what: str) -> None:
+        if not self.has_trace:
+            raise MemsightError(
+                f"{what} needs the trace, and this snapshot was loaded with trace=False; "
+                "load it again with trace=True (the default)"
+            )
 
     # -- the model, in numbers -------------------------------------------------
     @property
@@ -193,10 +207,12 @@ class Snapshot:
     @property
     def trace_entry_count(self) -> int:
         """Trace entries over all devices."""
+        self._need_trace("trace_entry_count")
         return int(self._snap.trace_entry_count)
 
     @property
     def device_trace_lengths(self) -> list[int]:
+        self._need_trace("device_trace_lengths")
         return list(self._snap.device_trace_lengths)
 
     # -- torch's text tools (byte for byte) ------------------------------------
@@ -206,6 +222,7 @@ class Snapshot:
 
     def trace(self) -> str:
         """``memsight trace``: torch's ``_memory_viz.trace`` text."""
+        self._need_trace("trace()")
         return self._snap.trace_text()
 
     def segments(self) -> FoldedStacks:
@@ -229,6 +246,7 @@ class Snapshot:
 
     # -- summary ---------------------------------------------------------------
     def _summary_pair(self) -> tuple[str, str]:
+        self._need_trace("the summary")
         with self._lock:
             if self._summary is None:
                 self._summary = tuple(self._snap.summary_text_and_json())  # type: ignore[assignment]
@@ -256,6 +274,7 @@ class Snapshot:
         (peaks, top sites, OOM diagnosis)."""
         if view not in HTML_VIEWS:
             raise ValueError(f"unknown view {view!r}: expected one of {sorted(set(HTML_VIEWS.values()))}")
+        self._need_trace("the page")
         summary = ""
         if with_summary:
             try:
@@ -294,10 +313,12 @@ class Snapshot:
     # -- back to torch's format --------------------------------------------------
     def pickle(self) -> bytes:
         """The snapshot as a torch-compatible pickle (protocol 4)."""
+        self._need_trace("pickle()")
         return self._snap.pickle()
 
     def to_pickle(self, path: PathLike) -> str:
         """Writes the pickle to ``path``; gzip for ``.gz``, zstd for ``.zst``/``.zstd``."""
+        self._need_trace("to_pickle()")
         p = _fspath(path)
         self._snap.write(p)
         return p
@@ -308,17 +329,21 @@ class Snapshot:
         return pickle.loads(self.pickle())
 
 
-def load(path: PathLike, progress: Any = None) -> Snapshot:
+def load(path: PathLike, progress: Any = None, *, trace: bool = True) -> Snapshot:
     """Reads a snapshot file: a torch pickle, optionally gzip/zstd/xz-compressed.
 
     ``progress``, if given, is called now and then as ``progress(done, total)``
-    with byte counts. Raises :class:`memsight.MemsightError` for bad input and
-    ``FileNotFoundError`` for a missing file.
+    with byte counts. With ``trace=False`` only segments and blocks are read
+    (the trace is checked, not decoded): enough for :meth:`Snapshot.stats`,
+    ``segments()``, ``memory()``, ``compare()`` and ``svg()``, and several
+    times faster on a big file; what needs the trace then raises
+    :class:`memsight.MemsightError`. Raises :class:`memsight.MemsightError`
+    for bad input and ``FileNotFoundError`` for a missing file.
     """
     p = _fspath(path)
     if not os.path.exists(p):
         raise FileNotFoundError(2, "No such file or directory", p)
-    return Snapshot(core().load(p, progress), source=p)
+    return Snapshot(core().load(p, progress, trace), source=p)
 
 
 def loads(data: bytes | bytearray | memoryview) -> Snapshot:
@@ -333,6 +358,6 @@ def from_dict(data: Any) -> Snapshot:
 
 def compare(before: Snapshot | PathLike, after: Snapshot | PathLike) -> Comparison:
     """``memsight compare``: accepts snapshots or paths."""
-    b = before if isinstance(before, Snapshot) else load(before)
-    a = after if isinstance(after, Snapshot) else load(after)
+    b = before if isinstance(before, Snapshot) else load(before, trace=False)
+    a = after if isinstance(after, Snapshot) else load(after, trace=False)
     return b.compare(a)

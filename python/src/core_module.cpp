@@ -43,7 +43,7 @@ std::string_view as_view(const py::buffer_info& info) {
   return {static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize)};
 }
 
-SnapshotPtr load_file(const std::string& path, const py::object& progress) {
+SnapshotPtr load_file(const std::string& path, const py::object& progress, bool trace) {
   memsight::Progress cb;
   if (!progress.is_none()) {
     cb = [progress](uint64_t done, uint64_t total) {
@@ -52,7 +52,8 @@ SnapshotPtr load_file(const std::string& path, const py::object& progress) {
     };
   }
   py::gil_scoped_release nogil;
-  return std::make_shared<Snapshot>(memsight::read_snapshot_file(path, cb));
+  return std::make_shared<Snapshot>(memsight::read_snapshot_file(
+      path, cb, trace ? memsight::ReadScope::Everything : memsight::ReadScope::SegmentsOnly));
 }
 
 SnapshotPtr load_bytes(const py::buffer& data) {
@@ -91,6 +92,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("segment_count", [](const Snapshot& s) { return s.segments.size(); })
       .def_property_readonly("block_count", [](const Snapshot& s) { return s.blocks.size(); })
       .def_property_readonly("trace_entry_count", [](const Snapshot& s) { return s.trace.rows(); })
+      .def_property_readonly("trace_skipped", [](const Snapshot& s) { return s.trace_skipped; })
       .def_property_readonly("device_trace_lengths", &device_trace_lengths)
       .def_property_readonly("frame_count",
                              [](const Snapshot& s) { return s.frames.frame_count(); })
@@ -154,7 +156,9 @@ PYBIND11_MODULE(_core, m) {
           py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1);
 
   m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
-        "Reads a snapshot file (pickle, optionally gzip/zstd/xz-compressed).");
+        py::arg("trace") = true,
+        "Reads a snapshot file (pickle, optionally gzip/zstd/xz-compressed); with "
+        "trace=False the trace is checked but not decoded.");
   m.def("loads", &load_bytes, py::arg("data"), "Reads a snapshot from pickled bytes.");
   m.def(
       "compare",

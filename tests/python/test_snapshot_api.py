@@ -142,3 +142,26 @@ def test_flamegraph_skips_lines_it_cannot_read(core):
     svg = folded.svg()
     assert "a" in svg and ET.fromstring(svg).tag.endswith("svg")
     assert ET.fromstring(memsight.FoldedStacks("only bad -1\n").svg()).tag.endswith("svg")
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_load_without_the_trace(core, data_dir, name):
+    """trace=False: the segment reports equal torch's; what needs the trace
+    says so in a MemsightError instead of answering from an empty trace."""
+    snap = memsight.load(data_dir / f"{name}.pickle", trace=False)
+    assert not snap.has_trace
+    assert "trace not read" in repr(snap)
+    assert snap.stats() == _golden(data_dir, name, "stats.txt")
+    assert snap.memory().text == _golden(data_dir, name, "memory.folded")
+    assert snap.segments().text == _golden(data_dir, name, "segments.folded")
+    for call in (snap.trace, snap.summary_text, snap.html, snap.pickle, lambda: snap.trace_entry_count):
+        with pytest.raises(memsight.MemsightError, match="trace=False"):
+            call()
+    assert memsight.load(data_dir / f"{name}.pickle").has_trace
+
+
+def test_load_without_the_trace_reports_bad_input(core, data_dir, tmp_path):
+    bad = tmp_path / "cut.pickle"
+    bad.write_bytes((data_dir / "oom.pickle").read_bytes()[:20000])
+    with pytest.raises(memsight.MemsightError, match="truncated pickle at byte"):
+        memsight.load(bad, trace=False)
