@@ -173,10 +173,11 @@ class Snapshot:
 
     def __repr__(self) -> str:
         where = f" from {self.source!r}" if self.source else ""
-        entries = f"{self.trace_entry_count} trace entries" if self.has_trace else "trace not read"
+        if not self.has_trace:
+            return f"<memsight.Snapshot{where}: {self.segment_count} segments, trace not read>"
         return (
             f"<memsight.Snapshot{where}: {self.device_count} device(s), "
-            f"{self.segment_count} segments, {entries}>"
+            f"{self.segment_count} segments, {self.trace_entry_count} trace entries>"
         )
 
     @property
@@ -194,6 +195,8 @@ class Snapshot:
     # -- the model, in numbers -------------------------------------------------
     @property
     def device_count(self) -> int:
+        """Devices in the trace (one list of entries each)."""
+        self._need_trace("device_count")
         return int(self._snap.device_count)
 
     @property

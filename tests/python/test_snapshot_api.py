@@ -154,7 +154,9 @@ def test_load_without_the_trace(core, data_dir, name):
     assert snap.stats() == _golden(data_dir, name, "stats.txt")
     assert snap.memory().text == _golden(data_dir, name, "memory.folded")
     assert snap.segments().text == _golden(data_dir, name, "segments.folded")
-    for call in (snap.trace, snap.summary_text, snap.html, snap.pickle, lambda: snap.trace_entry_count):
+    assert repr(snap).endswith(f"{snap.segment_count} segments, trace not read>")
+    for call in (snap.trace, snap.summary_text, snap.html, snap.pickle, lambda: snap.trace_entry_count,
+                 lambda: snap.device_count):
         with pytest.raises(memsight.MemsightError, match="trace=False"):
             call()
     assert memsight.load(data_dir / f"{name}.pickle").has_trace
