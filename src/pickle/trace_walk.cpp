@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace memsight::trace_walk {
 
@@ -68,8 +69,10 @@ void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
     if (next && q >= next->from) {
       if (!next_start) {
         int s;
-        while ((s = next->state.load(std::memory_order_acquire)) == 0)
+        while ((s = next->state.load(std::memory_order_acquire)) == 0) {
           if (cancel.load(std::memory_order_relaxed)) return fail();
+          std::this_thread::yield();
+        }
         if (s < 0) return fail();
         next_start = next->start.load(std::memory_order_acquire);
       }
