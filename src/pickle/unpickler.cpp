@@ -96,8 +96,6 @@ Unpickler::Unpickler(ByteSource& src, StringTable& strings, DictHook* hook, Prog
   next_release_ = reinterpret_cast<const uint8_t*>(~uintptr_t{0});  // progress comes from refill()
 }
 
-void Unpickler::reserve_memo(size_t n) { memo_.reserve(n); }
-
 uint64_t Unpickler::offset() const { return buf_offset_ + static_cast<uint64_t>(p_ - base_); }
 
 void Unpickler::release_consumed() {

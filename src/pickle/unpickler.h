@@ -132,7 +132,7 @@ class Unpickler {
   // Runs to STOP and returns the result. Throws Error.
   Val run();
   // Expected number of memo entries, to size tables up front.
-  void reserve_memo(size_t n);
+  void reserve_memo(size_t n) { memo_.reserve(n); }
   // The value of the top-level key `key` (a list) is walked, checked opcode
   // by opcode, and replaced by a Skipped value instead of being decoded.
   void skip_value_of(StrId key) { skip_key_ = key; }

@@ -49,6 +49,7 @@
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
 #include "util/escape.h"
+#include "util/lines.h"
 
 namespace memsight {
 namespace {
@@ -94,15 +95,10 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' |
 std::vector<Sample> parse_folded(std::string_view text) {
   std::vector<Sample> out;
   size_t line_no = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) nl = text.size();
-    std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  for_each_line(text, [&](std::string_view line) {
     ++line_no;
     while (!line.empty() && is_space(line.back())) line.remove_suffix(1);
-    if (line.empty()) continue;
+    if (line.empty()) return;
     size_t sep = line.find_last_of(" \t");
     if (sep == std::string_view::npos) bad_line(line_no, "expected 'stack count'");
     std::string_view count_text = line.substr(sep + 1);
@@ -112,7 +108,7 @@ std::vector<Sample> parse_folded(std::string_view text) {
     // requested_size exceeds its size; flamegraph.pl ignores them, and so do we.
     if (count_text.size() > 1 && count_text[0] == '-' &&
         count_text.find_first_not_of("0123456789", 1) == std::string_view::npos)
-      continue;
+      return;
     uint64_t count = 0;
     const char* end = count_text.data() + count_text.size();
     // from_chars takes no sign for unsigned types, so "-1" and "+1" are rejected here.
@@ -125,7 +121,7 @@ std::vector<Sample> parse_folded(std::string_view text) {
                             " (not a non-negative integer)");
     }
     if (count != 0) out.push_back({stack, count});
-  }
+  });
   return out;
 }
 

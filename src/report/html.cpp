@@ -15,6 +15,7 @@
 #include "report/page_data.h"
 #include "report/page_pack.h"
 #include "util/escape.h"
+#include "util/lines.h"
 
 namespace memsight {
 namespace {
@@ -448,29 +449,19 @@ std::string bundle_js() {
   std::string_view list = viewer_asset("bundle.txt");
   if (list.empty()) throw Error("html: viewer assets missing (bundle.txt)");
   std::string out = "(() => {\n'use strict';\n";
-  size_t b = 0;
-  while (b < list.size()) {
-    size_t e = list.find('\n', b);
-    if (e == std::string_view::npos) e = list.size();
-    std::string_view name = list.substr(b, e - b);
-    b = e + 1;
+  for_each_line(list, [&](std::string_view name) {
     while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.remove_suffix(1);
-    if (name.empty() || name[0] == '#') continue;
+    if (name.empty() || name[0] == '#') return;
     std::string_view src = viewer_asset(name);
     if (src.empty()) throw Error("html: viewer asset missing: " + std::string(name));
     out += "// ---- ";
     out += name;
     out += '\n';
-    size_t lb = 0;
     bool in_import = false;  // inside a multi-line import { ... } from '...';
-    while (lb < src.size()) {
-      size_t le = src.find('\n', lb);
-      if (le == std::string_view::npos) le = src.size();
-      std::string_view line = src.substr(lb, le - lb);
-      lb = le + 1;
+    for_each_line(src, [&](std::string_view line) {
       if (line.starts_with("import ") || in_import) {
         in_import = line.find(" from ") == std::string_view::npos && !line.starts_with("} from ");
-        continue;
+        return;
       }
       if (line.starts_with("export default "))
         line.remove_prefix(15);
@@ -478,8 +469,8 @@ std::string bundle_js() {
         line.remove_prefix(7);
       out += line;
       out += '\n';
-    }
-  }
+    });
+  });
   out += "})();\n";
   return out;
 }

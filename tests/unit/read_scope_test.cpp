@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "../common/scope_agreement.h"
 #include "memsight/pyvalue.h"
 #include "memsight/reader.h"
 #include "memsight/text_tools.h"
@@ -23,36 +24,9 @@ namespace {
 using test::fixture_names;
 using test::slurp;
 
-struct Outcome {
-  std::optional<Snapshot> snap;
-  std::string error;
-};
-
-Outcome read(std::string_view bytes, ReadScope scope) {
-  Outcome o;
-  try {
-    o.snap.emplace(read_snapshot_bytes(bytes, scope));
-  } catch (const Error& e) {
-    o.error = e.what();
-  }
-  return o;
-}
-
 // The property every input must have, whatever its bytes.
 void expect_consistent(std::string_view bytes, const std::string& what) {
-  Outcome full = read(bytes, ReadScope::Everything);
-  Outcome part = read(bytes, ReadScope::SegmentsOnly);
-  if (full.snap) {
-    ASSERT_TRUE(part.snap) << what << ": segments-only read failed: " << part.error;
-    EXPECT_EQ(segsum(*part.snap), segsum(*full.snap)) << what;
-    EXPECT_EQ(folded_memory(*part.snap), folded_memory(*full.snap)) << what;
-    EXPECT_EQ(folded_segments(*part.snap), folded_segments(*full.snap)) << what;
-  } else if (part.snap) {
-    // Only what is inside the trace may differ: its entries were not read.
-    EXPECT_TRUE(part.snap->trace_skipped) << what << ": full read said " << full.error;
-  } else {
-    EXPECT_EQ(part.error, full.error) << what;
-  }
+  EXPECT_EQ(test::scope_disagreement(test::read_both_scopes(bytes)), "") << what;
 }
 
 class Scope : public ::testing::TestWithParam<std::string> {};
