@@ -27,6 +27,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
+from ._cuda import cuda_available
 from .state import TrainState
 
 log = logging.getLogger("memsight")
@@ -76,6 +77,18 @@ class Callback:
             warnings.warn(message, UserWarning, stacklevel=3)
             log.info("memsight: %s", message)
         self.enabled = False
+
+    def _require_cuda(self, state: TrainState, otherwise: str) -> bool:
+        """True when there is a CUDA device and the model is on it (or not yet
+        placed); else turns the callback off with a warning ending in ``otherwise``."""
+        name = type(self).__name__
+        if not cuda_available():
+            self._disable(f"{name} needs a CUDA device, and none is available: {otherwise}.")
+            return False
+        if state.device is not None and state.device not in ("cuda", "meta"):
+            self._disable(f"{name} needs a model on CUDA, but it is on {state.device}: {otherwise}.")
+            return False
+        return True
 
     # -- the protocol --------------------------------------------------------
     def fit_start(self, state: TrainState | None = None) -> None:

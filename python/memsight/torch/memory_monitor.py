@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._cuda import cuda_available, torch_module
+from ._cuda import torch_module
 from .callback import Callback
 from .state import TrainState
 
@@ -132,10 +132,7 @@ class MemoryMonitor(Callback):
         self._checked = True
         if not self.enabled:
             return
-        if not cuda_available():
-            self._disable("MemoryMonitor needs a CUDA device, and none is available: it logs nothing.")
-        elif state.device is not None and state.device not in ("cuda", "meta"):
-            self._disable(f"MemoryMonitor needs a model on CUDA, but it is on {state.device}: it logs nothing.")
+        self._require_cuda(state, "it logs nothing")
 
     def _on_batch_end(self, state: TrainState) -> None:
         if not self._checked:  # hooks called without fit_start

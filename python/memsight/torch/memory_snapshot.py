@@ -12,7 +12,7 @@ import os
 import pickle
 import re
 
-from ._cuda import cuda_available, torch_module
+from ._cuda import torch_module
 from ._files import FileCallback
 from .recording import Recording
 from .state import TrainState
@@ -79,11 +79,7 @@ class MemorySnapshot(FileCallback):
     def _on_fit_start(self, state: TrainState) -> None:
         if not self.enabled:
             return
-        if not cuda_available():
-            self._disable("MemorySnapshot needs a CUDA device, and none is available: it is turned off.")
-            return
-        if state.device is not None and state.device not in ("cuda", "meta"):
-            self._disable(f"MemorySnapshot needs a model on CUDA, but it is on {state.device}: it is turned off.")
+        if not self._require_cuda(state, "it is turned off"):
             return
         self._set_up_folder(state)
         self._seen = 0

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._engine import core
-from ._cuda import cuda_available, torch_module
+from ._cuda import torch_module
 from ._dist import dist_info
 from ._files import FileCallback
 from .recording import Recording
@@ -154,11 +154,7 @@ class OOMObserver(FileCallback):
     def _on_fit_start(self, state: TrainState) -> None:
         if not self.enabled:
             return
-        if not cuda_available():
-            self._disable("OOMObserver needs a CUDA device, and none is available: it is turned off.")
-            return
-        if state.device is not None and state.device not in ("cuda", "meta"):
-            self._disable(f"OOMObserver needs a model on CUDA, but it is on {state.device}: it is turned off.")
+        if not self._require_cuda(state, "it is turned off"):
             return
         self._set_up_folder(state)
         self._recording.start()
