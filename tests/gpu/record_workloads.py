@@ -65,7 +65,7 @@ def w_wrapped():
     # A history buffer far too small: it wraps, and frees of blocks whose
     # allocation fell out of the buffer appear.
     fresh()
-    record(enabled="all", context="all", stacks="python", max_entries=300)
+    record(enabled="all", context="all", stacks="python", max_entries=100)
     steps(mlp(), 4)
     dump("wrapped")
     stop()
