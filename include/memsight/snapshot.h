@@ -142,18 +142,42 @@ class ShapeTable {
   std::vector<uint32_t> begin_;
 };
 
+// An allocator whose resize() leaves new elements uninitialised: columns
+// sized for every row at once, then filled in place by several threads,
+// are not first zeroed (and paged in) by one.
+template <class T>
+struct UninitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() noexcept = default;
+  template <class U>
+  UninitAllocator(const UninitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using Column = std::vector<T, UninitAllocator<T>>;
+
 // Every trace entry of every device, in columns; device d owns rows
 // [device_begin[d], device_begin[d+1]).
 struct TraceTable {
-  std::vector<Action> action;
-  std::vector<int64_t> addr;  // addr, or device_free for oom
-  std::vector<int64_t> size;
-  std::vector<int64_t> stream;
-  std::vector<int64_t> time_us;
-  std::vector<StrId> compile_context;
-  std::vector<StrId> user_metadata;
-  std::vector<StackId> stack;
-  std::vector<ShapeId> shape;
+  Column<Action> action;
+  Column<int64_t> addr;  // addr, or device_free for oom
+  Column<int64_t> size;
+  Column<int64_t> stream;
+  Column<int64_t> time_us;
+  Column<StrId> compile_context;
+  Column<StrId> user_metadata;
+  Column<StackId> stack;
+  Column<ShapeId> shape;
   // Rows with Action::Other: the action string.
   std::unordered_map<uint32_t, StrId> action_name;
   // Rows whose shape has Extra keys: their values, in shape order.

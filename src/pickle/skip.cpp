@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <system_error>
 #include <thread>
 
@@ -30,14 +31,24 @@ using namespace pickle_op;
 namespace skip_stats {
 std::atomic<unsigned> threads{0};
 std::atomic<uint64_t> parallel_walks{0};
+
+unsigned reader_threads() {
+  if (unsigned n = threads.load()) return n;
+  if (const char* env = std::getenv("MEMSIGHT_THREADS")) {
+    char* end = nullptr;
+    unsigned long n = std::strtoul(env, &end, 10);
+    if (end != env && *end == 0 && n > 0) return static_cast<unsigned>(std::min(n, 64ul));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 }  // namespace skip_stats
 
-// The list about to be read is the value of the skipped key in the root
-// dict's (only) batch of items: [dict, MARK, key, value, ..., key].
-bool Unpickler::at_skip_point() const {
+// The list about to be read is the value of `key` in the root dict's
+// (only) batch of items: [dict, MARK, key, value, ..., key].
+bool Unpickler::at_value_of(StrId key) const {
   return sparse_memo_.empty() && marks_.size() == 1 && marks_[0] == 1 && stack_.size() >= 2 &&
          stack_[0].tag() == Val::Dict && (stack_.size() - 1) % 2 == 1 &&
-         stack_.back() == Val::make(Val::Str, skip_key_);
+         stack_.back() == Val::make(Val::Str, key);
 }
 
 using namespace trace_walk;
@@ -92,6 +103,9 @@ void Unpickler::skip_list() {
       case EMPTY_LIST:
         push(kList);
         break;
+      case MEMOIZE:  // a helper's (the slot is counted in its memos)
+        if (depth == 0) fail();
+        break;
       default:
         fail();
     }
@@ -132,8 +146,7 @@ void Unpickler::skip_list() {
       for (int b = 0; b < 4; ++b) key.push_back(static_cast<char>((slot >> (8 * b)) & 0xff));
     }
     size_t left = static_cast<size_t>(end_ - q);
-    unsigned hw = skip_stats::threads.load();
-    if (hw == 0) hw = std::max(1u, std::thread::hardware_concurrency());
+    unsigned hw = skip_stats::reader_threads();
     size_t n = std::min<size_t>({hw, left / (4 << 20), 16});
     if (n < 2) return;
     auto frames = frame_starts(src_, base_, end_);

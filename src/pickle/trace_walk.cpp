@@ -83,7 +83,7 @@ void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
       if (next) return fail();
       break;  // near the end of the input: the trace ended before
     }
-    if (q - dropped > (1 << 20)) {
+    if (q - dropped > trace_walk::kDropStep) {
       // Give back the pages walked, as the main thread does (another thread
       // reading one of them again only faults it back in).
       if (cancel.load(std::memory_order_relaxed)) return fail();
@@ -105,7 +105,8 @@ void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
         ++q;
         break;
       case MEMOIZE:  // of a device's list
-        ++c.memos;
+        c.ops.push_back(MEMOIZE);
+        c.memo_ops.push_back(c.memos++);
         ++q;
         break;
       case FRAME:

@@ -1,6 +1,7 @@
 #pragma once
 // Walking a trace without decoding it (see skip.cpp): the flat-dict walker
 // shared by the main thread and the helpers, and the helpers themselves.
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -154,6 +155,11 @@ bool walk_flat_dict(const uint8_t*& q0, const uint8_t* end, Memo& memo, bool nes
   }
 }
 
+// Helpers give back the pages they have read in steps of this many bytes:
+// more threads reading at once would otherwise keep more of the file
+// resident.
+constexpr long kDropStep = 256 << 10;
+
 // Bytes an opcode takes, its argument included, for the ops a trace holds
 // (0: anything else). q has at least 16 readable bytes.
 size_t op_size(const uint8_t* q);
@@ -168,8 +174,11 @@ struct Chunk {
   uint64_t memos = 0;
   int64_t reach = INT64_MIN;  // max over memo reads of (index - slots counted before it)
   // List operations between entries, in order: MARK, APPENDS, APPEND,
-  // EMPTY_LIST (a device's list), EMPTY_DICT (one whole entry).
+  // EMPTY_LIST (a device's list), MEMOIZE (of that list), EMPTY_DICT (one
+  // whole entry).
   std::vector<uint8_t> ops;
+  std::vector<uint64_t> memo_ops;  // the chunk's slot of each MEMOIZE in ops
+  uint64_t entries() const { return static_cast<uint64_t>(std::count(ops.begin(), ops.end(), EMPTY_DICT)); }
 };
 
 struct CountingMemo {

@@ -348,6 +348,8 @@ Val Unpickler::run() {
     if (end_ - p_ < 16 && !eof_) refill(16, /*hard=*/false);
     if (p_ == end_)
       throw Error("truncated pickle at byte " + std::to_string(offset()) + ": ended before STOP");
+    if (p_ >= par_check_) [[unlikely]]
+      par_step();
     if (p_ >= next_release_) release_consumed();
     op_offset_ = offset();
     uint8_t op = *p_++;
@@ -467,10 +469,11 @@ Val Unpickler::run() {
         new_node(T::Dict);
         break;
       case EMPTY_LIST:
-        if (skip_key_ && at_skip_point()) {
+        if (skip_key_ && at_value_of(skip_key_)) {
           skip_list();
           break;
         }
+        if (par_key_ && !par_ && at_value_of(par_key_)) par_arm();
         new_node(T::List);
         break;
       case EMPTY_TUPLE:

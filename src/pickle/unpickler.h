@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -21,6 +22,7 @@
 #include "memsight/pyvalue.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
+#include "pickle/row_chunks.h"
 #include "pickle/source.h"
 
 namespace memsight {
@@ -81,6 +83,9 @@ class Unpickler;
 namespace skip_stats {
 extern std::atomic<unsigned> threads;
 extern std::atomic<uint64_t> parallel_walks;
+// Threads a read may use: `threads` if set, else $MEMSIGHT_THREADS, else
+// one per hardware thread.
+unsigned reader_threads();
 }  // namespace skip_stats
 
 // Thrown when a read that skips part of the input (ReadScope::SegmentsOnly)
@@ -89,6 +94,11 @@ extern std::atomic<uint64_t> parallel_walks;
 // corrupt. The caller reads the whole input again, in full, and that read
 // gives the answer, or the error, for the input as it is.
 struct NeedsFullRead {};
+
+// Thrown when a parallel decode (parallel_decode.cpp) meets something its
+// helpers cannot decode after it has started filling the model: the caller
+// reads the input again on one thread.
+struct RestartRead {};
 
 // A trace entry decoded by the row lane: typed fields in key order.
 struct RowFields {
@@ -110,6 +120,11 @@ class DictHook {
   virtual bool convert_dict(Unpickler& vm, std::span<const Val> items, Val& out) = 0;
   // Stores a row decoded by the row lane; returns its row index.
   virtual uint32_t commit_row(const RowFields& row) = 0;
+  // For the parallel decode, which fills the rows in place: the table,
+  // the shape id of a row layout, and a row's action from its string.
+  virtual TraceTable* trace_table() { return nullptr; }
+  virtual ShapeId row_shape(const RowFields& row) = 0;
+  virtual void set_row_action(uint32_t row, StrId action) = 0;
 };
 
 // The keys the row lane understands, by field index.
@@ -137,6 +152,14 @@ class Unpickler {
   // by opcode, and replaced by a Skipped value instead of being decoded.
   void skip_value_of(StrId key) { skip_key_ = key; }
   bool skipped() const { return skipped_; }
+  // The value of the top-level key `key` (the trace), when big, is decoded
+  // by several threads (see parallel_decode.cpp). The other two are the ids
+  // of the frame keys "filename" and "line".
+  void decode_in_parallel(StrId key, StrId filename_key, StrId line_key) {
+    par_key_ = key;
+    filename_key_ = filename_key;
+    line_key_ = line_key;
+  }
   // The items of a list, with a row range expanded.
   std::vector<Val> list_items(Val v) const;
 
@@ -242,7 +265,7 @@ class Unpickler {
     row_key_of_[s] = k;
   }
   bool try_row();
-  bool at_skip_point() const;
+  bool at_value_of(StrId key) const;
   void skip_list();
   bool row_str(const uint8_t*& q, StrId& out);
   bool row_int(const uint8_t*& q, int64_t& out);
@@ -292,7 +315,7 @@ class Unpickler {
   // Memo slots are 32 bits (tag + 28-bit payload); the rare value that does
   // not fit lives in memo_wide_ and its slot holds kWide.
   static constexpr uint32_t kWide = UINT32_MAX;
-  std::vector<uint32_t> memo_;
+  Column<uint32_t> memo_;  // sized at once by the parallel decode
   std::unordered_map<uint64_t, Val> memo_wide_;
   void memo_set(size_t idx, Val v);
   [[gnu::always_inline]] void memo_push(Val v) {
@@ -314,6 +337,24 @@ class Unpickler {
   std::vector<uint32_t> free_nodes_;
   std::vector<double> floats_;
   std::vector<std::string> blobs_;  // bytes and big ints
+
+  // Parallel decode (parallel_decode.cpp). Declared last: its destructor
+  // stops and joins the helper threads before anything they read goes.
+  StrId par_key_ = 0, filename_key_ = 0, line_key_ = 0;
+  const uint8_t* par_check_ = reinterpret_cast<const uint8_t*>(~uintptr_t{0});
+  void par_arm();
+  void par_step();
+  bool par_launch();
+  bool par_take_over();
+  void par_abandon();
+  struct Ids;
+  Val slot_value(const std::vector<row_chunks::Share>& shares, const std::vector<Ids>& ids,
+                 uint64_t idx) const;
+  struct Parallel;
+  struct ParallelDeleter {
+    void operator()(Parallel* p) const;
+  };
+  std::unique_ptr<Parallel, ParallelDeleter> par_;
 };
 
 }  // namespace memsight

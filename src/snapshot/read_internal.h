@@ -3,5 +3,7 @@
 #include "pickle/source.h"
 
 namespace memsight {
-Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope);
+// `parallel`: a big trace may be decoded on several threads (parallel_decode.cpp).
+Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope,
+                       bool parallel = true);
 }

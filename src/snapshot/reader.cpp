@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "pickle/row_chunks.h"
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
 #include "snapshot/read_internal.h"
@@ -95,10 +96,25 @@ class Builder : public DictHook {
 
   void finish(Unpickler& vm, Val root);
 
+  static constexpr Field kFieldOf[kRowKeyCount] = {
+      Field::Action, Field::Addr,           Field::Size,         Field::Stream,
+      Field::TimeUs, Field::CompileContext, Field::UserMetadata, Field::Frames};
+
+  TraceTable* trace_table() override { return &snap_.trace; }
+
+  ShapeId row_shape(const RowFields& r) override {
+    ShapeKey keys[RowFields::kMax];
+    for (int i = 0; i < r.n; ++i) keys[i] = {r.keys[i], kFieldOf[r.field[i]]};
+    return snap_.shapes.intern({keys, static_cast<size_t>(r.n)});
+  }
+
+  void set_row_action(uint32_t row, StrId s) override {
+    Action a = action_of(s);
+    snap_.trace.action[row] = a;
+    if (a == Action::Other) snap_.trace.action_name[row] = s;
+  }
+
   [[gnu::flatten]] uint32_t commit_row(const RowFields& r) override {
-    static constexpr Field kFieldOf[kRowKeyCount] = {
-        Field::Action, Field::Addr,           Field::Size,         Field::Stream,
-        Field::TimeUs, Field::CompileContext, Field::UserMetadata, Field::Frames};
     TraceTable& t = snap_.trace;
     auto row = static_cast<uint32_t>(t.rows());
     auto n = static_cast<size_t>(r.n);
@@ -668,7 +684,8 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
 
 }  // namespace
 
-Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope) {
+Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope,
+                       bool parallel) {
   Snapshot snap;
   Builder builder(snap);
   Unpickler vm(src, snap.strings, &builder, progress);
@@ -676,7 +693,10 @@ Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scop
                                         kTimeUs, kCompileContext, kUserMetadata, kFrames};
   vm.enable_fast_path(&snap.frames, kAction, kName, row_keys, kDeviceFree);
   bool skip = scope == ReadScope::SegmentsOnly;
-  if (skip) vm.skip_value_of(kDeviceTraces);
+  if (skip)
+    vm.skip_value_of(kDeviceTraces);
+  else if (parallel)
+    vm.decode_in_parallel(kDeviceTraces, kFilename, kLine);
   if (src.total() > 0 && src.compression().empty()) {
     // Reserved, not touched: untouched pages cost no memory, and tables that
     // never reallocate never hold two copies at once. A trace entry takes
@@ -705,8 +725,14 @@ Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope
     } catch (const NeedsFullRead&) {
     }
   }
+  try {
+    auto src = open();
+    return read_snapshot(*src, progress, ReadScope::Everything, /*parallel=*/true);
+  } catch (const RestartRead&) {
+    ++decode_stats::restarts;
+  }
   auto src = open();
-  return read_snapshot(*src, progress, ReadScope::Everything);
+  return read_snapshot(*src, progress, ReadScope::Everything, /*parallel=*/false);
 }
 }  // namespace
 

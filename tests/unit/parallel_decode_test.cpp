@@ -1,0 +1,221 @@
+// A big trace decoded on several threads (src/pickle/parallel_decode.cpp)
+// must give exactly the model a one-thread read gives: every id in the same
+// order, the same rows, and the same error for a damaged input. Small
+// shares make the fixtures go through the parallel path.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "memsight/reader.h"
+#include "pickle/opcodes.h"
+#include "pickle/row_chunks.h"
+#include "pickle/trace_walk.h"
+#include "pickle/unpickler.h"
+#include "test_data.h"
+
+namespace fs = std::filesystem;
+using namespace memsight;
+
+namespace {
+
+using test::fixture_names;
+using test::slurp;
+
+constexpr size_t kDefaultShare = 4 << 20;
+
+struct Outcome {
+  std::optional<Snapshot> snap;
+  std::string error;
+};
+
+Outcome read(std::string_view bytes, unsigned threads, size_t share) {
+  skip_stats::threads = threads;
+  decode_stats::share_bytes = share;
+  Outcome out;
+  try {
+    out.snap.emplace(read_snapshot_bytes(bytes));
+  } catch (const Error& e) {
+    out.error = e.what();
+  }
+  skip_stats::threads = 0;
+  decode_stats::share_bytes = kDefaultShare;
+  return out;
+}
+
+// "" when the two models are the same, table by table and id by id.
+std::string model_difference(const Snapshot& a, const Snapshot& b) {
+  if (a.strings.size() != b.strings.size()) return "string count";
+  for (StrId i = 0; i < a.strings.size(); ++i)
+    if (a.str(i) != b.str(i)) return "string " + std::to_string(i);
+  if (a.frames.frame_count() != b.frames.frame_count()) return "frame count";
+  for (FrameId i = 0; i < a.frames.frame_count(); ++i) {
+    const Frame &x = a.frames.frame(i), &y = b.frames.frame(i);
+    if (x.name != y.name || x.filename != y.filename || x.line != y.line || x.extra != y.extra)
+      return "frame " + std::to_string(i);
+  }
+  if (a.frames.stack_count() != b.frames.stack_count()) return "stack count";
+  for (StackId i = 0; i < a.frames.stack_count(); ++i) {
+    auto x = a.frames.stack(i), y = b.frames.stack(i);
+    if (!std::equal(x.begin(), x.end(), y.begin(), y.end())) return "stack " + std::to_string(i);
+  }
+  if (a.shapes.size() != b.shapes.size()) return "layout count";
+  for (ShapeId i = 0; i < a.shapes.size(); ++i) {
+    auto x = a.shapes.get(i), y = b.shapes.get(i);
+    if (!std::equal(x.begin(), x.end(), y.begin(), y.end(), [](const ShapeKey& p, const ShapeKey& q) {
+          return p.key == q.key && p.field == q.field;
+        }))
+      return "layout " + std::to_string(i);
+  }
+  const TraceTable &s = a.trace, &t = b.trace;
+  if (s.action != t.action) return "actions";
+  if (s.addr != t.addr || s.size != t.size || s.stream != t.stream || s.time_us != t.time_us)
+    return "row numbers";
+  if (s.compile_context != t.compile_context || s.user_metadata != t.user_metadata)
+    return "row strings";
+  if (s.stack != t.stack) return "row stacks";
+  if (s.shape != t.shape) return "row layouts";
+  if (s.action_name != t.action_name) return "action names";
+  if (s.extras.size() != t.extras.size()) return "row extras";
+  if (a.device_begin != b.device_begin) return "devices";
+  if (pickle_snapshot(a) != pickle_snapshot(b)) return "written pickle";
+  return "";
+}
+
+std::string disagreement(std::string_view bytes, size_t share = 16 << 10) {
+  Outcome one = read(bytes, 1, kDefaultShare);
+  Outcome many = read(bytes, 4, share);
+  if (one.snap && many.snap) return model_difference(*one.snap, *many.snap);
+  if (one.snap) return "the parallel read failed: " + many.error;
+  if (many.snap) return "the parallel read accepted what one thread refused: " + one.error;
+  if (one.error != many.error) return "'" + many.error + "' against '" + one.error + "'";
+  return "";
+}
+
+class ParallelDecode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ParallelDecode, GivesTheOneThreadModel) {
+  std::string bytes = slurp(fs::path(MEMSIGHT_TEST_DATA) / (GetParam() + ".pickle"));
+  uint64_t before = decode_stats::parallel_decodes;
+  EXPECT_EQ(disagreement(bytes, 4096), "");
+  // A fixture whose trace spans several pickle frames is decoded in shares.
+  if (bytes.size() > (256 << 10)) {
+    EXPECT_GT(decode_stats::parallel_decodes, before) << "no share was decoded in parallel";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ParallelDecode, ::testing::ValuesIn(fixture_names()));
+
+// The start of the n-th entry (EMPTY_DICT MEMOIZE MARK) at or after `from`.
+size_t entry_at(const std::string& bytes, size_t from) {
+  return bytes.find("}\x94(", from);
+}
+
+TEST(ParallelDecode, DamageGivesTheOneThreadError) {
+  std::string bytes = slurp(fs::path(MEMSIGHT_TEST_DATA) / "transformer_train.pickle");
+  size_t trace = bytes.find("device_traces");
+  ASSERT_NE(trace, std::string::npos);
+  for (int i = 1; i < 40; ++i) {
+    size_t pos = trace + (bytes.size() - trace) * static_cast<size_t>(i) / 40;
+    EXPECT_EQ(disagreement(std::string_view(bytes).substr(0, pos)), "") << "cut at " << pos;
+    for (char b : {'\x93', 'u', 'a', '\xff', '\x00'}) {
+      std::string bad = bytes;
+      bad[pos] = b;
+      EXPECT_EQ(disagreement(bad), "") << "byte " << int(b) << " at " << pos;
+      size_t entry = entry_at(bytes, pos);
+      if (entry == std::string::npos) continue;
+      bad = bytes;
+      bad[entry + 3] = b;  // an entry's first key
+      EXPECT_EQ(disagreement(bad), "") << "byte " << int(b) << " in the entry at " << entry;
+    }
+  }
+}
+
+// An entry the helpers do not decode late in the trace (an int written as
+// an empty LONG1, which the walk accepts): the read starts again on one
+// thread and gives its model.
+TEST(ParallelDecode, AnEntryTheHelpersCannotDecodeRestartsTheRead) {
+  using namespace pickle_op;
+  std::string bytes = slurp(fs::path(MEMSIGHT_TEST_DATA) / "transformer_train.pickle");
+  // Find, in an entry past 80% of the file, a value written as BININT1 0,
+  // and write it as LONG1 of length 0 (also 0): the same two bytes.
+  size_t patched = 0;
+  for (size_t e = entry_at(bytes, bytes.size() * 8 / 10); e != std::string::npos && !patched;
+       e = entry_at(bytes, e + 1)) {
+    const auto* q = reinterpret_cast<const uint8_t*>(bytes.data()) + e + 3;
+    for (int item = 0; item < 16 && *q != SETITEMS; ++item) {
+      size_t n = trace_walk::op_size(q);
+      if (n == 0) break;
+      if (item % 2 == 1 && q[0] == BININT1 && q[1] == 0) {
+        patched = static_cast<size_t>(q - reinterpret_cast<const uint8_t*>(bytes.data()));
+        break;
+      }
+      q += n;
+      if (*q == MEMOIZE) ++q;
+    }
+  }
+  ASSERT_NE(patched, 0u);
+  std::string original = bytes;
+  bytes[patched] = static_cast<char>(LONG1);
+  uint64_t restarts = decode_stats::restarts;
+  EXPECT_EQ(disagreement(bytes), "");
+  EXPECT_GT(decode_stats::restarts, restarts) << "the helpers decoded an entry they should not";
+  Outcome patched_read = read(bytes, 4, 16 << 10), original_read = read(original, 1, kDefaultShare);
+  ASSERT_TRUE(patched_read.snap && original_read.snap);
+  EXPECT_EQ(model_difference(*patched_read.snap, *original_read.snap), "");  // 0 either way
+}
+
+std::string gunzip(const std::string& packed) {
+  std::string bytes;
+  auto src = memory_source(packed);
+  char buf[1 << 16];
+  while (size_t n = src->read(buf, sizeof buf)) bytes.append(buf, n);
+  return bytes;
+}
+
+// Two devices; an action name, frames and strings first seen deep in the
+// trace and read back in later shares; frame lists shared between entries;
+// an OOM entry (tests/data/make_synthetic.py).
+TEST(ParallelDecode, TwoDevicesAndLateDefinitions) {
+  std::string bytes =
+      gunzip(slurp(fs::path(MEMSIGHT_TEST_DATA) / "synthetic_two_devices.pickle.gz"));
+  for (size_t share : {size_t{16} << 10, size_t{64} << 10, size_t{256} << 10}) {
+    uint64_t before = decode_stats::parallel_decodes, restarts = decode_stats::restarts;
+    EXPECT_EQ(disagreement(bytes, share), "") << share;
+    EXPECT_EQ(decode_stats::parallel_decodes, before + 1) << share;
+    EXPECT_EQ(decode_stats::restarts, restarts) << share;
+  }
+  Outcome many = read(bytes, 4, 16 << 10);
+  ASSERT_TRUE(many.snap);
+  EXPECT_EQ(many.snap->device_count(), 2u);
+  EXPECT_EQ(many.snap->trace.rows(), 28001u);
+}
+
+// An entry whose frames are a memo read of a string stored by an entry of
+// the same share: not a stack, so the helper must not take it for one.
+TEST(ParallelDecode, AMemoReadOfTheWrongKindRestartsTheRead) {
+  std::string bytes =
+      gunzip(slurp(fs::path(MEMSIGHT_TEST_DATA) / "synthetic_mixed_kinds.pickle.gz"));
+  uint64_t restarts = decode_stats::restarts;
+  EXPECT_EQ(disagreement(bytes, 16 << 10), "");
+  EXPECT_EQ(decode_stats::restarts, restarts + 1);
+}
+
+// The 856k-entry training run from ../shared, at the default share size.
+TEST(ParallelDecode, LargeTraceGivesTheOneThreadModel) {
+  fs::path xz = MEMSIGHT_LARGE_FIXTURE;
+  if (!fs::exists(xz)) GTEST_SKIP() << xz << " is not here";
+  std::string bytes, packed = slurp(xz);
+  try {
+    auto src = memory_source(packed);
+    char buf[1 << 16];
+    while (size_t n = src->read(buf, sizeof buf)) bytes.append(buf, n);
+  } catch (const Error& e) {
+    GTEST_SKIP() << e.what();  // built without liblzma
+  }
+  uint64_t before = decode_stats::parallel_decodes;
+  EXPECT_EQ(disagreement(bytes, kDefaultShare), "");
+  EXPECT_EQ(decode_stats::parallel_decodes, before + 1);
+}
+
+}  // namespace
