@@ -143,7 +143,7 @@ bool Unpickler::par_launch() {
   }
   size_t share = std::max<size_t>(decode_stats::share_bytes.load(), 4096);
   size_t left = static_cast<size_t>(end_ - p_);
-  P.threads_allowed = std::min<size_t>(skip_stats::reader_threads(), 16);
+  P.threads_allowed = std::min<size_t>(skip_stats::reader_threads(), 32);
   // Twice as many shares as threads: the main thread's own share (decoded
   // while the helpers walk) is small, and shares balance over the threads.
   size_t n = std::min<size_t>({2 * P.threads_allowed, left / share, 32});
@@ -296,7 +296,7 @@ bool Unpickler::par_take_over() {
   table.user_metadata.resize(rows);
   table.stack.resize(rows);
   table.shape.resize(rows);
-  memo_.resize(memo_base, 0);
+  memo_.resize(memo_base);  // every slot is written: by a share, or by the replay below
   ctx.memo = memo_.data();
 
   // Replay the list operations: the rows (filled below) and the devices'

@@ -18,7 +18,7 @@
 
 namespace memsight {
 namespace decode_stats {
-std::atomic<size_t> share_bytes{4 << 20};
+std::atomic<size_t> share_bytes{2 << 20};
 std::atomic<uint64_t> parallel_decodes{0};
 std::atomic<uint64_t> restarts{0};
 }  // namespace decode_stats

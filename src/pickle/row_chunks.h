@@ -16,7 +16,7 @@ namespace memsight {
 
 // Tuning and test hooks of the parallel decode.
 namespace decode_stats {
-// Bytes of trace per thread, at least (default 4 MiB); tests make it small
+// Bytes of trace per share, at least (default 2 MiB); tests make it small
 // so that the fixtures are decoded in many shares.
 extern std::atomic<size_t> share_bytes;
 extern std::atomic<uint64_t> parallel_decodes;  // reads that decoded shares on helper threads

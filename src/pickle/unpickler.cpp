@@ -225,7 +225,7 @@ void Unpickler::memo_put(uint64_t idx) {
     memo_.push_back(0);
     memo_set(idx, v);
   } else if (idx - memo_.size() < 4096) {
-    memo_.resize(idx + 1);
+    memo_.resize(idx + 1, 0);  // the slots skipped hold None
     memo_set(idx, v);
   } else {
     sparse_memo_[idx] = v;

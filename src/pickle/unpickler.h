@@ -315,7 +315,7 @@ class Unpickler {
   // Memo slots are 32 bits (tag + 28-bit payload); the rare value that does
   // not fit lives in memo_wide_ and its slot holds kWide.
   static constexpr uint32_t kWide = UINT32_MAX;
-  std::vector<uint32_t> memo_;
+  Column<uint32_t> memo_;  // uninitialised on resize: say what new slots hold
   std::unordered_map<uint64_t, Val> memo_wide_;
   void memo_set(size_t idx, Val v);
   [[gnu::always_inline]] void memo_push(Val v) {

@@ -22,7 +22,7 @@ namespace {
 using test::fixture_names;
 using test::slurp;
 
-constexpr size_t kDefaultShare = 4 << 20;
+constexpr size_t kDefaultShare = 2 << 20;
 
 struct Outcome {
   std::optional<Snapshot> snap;
