@@ -2,6 +2,7 @@
 import gzip
 import json
 import lzma
+import os
 import pathlib
 import pickle
 import subprocess
@@ -256,3 +257,22 @@ def test_live_sites_at_peak_match_python_replay(run, name):
                 live[e["addr"]] = e["size"]
         assert sum(s["count"] for s in dev["top_sites"]) == len(live)
         assert sum(s["bytes"] for s in dev["top_sites"]) == sum(live.values()) == dev["peak_allocated"]
+
+
+LARGE_XZ = ROOT.parent / "shared" / "fixtures" / "large" / "large.pickle.xz"
+
+
+@pytest.mark.skipif(not LARGE_XZ.exists(), reason="../shared is not beside the checkout")
+def test_thread_count_changes_nothing_but_speed(memsight_bin, tmp_path):
+    # The 856k-entry file is decoded in shares on several threads; the
+    # output must not depend on how many (MEMSIGHT_THREADS; junk is ignored).
+    big = tmp_path / "large.pickle"
+    big.write_bytes(lzma.decompress(LARGE_XZ.read_bytes()))
+    outputs = set()
+    for threads in ["1", "2", "5", "junk", ""]:
+        env = dict(os.environ, MEMSIGHT_THREADS=threads)
+        for cmd in (["summary", "--json", big], ["stats", big]):
+            r = subprocess.run([memsight_bin, *map(str, cmd)], capture_output=True, env=env, timeout=120)
+            assert r.returncode == 0, r.stderr
+            outputs.add((cmd[0], r.stdout))
+    assert len(outputs) == 2
