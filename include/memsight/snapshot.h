@@ -185,7 +185,8 @@ struct TraceTable {
 
   size_t rows() const { return action.size(); }
   void reserve(size_t n);
-  void push_back_row();  // appends a zeroed row
+  void resize(size_t n);  // new rows are uninitialised (see Column)
+  void push_back_row();   // appends a zeroed row
 };
 
 enum class BlockState : uint8_t { ActiveAllocated, ActivePendingFree, Inactive, Other };

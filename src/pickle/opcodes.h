@@ -96,4 +96,69 @@ inline int64_t long1_value(const uint8_t* b, size_t n) {
   return static_cast<int64_t>(u);
 }
 
+// A small int at q: BININT1, BININT2, BININT, or a LONG1 of 1-8 bytes whose
+// value fits the unpickler's 60-bit ints (a bigger one is kept as a big int
+// by the generic path). Sets `out` and moves q past it; false for anything
+// else. Reads up to 10 bytes from q.
+inline bool small_int(const uint8_t*& q, int64_t& out) {
+  switch (*q) {
+    case BININT1:
+      out = q[1];
+      q += 2;
+      return true;
+    case BININT2:
+      out = load_le<uint16_t>(q + 1);
+      q += 3;
+      return true;
+    case BININT:
+      out = load_le<int32_t>(q + 1);
+      q += 5;
+      return true;
+    case LONG1: {
+      size_t n = q[1];
+      if (n == 0 || n > 8) return false;
+      int64_t v = long1_value(q + 2, n);
+      if (v < -(int64_t{1} << 59) || v >= (int64_t{1} << 59)) return false;
+      out = v;
+      q += 2 + n;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+// The bytes of the key at one position of a trace entry. Entries repeat
+// their keys byte for byte (the same memo reads), so a decoder remembers,
+// per position, the last key's bytes and what they meant.
+struct KeySlot {
+  uint64_t bytes = 0, mask = 0;
+  uint8_t len = 0;  // 0: nothing remembered
+  uint8_t field = 0;
+  uint32_t key = 0;
+  // The same bytes at q (8 readable): the key and field, q moved past them.
+  bool hit(const uint8_t*& q, uint32_t& k, uint8_t& f) const {
+    uint64_t raw;
+    std::memcpy(&raw, q, 8);
+    if (!len || (raw & mask) != bytes) return false;
+    k = key;
+    f = field;
+    q += len;
+    return true;
+  }
+  // Remembers the key read from [start, end), if it was a short memo read.
+  void remember(const uint8_t* start, const uint8_t* end, uint32_t k, uint8_t f) {
+    auto n = static_cast<size_t>(end - start);
+    len = 0;
+    if ((*start != BINGET && *start != LONG_BINGET) || n > 8) return;
+    uint64_t raw;
+    std::memcpy(&raw, start, 8);
+    mask = n == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * n)) - 1;
+    bytes = raw & mask;
+    len = static_cast<uint8_t>(n);
+    key = k;
+    field = f;
+  }
+};
+
 }  // namespace memsight::pickle_op

@@ -286,16 +286,7 @@ bool Unpickler::par_take_over() {
   ctx.filename_key = filename_key_;
   ctx.line_key = line_key_;
   ctx.trace = &table;
-  size_t rows = row_base;
-  table.action.resize(rows);
-  table.addr.resize(rows);
-  table.size.resize(rows);
-  table.stream.resize(rows);
-  table.time_us.resize(rows);
-  table.compile_context.resize(rows);
-  table.user_metadata.resize(rows);
-  table.stack.resize(rows);
-  table.shape.resize(rows);
+  table.resize(row_base);
   memo_.resize(memo_base);  // every slot is written: by a share, or by the replay below
   ctx.memo = memo_.data();
 

@@ -142,33 +142,6 @@ class Decoder {
     return literal(q, out, sv);
   }
 
-  static bool int_value(const uint8_t*& q, int64_t& out) {
-    switch (*q) {
-      case BININT1:
-        out = q[1];
-        q += 2;
-        return true;
-      case BININT2:
-        out = load_le<uint16_t>(q + 1);
-        q += 3;
-        return true;
-      case BININT:
-        out = load_le<int32_t>(q + 1);
-        q += 5;
-        return true;
-      case LONG1: {
-        size_t n = q[1];
-        if (n == 0 || n > 8) return false;
-        out = long1_value(q + 2, n);
-        if (!Val::fits_int(out)) return false;  // a big int: the generic path keeps it
-        q += 2 + n;
-        return true;
-      }
-      default:
-        return false;
-    }
-  }
-
   // A key: a memo read of a key string known before the helpers started,
   // or a literal. Sets its ref and row field (kRowNone if unknown).
   bool key(const uint8_t*& q, uint32_t& key_ref, uint8_t& field) {
@@ -215,7 +188,7 @@ class Decoder {
       skip_frames(q);
       bool ok = i == 0   ? str_value(q, f.name)
                 : i == 1 ? str_value(q, f.filename)
-                         : int_value(q, f.line);
+                         : small_int(q, f.line);
       if (!ok) return false;
     }
     skip_frames(q);
@@ -305,24 +278,10 @@ class Decoder {
       uint32_t k;
       uint8_t f;
       KeySlot& ks = key_slots_[s.n];
-      uint64_t raw;
-      std::memcpy(&raw, q, 8);
-      if (ks.len && (raw & ks.mask) == ks.bytes) {
-        k = ks.key;
-        f = ks.field;
-        q += ks.len;
-      } else {
+      if (!ks.hit(q, k, f)) {
         const uint8_t* start = q;
         if (!key(q, k, f)) return false;
-        auto len = static_cast<uint8_t>(q - start);
-        ks.len = 0;
-        if ((*start == BINGET || *start == LONG_BINGET) && len <= 8) {
-          ks.mask = len == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * len)) - 1;
-          ks.bytes = raw & ks.mask;
-          ks.len = len;
-          ks.key = k;
-          ks.field = f;
-        }
+        ks.remember(start, q, k, f);
       }
       if (f == kRowNone || (s.n == 0 && f != kRowAction)) return false;
       if (seen & (1u << f)) return false;
@@ -335,16 +294,16 @@ class Decoder {
           ok = str_value(q, action);
           break;
         case kRowAddr:
-          ok = int_value(q, addr);
+          ok = small_int(q, addr);
           break;
         case kRowSize:
-          ok = int_value(q, size);
+          ok = small_int(q, size);
           break;
         case kRowStream:
-          ok = int_value(q, stream);
+          ok = small_int(q, stream);
           break;
         case kRowTimeUs:
-          ok = int_value(q, time_us);
+          ok = small_int(q, time_us);
           break;
         case kRowCompileContext:
           ok = str_value(q, cc);
@@ -403,12 +362,6 @@ class Decoder {
            std::memcmp(a.field, b.field, a.n) == 0;
   }
 
-  struct KeySlot {
-    uint64_t bytes = 0, mask = 0;
-    uint8_t len = 0;
-    uint8_t field = 0;
-    uint32_t key = 0;
-  };
   KeySlot key_slots_[12];
   std::unordered_map<std::string_view, uint32_t> str_index_;
   std::string_view last_str_;
@@ -423,15 +376,11 @@ class Decoder {
 void decode_share(Share& s, const Context& ctx, uint32_t* memo) {
   Decoder dec(s, ctx, memo);
   const uint8_t* q = s.start;
-  const uint8_t* dropped = q;
+  trace_walk::PageDropper dropper(*ctx.src, ctx.base, q);
   s.ok = false;
-  auto drop = [&] {
-    ctx.src->drop(static_cast<uint64_t>(dropped - ctx.base), static_cast<uint64_t>(q - ctx.base));
-    dropped = q;
-  };
   while (q < s.stop) {
     if (ctx.end - q < 1024) return;
-    if (q - dropped > trace_walk::kDropStep) drop();
+    dropper.step(q);
     switch (*q) {
       case EMPTY_DICT:
         if (!dec.row(q)) return;
@@ -453,7 +402,7 @@ void decode_share(Share& s, const Context& ctx, uint32_t* memo) {
         return;
     }
   }
-  drop();
+  dropper.all(q);
   s.ok = q == s.stop && dec.rows() == s.rows && dec.slots() == s.memos;
 }
 

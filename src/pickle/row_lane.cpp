@@ -166,32 +166,6 @@ bool Unpickler::flat_value(const uint8_t*& q, Val& out) {
   return true;
 }
 
-bool Unpickler::row_int(const uint8_t*& q, int64_t& out) {
-  switch (*q) {
-    case BININT1:
-      out = q[1];
-      q += 2;
-      return true;
-    case BININT2:
-      out = load_le<uint16_t>(q + 1);
-      q += 3;
-      return true;
-    case BININT:
-      out = load_le<int32_t>(q + 1);
-      q += 5;
-      return true;
-    case LONG1: {
-      size_t n = q[1];
-      if (n == 0 || n > 8) return false;
-      out = long1_value(q + 2, n);  // at least 32 bytes are in the buffer
-      q += 2 + n;
-      return true;
-    }
-    default:
-      return false;
-  }
-}
-
 // A frame reference inside a frame list: a memo read of a frame.
 [[gnu::always_inline]] inline bool Unpickler::row_frame_ref(const uint8_t*& q, FrameId& out) {
   Val v;
@@ -259,25 +233,11 @@ bool Unpickler::try_row() {
     StrId key;
     uint8_t f;
     KeySlot& ks = key_slots_[row_.n];
-    uint64_t raw;
-    std::memcpy(&raw, q, 8);  // at least 32 bytes are in the buffer
-    if (ks.len && (raw & ks.mask) == ks.bytes) {
-      key = ks.key;
-      f = ks.field;
-      q += ks.len;
-    } else {
+    if (!ks.hit(q, key, f)) {  // at least 32 bytes are in the buffer
       const uint8_t* start = q;
       if (!row_str(q, key)) return bail();
       f = key < row_key_of_.size() ? row_key_of_[key] : uint8_t{kRowNone};
-      auto len = static_cast<uint8_t>(q - start);
-      ks.len = 0;
-      if ((*start == BINGET || *start == LONG_BINGET) && len <= 8) {
-        ks.mask = len == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * len)) - 1;
-        ks.bytes = raw & ks.mask;
-        ks.len = len;
-        ks.key = key;
-        ks.field = f;
-      }
+      ks.remember(start, q, key, f);
     }
     if (row_.n == 0 && f != kRowAction) return bail();
     if (end_ - q < 32) return bail();
@@ -287,16 +247,16 @@ bool Unpickler::try_row() {
         ok = row_str(q, row_.action);
         break;
       case kRowAddr:
-        ok = row_int(q, row_.addr);
+        ok = small_int(q, row_.addr);
         break;
       case kRowSize:
-        ok = row_int(q, row_.size);
+        ok = small_int(q, row_.size);
         break;
       case kRowStream:
-        ok = row_int(q, row_.stream);
+        ok = small_int(q, row_.stream);
         break;
       case kRowTimeUs:
-        ok = row_int(q, row_.time_us);
+        ok = small_int(q, row_.time_us);
         break;
       case kRowCompileContext:
         ok = row_str(q, row_.compile_context);

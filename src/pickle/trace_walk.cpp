@@ -64,7 +64,7 @@ void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
   c.state.store(1, std::memory_order_release);
   CountingMemo memo{c};
   const uint8_t* next_start = nullptr;
-  const uint8_t* dropped = q;
+  PageDropper dropper(src, base, q);
   for (;;) {
     if (next && q >= next->from) {
       if (!next_start) {
@@ -83,13 +83,7 @@ void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
       if (next) return fail();
       break;  // near the end of the input: the trace ended before
     }
-    if (q - dropped > trace_walk::kDropStep) {
-      // Give back the pages walked, as the main thread does (another thread
-      // reading one of them again only faults it back in).
-      if (cancel.load(std::memory_order_relaxed)) return fail();
-      src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base));
-      dropped = q;
-    }
+    if (dropper.step(q) && cancel.load(std::memory_order_relaxed)) return fail();
     uint8_t op = *q;
     switch (op) {
       case EMPTY_DICT:
@@ -115,13 +109,13 @@ void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
       default:
         if (next) return fail();
         c.stop = q;  // the root dict's next key, or its SETITEMS
-        src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base));
+        dropper.all(q);
         c.state.store(2, std::memory_order_release);
         return;
     }
   }
   c.stop = q;
-  src.drop(static_cast<uint64_t>(dropped - base), static_cast<uint64_t>(q - base));
+  dropper.all(q);
   c.state.store(2, std::memory_order_release);
 }
 

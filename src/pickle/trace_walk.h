@@ -155,10 +155,30 @@ bool walk_flat_dict(const uint8_t*& q0, const uint8_t* end, Memo& memo, bool nes
   }
 }
 
-// Helpers give back the pages they have read in steps of this many bytes:
-// more threads reading at once would otherwise keep more of the file
-// resident.
-constexpr long kDropStep = 256 << 10;
+// A helper gives back the pages of the mapped input it has read, as the main
+// thread does, in steps of 256 KiB: with many threads reading at once,
+// bigger steps keep much of the file resident. (Another thread reading one
+// of those pages again only faults it back in.)
+class PageDropper {
+ public:
+  PageDropper(const ByteSource& src, const uint8_t* base, const uint8_t* from)
+      : src_(src), base_(base), from_(from) {}
+  // True when a step's worth was given back.
+  bool step(const uint8_t* q) {
+    if (q - from_ <= (256 << 10)) return false;
+    all(q);
+    return true;
+  }
+  void all(const uint8_t* q) {
+    src_.drop(static_cast<uint64_t>(from_ - base_), static_cast<uint64_t>(q - base_));
+    from_ = q;
+  }
+
+ private:
+  const ByteSource& src_;
+  const uint8_t* base_;
+  const uint8_t* from_;
+};
 
 // Bytes an opcode takes, its argument included, for the ops a trace holds
 // (0: anything else). q has at least 16 readable bytes.

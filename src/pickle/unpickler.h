@@ -22,6 +22,7 @@
 #include "memsight/pyvalue.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
+#include "pickle/opcodes.h"
 #include "pickle/row_chunks.h"
 #include "pickle/source.h"
 
@@ -268,18 +269,11 @@ class Unpickler {
   bool at_value_of(StrId key) const;
   void skip_list();
   bool row_str(const uint8_t*& q, StrId& out);
-  bool row_int(const uint8_t*& q, int64_t& out);
   bool row_frames(const uint8_t*& q, StackId& out);
   bool row_frame_ref(const uint8_t*& q, FrameId& out);
   bool row_memo_ref(const uint8_t*& q, Val& v);
   RowFields row_;
-  struct KeySlot {
-    uint64_t bytes = 0, mask = 0;
-    uint8_t len = 0;  // 0: nothing cached
-    uint8_t field = 0;
-    StrId key = 0;
-  };
-  std::array<KeySlot, RowFields::kMax> key_slots_{};
+  std::array<pickle_op::KeySlot, RowFields::kMax> key_slots_{};
   // Interns a string, remembering the last one: trace entries repeat the
   // same short literal ("N/A") entry after entry.
   std::string_view last_str_;

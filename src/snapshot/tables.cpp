@@ -126,6 +126,18 @@ void TraceTable::reserve(size_t n) {
   shape.reserve(n);
 }
 
+void TraceTable::resize(size_t n) {
+  action.resize(n);
+  addr.resize(n);
+  size.resize(n);
+  stream.resize(n);
+  time_us.resize(n);
+  compile_context.resize(n);
+  user_metadata.resize(n);
+  stack.resize(n);
+  shape.resize(n);
+}
+
 void TraceTable::push_back_row() {
   action.push_back(Action::Other);
   addr.push_back(0);

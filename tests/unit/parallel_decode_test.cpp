@@ -165,20 +165,12 @@ TEST(ParallelDecode, AnEntryTheHelpersCannotDecodeRestartsTheRead) {
   EXPECT_EQ(model_difference(*patched_read.snap, *original_read.snap), "");  // 0 either way
 }
 
-std::string gunzip(const std::string& packed) {
-  std::string bytes;
-  auto src = memory_source(packed);
-  char buf[1 << 16];
-  while (size_t n = src->read(buf, sizeof buf)) bytes.append(buf, n);
-  return bytes;
-}
-
 // Two devices; an action name, frames and strings first seen deep in the
 // trace and read back in later shares; frame lists shared between entries;
 // an OOM entry (tests/data/make_synthetic.py).
 TEST(ParallelDecode, TwoDevicesAndLateDefinitions) {
   std::string bytes =
-      gunzip(slurp(fs::path(MEMSIGHT_TEST_DATA) / "synthetic_two_devices.pickle.gz"));
+      test::decompress(slurp(fs::path(MEMSIGHT_TEST_DATA) / "synthetic_two_devices.pickle.gz"));
   for (size_t share : {size_t{16} << 10, size_t{64} << 10, size_t{256} << 10}) {
     uint64_t before = decode_stats::parallel_decodes, restarts = decode_stats::restarts;
     EXPECT_EQ(disagreement(bytes, share), "") << share;
@@ -195,7 +187,7 @@ TEST(ParallelDecode, TwoDevicesAndLateDefinitions) {
 // the same share: not a stack, so the helper must not take it for one.
 TEST(ParallelDecode, AMemoReadOfTheWrongKindRestartsTheRead) {
   std::string bytes =
-      gunzip(slurp(fs::path(MEMSIGHT_TEST_DATA) / "synthetic_mixed_kinds.pickle.gz"));
+      test::decompress(slurp(fs::path(MEMSIGHT_TEST_DATA) / "synthetic_mixed_kinds.pickle.gz"));
   uint64_t restarts = decode_stats::restarts;
   EXPECT_EQ(disagreement(bytes, 16 << 10), "");
   EXPECT_EQ(decode_stats::restarts, restarts + 1);
@@ -203,16 +195,8 @@ TEST(ParallelDecode, AMemoReadOfTheWrongKindRestartsTheRead) {
 
 // The 856k-entry training run from ../shared, at the default share size.
 TEST(ParallelDecode, LargeTraceGivesTheOneThreadModel) {
-  fs::path xz = MEMSIGHT_LARGE_FIXTURE;
-  if (!fs::exists(xz)) GTEST_SKIP() << xz << " is not here";
-  std::string bytes, packed = slurp(xz);
-  try {
-    auto src = memory_source(packed);
-    char buf[1 << 16];
-    while (size_t n = src->read(buf, sizeof buf)) bytes.append(buf, n);
-  } catch (const Error& e) {
-    GTEST_SKIP() << e.what();  // built without liblzma
-  }
+  std::string why, bytes = test::large_fixture(why);
+  if (bytes.empty()) GTEST_SKIP() << why;
   uint64_t before = decode_stats::parallel_decodes;
   EXPECT_EQ(disagreement(bytes, kDefaultShare), "");
   EXPECT_EQ(decode_stats::parallel_decodes, before + 1);

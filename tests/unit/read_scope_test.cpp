@@ -71,16 +71,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Scope, ::testing::ValuesIn(fixture_names()));
 // same reports as a full read, and damage inside a helper's share of the
 // trace is caught (the read starts again in full and agrees with it).
 TEST(ReadScope, ParallelWalkOfALargeTrace) {
-  fs::path xz = MEMSIGHT_LARGE_FIXTURE;
-  if (!fs::exists(xz)) GTEST_SKIP() << xz << " is not here";
-  std::string bytes, packed = slurp(xz);
-  try {
-    auto src = memory_source(packed);
-    char buf[1 << 16];
-    while (size_t n = src->read(buf, sizeof buf)) bytes.append(buf, n);
-  } catch (const Error& e) {
-    GTEST_SKIP() << e.what();  // built without liblzma
-  }
+  std::string why, bytes = test::large_fixture(why);
+  if (bytes.empty()) GTEST_SKIP() << why;
   skip_stats::threads = 4;
   uint64_t walks = skip_stats::parallel_walks;
   expect_consistent(bytes, "large");
