@@ -335,7 +335,13 @@ bool Unpickler::par_take_over() {
   std::atomic<size_t> next_share{0};  // reused for the rewrite below
   uint32_t* memo = memo_.data();
   auto work = [&shares, &ctx, &next_share, memo] {
-    for (size_t k; (k = next_share.fetch_add(1)) < shares.size();) decode_share(shares[k], ctx, memo);
+    for (size_t k; (k = next_share.fetch_add(1)) < shares.size();) {
+      try {
+        decode_share(shares[k], ctx, memo);
+      } catch (...) {  // out of memory in a helper: its share is not ok
+        shares[k].ok = false;
+      }
+    }
   };
   try {
     for (size_t t = 1; t < std::min(P.threads_allowed, shares.size()); ++t) P.threads.emplace_back(work);

@@ -7,6 +7,9 @@
 
 namespace memsight::trace_walk {
 
+void walk_chunk_body(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
+                     const std::atomic<bool>& cancel, const ByteSource& src, const uint8_t* base);
+
 size_t op_size(const uint8_t* q) {
   switch (*q) {
     case MARK:
@@ -47,6 +50,15 @@ size_t op_size(const uint8_t* q) {
 
 void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
                 const std::atomic<bool>& cancel, const ByteSource& src, const uint8_t* base) {
+  try {
+    walk_chunk_body(c, next, end, key, cancel, src, base);
+  } catch (...) {  // out of memory recording the ops: the main thread walks it
+    c.state.store(-1, std::memory_order_release);
+  }
+}
+
+void walk_chunk_body(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
+                     const std::atomic<bool>& cancel, const ByteSource& src, const uint8_t* base) {
   auto fail = [&] { c.state.store(-1, std::memory_order_release); };
   const uint8_t* q = c.from;
   auto is_entry = [&] {
