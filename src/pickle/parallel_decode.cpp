@@ -14,11 +14,11 @@
 // Then the shares are decoded on all threads, in place (row_chunks.cpp):
 // rows into their columns, memo slots into the memo. Strings, frames and
 // stacks new in a share get local ids, and a memo read of a slot in an
-// earlier share is left pending. Last, share by share in file order, the
-// main thread resolves the pending reads, interns the share's new strings,
-// frames, stacks and row layouts (so every id comes out as a one-thread
-// read makes it), and rewrites the share's memo slots and rows with the
-// final ids.
+// earlier share is left pending. Then, share by share in file order, the
+// main thread resolves the pending reads and interns the share's new
+// strings, frames, stacks and row layouts (so every id comes out as a
+// one-thread read makes it). Last, all threads rewrite the shares' memo
+// slots and rows with the final ids.
 //
 // Anything unexpected before the columns are sized (a helper that failed, a
 // start the main thread passed by) leaves the main thread decoding alone.

@@ -9,7 +9,6 @@
 #include "pickle/row_chunks.h"
 
 #include <cstring>
-#include <thread>
 #include <unordered_map>
 
 #include "pickle/opcodes.h"
@@ -30,9 +29,6 @@ namespace {
 class Decoder {
  public:
   Decoder(Share& s, const Context& ctx, uint32_t* memo) : s_(s), ctx_(ctx), memo_(memo) {}
-
-  // Decodes the entry whose EMPTY_DICT is at q; q moves past its SETITEMS.
-  bool row(const uint8_t*& q) { return row_at(q); }
 
   // A MEMOIZE between entries: a device's list, whose slot the main thread
   // filled.
@@ -252,7 +248,10 @@ class Decoder {
     return true;
   }
 
-  bool row_at(const uint8_t*& q) {
+ public:
+  // Decodes the entry whose EMPTY_DICT is at q into its row; q moves past
+  // its SETITEMS.
+  bool row(const uint8_t*& q) {
     if (q[1] != MEMOIZE || q[2] != MARK) return false;
     q += 3;
     if (rows_ >= s_.rows) return false;
@@ -357,6 +356,7 @@ class Decoder {
     return true;
   }
 
+ private:
   static bool same(const LocalShape& a, const LocalShape& b) {
     return a.n == b.n && std::memcmp(a.keys, b.keys, a.n * sizeof(uint32_t)) == 0 &&
            std::memcmp(a.field, b.field, a.n) == 0;
