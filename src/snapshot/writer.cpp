@@ -1,10 +1,11 @@
 // Model -> protocol-4 pickle that pickle.load turns back into the dicts torch
 // wrote. Layout of what we emit:
 //
-//   PROTO 4
+//   PROTO 4, then FRAMEs of ~64 KiB (as Python's pickler cuts them), each
+//   closed before a segment, block or trace entry
 //   EMPTY_DICT                                  top-level dict
 //     MARK 'segments' [segments...] 'device_traces' [[entries...]...] ... SETITEMS
-//   entry:  EMPTY_DICT MARK key value ... SETITEMS
+//   entry:  EMPTY_DICT MEMOIZE MARK key value ... SETITEMS
 //   frames: a list per stack, memoised, so identical stacks share one object
 //           (as torch's de-duplicated tracebacks do); frame dicts memoised too.
 //
@@ -33,6 +34,7 @@ class Pickler {
     out_.reserve(1 << 20);
     op(0x80);
     op(4);
+    open_frame();
     if (snap_.legacy_segment_list) {
       segments();
     } else {
@@ -61,10 +63,31 @@ class Pickler {
       op('u');
     }
     op('.');
+    close_frame();
     return std::move(out_);
   }
 
  private:
+  // Framing: a FRAME op's 9 bytes are set aside where a frame starts, and
+  // filled in with its length when it closes. Readers may start a thread at
+  // each frame (the parallel trace decode), so big pickles are framed.
+  static constexpr size_t kFrameTarget = 64 << 10;
+  void open_frame() {
+    frame_at_ = out_.size();
+    out_.append(9, '\0');
+  }
+  void close_frame() {
+    uint64_t n = out_.size() - frame_at_ - 9;
+    out_[frame_at_] = static_cast<char>(0x95);
+    std::memcpy(&out_[frame_at_ + 1], &n, 8);  // little-endian, as pickle is
+  }
+  // Before a segment, block or entry: a new frame once this one is full.
+  void frame_boundary() {
+    if (out_.size() - frame_at_ - 9 < kFrameTarget) return;
+    close_frame();
+    open_frame();
+  }
+
   void op(uint8_t b) { out_.push_back(static_cast<char>(b)); }
   void raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
   // Python batches SETITEMS/APPENDS by 1000; any batch size is valid, but
@@ -230,18 +253,20 @@ class Pickler {
     const Frame& f = snap_.frames.frame(id);
     if (f.extra) {
       value(snap_.frames.extras[f.extra - 1]);
-    } else {
-      op('}');
-      op('(');
-      str("name");
-      str(f.name);
-      str("filename");
-      str(f.filename);
-      str("line");
-      integer(f.line);
-      op('u');
+      frame_memo_.emplace(id, memoize());
+      return;
     }
+    // Memoise the dict before its items, as Python does.
+    op('}');
     frame_memo_.emplace(id, memoize());
+    op('(');
+    str("name");
+    str(f.name);
+    str("filename");
+    str(f.filename);
+    str("line");
+    integer(f.line);
+    op('u');
   }
 
   void stack(StackId id) {
@@ -280,7 +305,9 @@ class Pickler {
     size_t n = 0;
     for (const Segment& s : snap_.segments) {
       flush_batch(n, 'e');
+      frame_boundary();
       op('}');
+      memoize();
       op('(');
       size_t xi = 0;
       for (const ShapeKey& k : snap_.shapes.get(s.shape)) {
@@ -346,7 +373,9 @@ class Pickler {
     size_t n = 0;
     for (const Block& b : bl) {
       flush_batch(n, 'e');
+      frame_boundary();
       op('}');
+      memoize();
       op('(');
       size_t xi = 0;
       for (const ShapeKey& k : snap_.shapes.get(b.shape)) {
@@ -396,7 +425,9 @@ class Pickler {
       size_t n = 0;
       for (uint32_t r = begin; r < end; ++r) {
         flush_batch(n, 'e');
+        frame_boundary();
         op('}');
+        memoize();
         op('(');
         const std::vector<PyValue>* extras = nullptr;
         if (auto it = t.extras.find(r); it != t.extras.end()) extras = &it->second;
@@ -451,6 +482,7 @@ class Pickler {
 
   const Snapshot& snap_;
   std::string out_;
+  size_t frame_at_ = 0;
   uint32_t memo_count_ = 0;
   std::vector<uint32_t> id_memo_;
   StringTable local_strings_;

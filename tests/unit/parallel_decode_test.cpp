@@ -193,6 +193,22 @@ TEST(ParallelDecode, AMemoReadOfTheWrongKindRestartsTheRead) {
   EXPECT_EQ(decode_stats::restarts, restarts + 1);
 }
 
+// memsight's own pickles are framed like Python's, so they too are decoded
+// in shares.
+TEST(ParallelDecode, WrittenPicklesAreFramedAndDecodedInShares) {
+  Snapshot snap =
+      read_snapshot_bytes(slurp(fs::path(MEMSIGHT_TEST_DATA) / "transformer_train.pickle"));
+  std::string written = pickle_snapshot(snap);
+  ASSERT_GT(written.size(), 4u);
+  EXPECT_EQ(static_cast<uint8_t>(written[2]), pickle_op::FRAME);
+  uint64_t before = decode_stats::parallel_decodes;
+  EXPECT_EQ(disagreement(written, 4096), "");
+  EXPECT_GT(decode_stats::parallel_decodes, before);
+  Outcome back = read(written, 4, 4096);
+  ASSERT_TRUE(back.snap);
+  EXPECT_EQ(pickle_snapshot(*back.snap), written);
+}
+
 // The 856k-entry training run from ../shared, at the default share size.
 TEST(ParallelDecode, LargeTraceGivesTheOneThreadModel) {
   std::string why, bytes = test::large_fixture(why);
