@@ -95,8 +95,9 @@ Val Unpickler::slot_value(const std::vector<row_chunks::Share>& shares, const st
                           uint64_t idx) const {
   uint32_t m = memo_[idx];
   if (m >> 28 == kProvisionalTag) {
-    auto it = std::upper_bound(shares.begin(), shares.end(), idx,
-                               [](uint64_t i, const row_chunks::Share& s) { return i < s.memo_base; });
+    auto it =
+        std::upper_bound(shares.begin(), shares.end(), idx,
+                         [](uint64_t i, const row_chunks::Share& s) { return i < s.memo_base; });
     m = ids[static_cast<size_t>(it - shares.begin()) - 1].final_code(m);
     return Val::make(static_cast<Val::Tag>(m >> 28), m & ((1u << 28) - 1));
   }
@@ -344,7 +345,8 @@ bool Unpickler::par_take_over() {
     }
   };
   try {
-    for (size_t t = 1; t < std::min(P.threads_allowed, shares.size()); ++t) P.threads.emplace_back(work);
+    for (size_t t = 1; t < std::min(P.threads_allowed, shares.size()); ++t)
+      P.threads.emplace_back(work);
   } catch (const std::system_error&) {
     // Fewer helpers: the shares are taken all the same.
   }

@@ -91,7 +91,9 @@ class Decoder {
     if (m == UINT32_MAX) return false;  // a wide slot: rare, left to one thread
     auto tag = static_cast<Val::Tag>(m >> 28);
     uint32_t payload = m & ((1u << 28) - 1);
-    Val::Tag expect = want == kWantStr ? Val::Str : want == kWantStack ? Val::StackRef : Val::FrameRef;
+    Val::Tag expect = want == kWantStr     ? Val::Str
+                      : want == kWantStack ? Val::StackRef
+                                           : Val::FrameRef;
     if (tag != expect) return false;
     out = ref(kGlobal, payload);
     return true;
@@ -243,7 +245,7 @@ class Decoder {
       if (*q != APPEND) return false;
       ++q;
       frame_buf_.push_back(f);
-    }  // else the next key follows: the list is empty
+    }         // else the next key follows: the list is empty
     out = 0;  // set when the row is committed
     return true;
   }

@@ -63,13 +63,13 @@ struct LocalShape {
 
 // What every share may read; set before the shares start, then read-only.
 struct Context {
-  const ByteSource* src = nullptr;    // the mapped input: pages are given back as shares finish
+  const ByteSource* src = nullptr;  // the mapped input: pages are given back as shares finish
   const uint8_t* base = nullptr;
   const uint8_t* end = nullptr;
-  const uint32_t* memo = nullptr;     // the memo; slots below `known` are final
+  const uint32_t* memo = nullptr;  // the memo; slots below `known` are final
   uint64_t known = 0;
-  std::vector<uint8_t> row_key_of;    // string id -> row field (0xff: none)
-  std::vector<Action> action_of;      // string id -> action
+  std::vector<uint8_t> row_key_of;  // string id -> row field (0xff: none)
+  std::vector<Action> action_of;    // string id -> action
   StrId name_key = 0, filename_key = 0, line_key = 0;
   // Key texts, for keys a share spells out instead of reading from the memo.
   std::vector<std::pair<std::string, uint8_t>> row_key_names;

@@ -198,7 +198,9 @@ struct Chunk {
   // whole entry).
   std::vector<uint8_t> ops;
   std::vector<uint64_t> memo_ops;  // the chunk's slot of each MEMOIZE in ops
-  uint64_t entries() const { return static_cast<uint64_t>(std::count(ops.begin(), ops.end(), EMPTY_DICT)); }
+  uint64_t entries() const {
+    return static_cast<uint64_t>(std::count(ops.begin(), ops.end(), EMPTY_DICT));
+  }
 };
 
 struct CountingMemo {

@@ -684,8 +684,7 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
 
 }  // namespace
 
-Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope,
-                       bool parallel) {
+Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope, bool parallel) {
   Snapshot snap;
   Builder builder(snap);
   Unpickler vm(src, snap.strings, &builder, progress);

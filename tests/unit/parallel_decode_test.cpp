@@ -62,9 +62,10 @@ std::string model_difference(const Snapshot& a, const Snapshot& b) {
   if (a.shapes.size() != b.shapes.size()) return "layout count";
   for (ShapeId i = 0; i < a.shapes.size(); ++i) {
     auto x = a.shapes.get(i), y = b.shapes.get(i);
-    if (!std::equal(x.begin(), x.end(), y.begin(), y.end(), [](const ShapeKey& p, const ShapeKey& q) {
-          return p.key == q.key && p.field == q.field;
-        }))
+    if (!std::equal(x.begin(), x.end(), y.begin(), y.end(),
+                    [](const ShapeKey& p, const ShapeKey& q) {
+                      return p.key == q.key && p.field == q.field;
+                    }))
       return "layout " + std::to_string(i);
   }
   const TraceTable &s = a.trace, &t = b.trace;
@@ -107,9 +108,7 @@ TEST_P(ParallelDecode, GivesTheOneThreadModel) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ParallelDecode, ::testing::ValuesIn(fixture_names()));
 
 // The start of the n-th entry (EMPTY_DICT MEMOIZE MARK) at or after `from`.
-size_t entry_at(const std::string& bytes, size_t from) {
-  return bytes.find("}\x94(", from);
-}
+size_t entry_at(const std::string& bytes, size_t from) { return bytes.find("}\x94(", from); }
 
 TEST(ParallelDecode, DamageGivesTheOneThreadError) {
   std::string bytes = slurp(fs::path(MEMSIGHT_TEST_DATA) / "transformer_train.pickle");
