@@ -42,20 +42,8 @@ using namespace row_chunks;
 struct Unpickler::Parallel {
   const uint8_t* launch_at = nullptr;
   bool launched = false;
-  std::string key;  // the bytes of a memo read of "action"
-  std::vector<trace_walk::Chunk> walks;
-  std::vector<std::thread> threads;
-  std::atomic<bool> cancel{false};
   size_t threads_allowed = 1;
-
-  void join() {
-    cancel.store(true);
-    for (auto& t : threads)
-      if (t.joinable()) t.join();
-    threads.clear();
-    cancel.store(false);
-  }
-  ~Parallel() { join(); }
+  trace_walk::Walkers walkers;
 };
 
 void Unpickler::ParallelDeleter::operator()(Parallel* p) const { delete p; }
@@ -111,7 +99,25 @@ Val Unpickler::slot_value(const std::vector<row_chunks::Share>& shares, const st
 
 namespace {
 const uint8_t* const kNever = reinterpret_cast<const uint8_t*>(~uintptr_t{0});
+
+// Runs work(k) for k in [0, n) on the calling thread and up to threads - 1
+// helpers, each taking the next k left; returns when all are done. Fewer
+// helpers when threads cannot be had. `work` must not throw.
+template <class Work>
+void for_each_share(size_t n, size_t threads, const Work& work) {
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < n;) work(k);
+  };
+  std::vector<std::thread> helpers;
+  try {
+    for (size_t t = 1; t < std::min(threads, n); ++t) helpers.emplace_back(run);
+  } catch (const std::system_error&) {
+  }
+  run();
+  for (auto& t : helpers) t.join();
 }
+}  // namespace
 
 void Unpickler::par_arm() {
   // Mapped input only (helpers read the mapping), with the fast paths on.
@@ -129,52 +135,19 @@ void Unpickler::par_arm() {
 bool Unpickler::par_launch() {
   Parallel& P = *par_;
   P.launched = true;
-  if (!sparse_memo_.empty() || !action_key_) return false;
-  // The entries' first key, "action", is a memo read by now.
-  uint64_t slot = UINT64_MAX;
-  for (size_t i = memo_.size(); i-- > 0 && memo_.size() - i < (1u << 20);)
-    if (memo_at(i) == Val::make(Val::Str, action_key_)) slot = i;
-  if (slot == UINT64_MAX) return false;
-  std::string& key = P.key;
-  if (slot < 256) {
-    key = {static_cast<char>(BINGET), static_cast<char>(slot)};
-  } else {
-    key.push_back(static_cast<char>(LONG_BINGET));
-    for (int b = 0; b < 4; ++b) key.push_back(static_cast<char>((slot >> (8 * b)) & 0xff));
-  }
+  uint64_t slot = action_slot();  // the entries' first key is a memo read by now
+  if (!sparse_memo_.empty() || slot == UINT64_MAX) return false;
   size_t share = std::max<size_t>(decode_stats::share_bytes.load(), 4096);
-  size_t left = static_cast<size_t>(end_ - p_);
   P.threads_allowed = std::min<size_t>(skip_stats::reader_threads(), 32);
   // Twice as many shares as threads: the main thread's own share (decoded
   // while the helpers walk) is small, and shares balance over the threads.
-  size_t n = std::min<size_t>({2 * P.threads_allowed, left / share, 32});
-  if (P.threads_allowed < 2 || n < 2) return false;
-  auto frames = trace_walk::frame_starts(src_, base_, end_);
-  std::vector<const uint8_t*> from;
-  for (size_t k = 1; k < n; ++k) {
-    const uint8_t* want = p_ + left * k / n;
-    auto it = std::lower_bound(frames.begin(), frames.end(), want);
-    if (it == frames.end() || static_cast<size_t>(end_ - *it) < share / 4) break;
-    if (from.empty() || *it > from.back() + share / 4) from.push_back(*it);
-  }
-  if (from.empty()) return false;
-  P.walks = std::vector<trace_walk::Chunk>(from.size());
-  for (size_t k = 0; k < from.size(); ++k) P.walks[k].from = from[k];
-  try {
-    for (size_t k = 0; k < P.walks.size(); ++k)
-      P.threads.emplace_back(trace_walk::walk_chunk, std::ref(P.walks[k]),
-                             k + 1 < P.walks.size() ? &P.walks[k + 1] : nullptr, end_,
-                             std::string_view(P.key), std::cref(P.cancel), std::cref(src_), base_);
-  } catch (const std::system_error&) {
-    P.join();  // no threads to be had: decode alone
-    return false;
-  }
-  return true;
+  size_t n = std::min<size_t>({2 * P.threads_allowed, static_cast<size_t>(end_ - p_) / share, 32});
+  return P.threads_allowed >= 2 && n >= 2 &&
+         P.walkers.start(src_, base_, p_, end_, slot, n, share / 4);
 }
 
 void Unpickler::par_abandon() {
-  par_->join();
-  par_->walks.clear();
+  par_->walkers.stop();
   par_check_ = kNever;
 }
 
@@ -185,10 +158,10 @@ void Unpickler::par_step() {
       par_check_ = kNever;
       return;
     }
-    par_check_ = P.walks[0].from;
+    par_check_ = P.walkers.chunks()[0].from;
     return;
   }
-  trace_walk::Chunk& first = P.walks[0];
+  trace_walk::Chunk& first = P.walkers.chunks()[0];
   int s;
   while ((s = first.state.load(std::memory_order_acquire)) == 0) std::this_thread::yield();
   const uint8_t* start = first.start.load(std::memory_order_acquire);
@@ -198,23 +171,23 @@ void Unpickler::par_step() {
     return;
   }
   if (!par_take_over()) return par_abandon();
-  P.walks.clear();
+  P.walkers.stop();
   par_check_ = kNever;
 }
 
 // At the first helper's start, with the helpers' walks done.
 bool Unpickler::par_take_over() {
   Parallel& P = *par_;
-  for (auto& t : P.threads) t.join();
-  P.threads.clear();
+  P.walkers.join();
+  std::vector<trace_walk::Chunk>& walks = P.walkers.chunks();
   TraceTable& table = *hook_->trace_table();
   // The shares: where their memo slots and rows go. A walk may read only
   // slots stored before it reads them.
-  std::vector<Share> shares(P.walks.size());
+  std::vector<Share> shares(walks.size());
   uint64_t memo_base = memo_.size();
   uint64_t row_base = table.rows();
-  for (size_t k = 0; k < P.walks.size(); ++k) {
-    trace_walk::Chunk& c = P.walks[k];
+  for (size_t k = 0; k < walks.size(); ++k) {
+    trace_walk::Chunk& c = walks[k];
     if (c.state.load() != 2 || c.reach >= static_cast<int64_t>(memo_base)) return false;
     Share& sh = shares[k];
     sh.start = c.start.load();
@@ -234,7 +207,7 @@ bool Unpickler::par_take_over() {
     for (size_t i = 0; i < stack_.size(); ++i)
       lists[i] = stack_[i].tag() == Val::List && !nodes_[stack_[i].idx()].is_converted;
     std::vector<size_t> marks = marks_;
-    for (auto& c : P.walks) {
+    for (auto& c : walks) {
       for (uint8_t op : c.ops) {
         switch (op) {
           case EMPTY_DICT:
@@ -296,7 +269,7 @@ bool Unpickler::par_take_over() {
   for (size_t k = 0; k < shares.size(); ++k) {
     uint32_t row = shares[k].row_base;
     size_t next_memo = 0;
-    for (uint8_t op : P.walks[k].ops) {
+    for (uint8_t op : walks[k].ops) {
       switch (op) {
         case EMPTY_DICT:
           stack_.push_back(Val::make(Val::Row, row++));
@@ -308,7 +281,7 @@ bool Unpickler::par_take_over() {
           marks_.push_back(stack_.size());
           break;
         case MEMOIZE: {
-          uint64_t idx = shares[k].memo_base + P.walks[k].memo_ops[next_memo++];
+          uint64_t idx = shares[k].memo_base + walks[k].memo_ops[next_memo++];
           Val v = stack_.back();
           memo_set(idx, v);
           if (v.is_node()) nodes_[v.idx()].memo = static_cast<uint32_t>(idx);
@@ -328,31 +301,18 @@ bool Unpickler::par_take_over() {
       }
     }
   }
-  const uint8_t* stop = P.walks.back().stop;
-  P.walks.clear();
+  const uint8_t* stop = walks.back().stop;
+  walks.clear();
 
-  // Decode every share in place, on the main thread and helpers, each
-  // taking the next share left.
-  std::atomic<size_t> next_share{0};  // reused for the rewrite below
+  // Decode every share in place, on the main thread and helpers.
   uint32_t* memo = memo_.data();
-  auto work = [&shares, &ctx, &next_share, memo] {
-    for (size_t k; (k = next_share.fetch_add(1)) < shares.size();) {
-      try {
-        decode_share(shares[k], ctx, memo);
-      } catch (...) {  // out of memory in a helper: its share is not ok
-        shares[k].ok = false;
-      }
+  for_each_share(shares.size(), P.threads_allowed, [&](size_t k) {
+    try {
+      decode_share(shares[k], ctx, memo);
+    } catch (...) {  // out of memory in a helper: its share is not ok
+      shares[k].ok = false;
     }
-  };
-  try {
-    for (size_t t = 1; t < std::min(P.threads_allowed, shares.size()); ++t)
-      P.threads.emplace_back(work);
-  } catch (const std::system_error&) {
-    // Fewer helpers: the shares are taken all the same.
-  }
-  work();
-  for (auto& t : P.threads) t.join();
-  P.threads.clear();
+  });
   for (const Share& sh : shares)
     if (!sh.ok) throw RestartRead{};
 
@@ -405,29 +365,18 @@ bool Unpickler::par_take_over() {
   if (strings_.size() >= (1u << 28) || frames_->frame_count() >= (1u << 28) ||
       frames_->stack_count() >= (1u << 28))
     throw RestartRead{};  // ids too wide for a memo slot: rare, left to one thread
-  next_share = 0;
-  auto rewrite = [&] {
-    for (size_t k; (k = next_share.fetch_add(1)) < shares.size();) {
-      const Share& sh = shares[k];
-      const Ids& id = ids[k];
-      for (uint64_t i = sh.memo_base; i < sh.memo_base + sh.memos; ++i)
-        if (memo_[i] >> 28 == kProvisionalTag) memo_[i] = id.final_code(memo_[i]);
-      for (uint64_t r = sh.row_base; r < sh.row_base + sh.rows; ++r) {
-        table.compile_context[r] = id.tr(table.compile_context[r], id.str);
-        table.user_metadata[r] = id.tr(table.user_metadata[r], id.str);
-        table.stack[r] = id.tr(table.stack[r], id.stack);
-        table.shape[r] = id.shape[table.shape[r]];
-      }
+  for_each_share(shares.size(), P.threads_allowed, [&](size_t k) {
+    const Share& sh = shares[k];
+    const Ids& id = ids[k];
+    for (uint64_t i = sh.memo_base; i < sh.memo_base + sh.memos; ++i)
+      if (memo_[i] >> 28 == kProvisionalTag) memo_[i] = id.final_code(memo_[i]);
+    for (uint64_t r = sh.row_base; r < sh.row_base + sh.rows; ++r) {
+      table.compile_context[r] = id.tr(table.compile_context[r], id.str);
+      table.user_metadata[r] = id.tr(table.user_metadata[r], id.str);
+      table.stack[r] = id.tr(table.stack[r], id.stack);
+      table.shape[r] = id.shape[table.shape[r]];
     }
-  };
-  try {
-    for (size_t t = 1; t < std::min(P.threads_allowed, shares.size()); ++t)
-      P.threads.emplace_back(rewrite);
-  } catch (const std::system_error&) {
-  }
-  rewrite();
-  for (auto& t : P.threads) t.join();
-  P.threads.clear();
+  });
   p_ = stop;
   return true;
 }

@@ -18,7 +18,6 @@
 #include <atomic>
 #include <climits>
 #include <cstdlib>
-#include <system_error>
 #include <thread>
 
 #include "pickle/opcodes.h"
@@ -49,6 +48,14 @@ bool Unpickler::at_value_of(StrId key) const {
   return sparse_memo_.empty() && marks_.size() == 1 && marks_[0] == 1 && stack_.size() >= 2 &&
          stack_[0].tag() == Val::Dict && (stack_.size() - 1) % 2 == 1 &&
          stack_.back() == Val::make(Val::Str, key);
+}
+
+uint64_t Unpickler::action_slot() const {
+  if (!action_key_) return UINT64_MAX;
+  uint64_t slot = UINT64_MAX;
+  for (size_t i = memo_.size(); i-- > 0 && memo_.size() - i < (1u << 20);)
+    if (memo_at(i) == Val::make(Val::Str, action_key_)) slot = i;
+  return slot;
 }
 
 using namespace trace_walk;
@@ -118,65 +125,19 @@ void Unpickler::skip_list() {
   } seq{*this};
 
   // Helpers for a big framed trace (mapped input only).
-  std::string key;  // the bytes of a memo read of "action"
-  std::vector<Chunk> chunks;
-  std::vector<std::thread> threads;
-  std::atomic<bool> cancel{false};
-  struct Joiner {
-    std::vector<std::thread>& t;
-    std::atomic<bool>& cancel;
-    ~Joiner() {
-      cancel.store(true);
-      for (auto& th : t)
-        if (th.joinable()) th.join();
-    }
-  } joiner{threads, cancel};
+  Walkers walkers;
+  std::vector<Chunk>& chunks = walkers.chunks();
   const uint8_t* launch_at = buf_.empty() && eof_ ? q + (256 << 10) : nullptr;
   auto launch = [&] {
     launch_at = nullptr;
-    // The entries' first key, "action", is a memo read by now.
-    uint64_t slot = UINT64_MAX;
-    for (size_t i = memo_.size(); i-- > 0 && memo_.size() - i < (1u << 20);)
-      if (memo_at(i) == Val::make(Val::Str, action_key_)) slot = i;
-    if (slot == UINT64_MAX || !action_key_) return;
-    if (slot < 256) {
-      key = {static_cast<char>(BINGET), static_cast<char>(slot)};
-    } else {
-      key.push_back(static_cast<char>(LONG_BINGET));
-      for (int b = 0; b < 4; ++b) key.push_back(static_cast<char>((slot >> (8 * b)) & 0xff));
-    }
-    size_t left = static_cast<size_t>(end_ - q);
-    unsigned hw = skip_stats::reader_threads();
-    size_t n = std::min<size_t>({hw, left / (4 << 20), 16});
-    if (n < 2) return;
-    auto frames = frame_starts(src_, base_, end_);
-    std::vector<const uint8_t*> from;
-    for (size_t k = 1; k < n; ++k) {
-      const uint8_t* want = q + left * k / n;
-      auto it = std::lower_bound(frames.begin(), frames.end(), want);
-      if (it == frames.end() || end_ - *it < (1 << 20)) break;
-      if (from.empty() || *it > from.back() + (1 << 20)) from.push_back(*it);
-    }
-    if (from.empty()) return;
-    chunks = std::vector<Chunk>(from.size());
-    for (size_t k = 0; k < from.size(); ++k) chunks[k].from = from[k];
-    try {
-      for (size_t k = 0; k < chunks.size(); ++k)
-        threads.emplace_back(walk_chunk, std::ref(chunks[k]),
-                             k + 1 < chunks.size() ? &chunks[k + 1] : nullptr, end_,
-                             std::string_view(key), std::cref(cancel), std::cref(src_), base_);
-    } catch (const std::system_error&) {
-      // No threads to be had (a tight limit): walk alone.
-      cancel = true;
-      for (auto& th : threads) th.join();
-      threads.clear();
-      chunks.clear();
-      cancel = false;
-    }
+    uint64_t slot = action_slot();  // the entries' first key is a memo read by now
+    size_t n = std::min<size_t>(
+        {skip_stats::reader_threads(), static_cast<size_t>(end_ - q) / (4 << 20), 16});
+    if (slot != UINT64_MAX && n >= 2) walkers.start(src_, base_, q, end_, slot, n, 1 << 20);
   };
   // At the first helper's start: take over what the helpers walked.
   auto join_helpers = [&] {
-    for (auto& th : threads) th.join();
+    walkers.join();
     uint64_t base = memo_.size();
     for (Chunk& c : chunks) {
       if (c.state.load() != 2) fail();
@@ -188,7 +149,6 @@ void Unpickler::skip_list() {
     const uint8_t* stop = chunks.back().stop;
     src_.drop(static_cast<uint64_t>(q - base_), static_cast<uint64_t>(stop - base_));
     chunks.clear();
-    threads.clear();
     ++skip_stats::parallel_walks;
     return stop;
   };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 namespace memsight::trace_walk {
@@ -129,6 +130,50 @@ void walk_chunk_body(Chunk& c, Chunk* next, const uint8_t* end, std::string_view
   c.stop = q;
   dropper.all(q);
   c.state.store(2, std::memory_order_release);
+}
+
+bool Walkers::start(const ByteSource& src, const uint8_t* base, const uint8_t* from,
+                    const uint8_t* end, uint64_t action_slot, size_t n, size_t gap) {
+  if (action_slot < 256) {
+    key_ = {static_cast<char>(BINGET), static_cast<char>(action_slot)};
+  } else {
+    key_ = {static_cast<char>(LONG_BINGET)};
+    for (int b = 0; b < 4; ++b) key_.push_back(static_cast<char>((action_slot >> (8 * b)) & 0xff));
+  }
+  auto frames = frame_starts(src, base, end);
+  auto left = static_cast<size_t>(end - from);
+  std::vector<const uint8_t*> starts;
+  for (size_t k = 1; k < n; ++k) {
+    auto it = std::lower_bound(frames.begin(), frames.end(), from + left * k / n);
+    if (it == frames.end() || static_cast<size_t>(end - *it) < gap) break;
+    if (starts.empty() || *it > starts.back() + gap) starts.push_back(*it);
+  }
+  if (starts.empty()) return false;
+  chunks_ = std::vector<Chunk>(starts.size());
+  for (size_t k = 0; k < starts.size(); ++k) chunks_[k].from = starts[k];
+  try {
+    for (size_t k = 0; k < chunks_.size(); ++k)
+      threads_.emplace_back(walk_chunk, std::ref(chunks_[k]),
+                            k + 1 < chunks_.size() ? &chunks_[k + 1] : nullptr, end,
+                            std::string_view(key_), std::cref(cancel_), std::cref(src), base);
+  } catch (const std::system_error&) {
+    stop();  // no threads to be had (a tight limit): the caller goes alone
+    return false;
+  }
+  return true;
+}
+
+void Walkers::join() {
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+void Walkers::stop() {
+  cancel_.store(true);
+  join();
+  cancel_.store(false);
+  chunks_.clear();
 }
 
 std::vector<const uint8_t*> frame_starts(const ByteSource& src, const uint8_t* base,

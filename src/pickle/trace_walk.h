@@ -5,7 +5,9 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "pickle/opcodes.h"
@@ -219,6 +221,35 @@ struct CountingMemo {
 // of a trace list). `cancel` stops it early.
 void walk_chunk(Chunk& c, Chunk* next, const uint8_t* end, std::string_view key,
                 const std::atomic<bool>& cancel, const ByteSource& src, const uint8_t* base);
+
+// Helper threads walking shares of a trace: the segments-only read's walk
+// (skip.cpp) and the first pass of the parallel decode. Stops and joins
+// them when it goes.
+class Walkers {
+ public:
+  Walkers() = default;
+  Walkers(const Walkers&) = delete;
+  Walkers& operator=(const Walkers&) = delete;
+  ~Walkers() { stop(); }
+  // Starts up to n - 1 helpers at frame boundaries spread evenly over
+  // [from, end), each at least `gap` bytes after the previous one and before
+  // the end; `action_slot` is the memo slot of the entries' first key. False,
+  // with nothing running, when no boundary fits or no thread can be had.
+  bool start(const ByteSource& src, const uint8_t* base, const uint8_t* from, const uint8_t* end,
+             uint64_t action_slot, size_t n, size_t gap);
+  std::vector<Chunk>& chunks() { return chunks_; }
+  bool running() const { return !chunks_.empty(); }
+  // Waits for the helpers (each ends by itself), keeping their chunks.
+  void join();
+  // Cancels and joins the helpers, and drops their chunks.
+  void stop();
+
+ private:
+  std::string key_;  // the bytes of a memo read of the action slot
+  std::vector<Chunk> chunks_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> cancel_{false};
+};
 
 // First opcodes of the frames of a protocol 4+ pickle: FRAME ops chained
 // from the start. Stops at the first gap (an unframed big string). The

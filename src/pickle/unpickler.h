@@ -267,6 +267,9 @@ class Unpickler {
   }
   bool try_row();
   bool at_value_of(StrId key) const;
+  // The memo slot holding "action" among the last 2^20 (the first one
+  // stored, which entries read), or UINT64_MAX.
+  uint64_t action_slot() const;
   void skip_list();
   bool row_str(const uint8_t*& q, StrId& out);
   bool row_frames(const uint8_t*& q, StackId& out);
