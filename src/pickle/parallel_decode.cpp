@@ -175,97 +175,52 @@ void Unpickler::par_step() {
   par_check_ = kNever;
 }
 
-// At the first helper's start, with the helpers' walks done.
-bool Unpickler::par_take_over() {
-  Parallel& P = *par_;
-  P.walkers.join();
-  std::vector<trace_walk::Chunk>& walks = P.walkers.chunks();
-  TraceTable& table = *hook_->trace_table();
-  // The shares: where their memo slots and rows go. A walk may read only
-  // slots stored before it reads them.
-  std::vector<Share> shares(walks.size());
-  uint64_t memo_base = memo_.size();
-  uint64_t row_base = table.rows();
-  for (size_t k = 0; k < walks.size(); ++k) {
-    trace_walk::Chunk& c = walks[k];
-    if (c.state.load() != 2 || c.reach >= static_cast<int64_t>(memo_base)) return false;
-    Share& sh = shares[k];
-    sh.start = c.start.load();
-    sh.stop = c.stop;
-    sh.memo_base = memo_base;
-    sh.row_base = static_cast<uint32_t>(row_base);
-    sh.memos = c.memos;
-    sh.rows = c.entries();
-    sh.list_slots = c.memo_ops;
-    memo_base += c.memos;
-    row_base += sh.rows;
-  }
-  if (row_base >= (uint64_t{1} << 28) || memo_base >= (uint64_t{1} << 32)) return false;
-  // The list operations must fit the stack as it is.
-  {
-    std::vector<uint8_t> lists(stack_.size());
-    for (size_t i = 0; i < stack_.size(); ++i)
-      lists[i] = stack_[i].tag() == Val::List && !nodes_[stack_[i].idx()].is_converted;
-    std::vector<size_t> marks = marks_;
-    for (auto& c : walks) {
-      for (uint8_t op : c.ops) {
-        switch (op) {
-          case EMPTY_DICT:
-            lists.push_back(0);
-            break;
-          case EMPTY_LIST:
-            lists.push_back(1);
-            break;
-          case MARK:
-            marks.push_back(lists.size());
-            break;
-          case MEMOIZE:
-            if (lists.empty()) return false;
-            break;
-          case APPENDS: {
-            if (marks.empty()) return false;
-            size_t from = marks.back();
-            marks.pop_back();
-            if (from == 0 || from > lists.size() || !lists[from - 1]) return false;
-            lists.resize(from);
-            break;
-          }
-          case APPEND:
-            if (lists.size() < 2 || !lists[lists.size() - 2]) return false;
-            lists.pop_back();
-            break;
-          default:
-            return false;
+// Whether the walks' list operations, replayed on the stack as it is, would
+// act on lists where the VM's would.
+bool Unpickler::walks_fit_stack(const std::vector<trace_walk::Chunk>& walks) const {
+  std::vector<uint8_t> lists(stack_.size());
+  for (size_t i = 0; i < stack_.size(); ++i)
+    lists[i] = stack_[i].tag() == Val::List && !nodes_[stack_[i].idx()].is_converted;
+  std::vector<size_t> marks = marks_;
+  for (auto& c : walks) {
+    for (uint8_t op : c.ops) {
+      switch (op) {
+        case EMPTY_DICT:
+          lists.push_back(0);
+          break;
+        case EMPTY_LIST:
+          lists.push_back(1);
+          break;
+        case MARK:
+          marks.push_back(lists.size());
+          break;
+        case MEMOIZE:
+          if (lists.empty()) return false;
+          break;
+        case APPENDS: {
+          if (marks.empty()) return false;
+          size_t from = marks.back();
+          marks.pop_back();
+          if (from == 0 || from > lists.size() || !lists[from - 1]) return false;
+          lists.resize(from);
+          break;
         }
+        case APPEND:
+          if (lists.size() < 2 || !lists[lists.size() - 2]) return false;
+          lists.pop_back();
+          break;
+        default:
+          return false;
       }
     }
   }
+  return true;
+}
 
-  // From here on the model is being filled: a failure restarts the read.
-  ++decode_stats::parallel_decodes;
-  Context ctx;
-  ctx.src = &src_;
-  ctx.base = base_;
-  ctx.end = end_;
-  ctx.known = shares[0].memo_base;
-  ctx.row_key_of = row_key_of_;
-  for (size_t id = 0; id < row_key_of_.size(); ++id)
-    if (row_key_of_[id] != kRowNone)
-      ctx.row_key_names.emplace_back(std::string(strings_.get(static_cast<StrId>(id))),
-                                     row_key_of_[id]);
-  ctx.action_of.resize(strings_.size());
-  for (size_t id = 0; id < strings_.size(); ++id)
-    ctx.action_of[id] = parse_action(strings_.get(static_cast<StrId>(id)));
-  ctx.name_key = name_key_;
-  ctx.filename_key = filename_key_;
-  ctx.line_key = line_key_;
-  ctx.trace = &table;
-  table.resize(row_base);
-  memo_.resize(memo_base);  // every slot is written: by a share, or by the replay below
-  ctx.memo = memo_.data();
-
-  // Replay the list operations: the rows (filled below) and the devices'
-  // lists, with their memo slots.
+// Replays the walks' list operations on the stack: the shares' rows (filled
+// later) and the devices' lists, with their memo slots.
+void Unpickler::replay_walks(const std::vector<trace_walk::Chunk>& walks,
+                             const std::vector<Share>& shares) {
   for (size_t k = 0; k < shares.size(); ++k) {
     uint32_t row = shares[k].row_base;
     size_t next_memo = 0;
@@ -301,14 +256,67 @@ bool Unpickler::par_take_over() {
       }
     }
   }
+}
+
+// At the first helper's start, with the helpers' walks done.
+bool Unpickler::par_take_over() {
+  Parallel& P = *par_;
+  P.walkers.join();
+  std::vector<trace_walk::Chunk>& walks = P.walkers.chunks();
+  TraceTable& table = *hook_->trace_table();
+  // The shares: where their memo slots and rows go. A walk may read only
+  // slots stored before it reads them.
+  std::vector<Share> shares(walks.size());
+  uint64_t memo_base = memo_.size();
+  uint64_t row_base = table.rows();
+  for (size_t k = 0; k < walks.size(); ++k) {
+    trace_walk::Chunk& c = walks[k];
+    if (c.state.load() != 2 || c.reach >= static_cast<int64_t>(memo_base)) return false;
+    Share& sh = shares[k];
+    sh.start = c.start.load();
+    sh.stop = c.stop;
+    sh.memo_base = memo_base;
+    sh.row_base = static_cast<uint32_t>(row_base);
+    sh.memos = c.memos;
+    sh.rows = c.entries();
+    sh.list_slots = c.memo_ops;
+    memo_base += c.memos;
+    row_base += sh.rows;
+  }
+  if (row_base >= (uint64_t{1} << 28) || memo_base >= (uint64_t{1} << 32)) return false;
+  if (!walks_fit_stack(walks)) return false;
+
+  // From here on the model is being filled: a failure restarts the read.
+  ++decode_stats::parallel_decodes;
+  Context ctx;
+  ctx.src = &src_;
+  ctx.base = base_;
+  ctx.end = end_;
+  ctx.known = shares[0].memo_base;
+  ctx.row_key_of = row_key_of_;
+  for (size_t id = 0; id < row_key_of_.size(); ++id)
+    if (row_key_of_[id] != kRowNone)
+      ctx.row_key_names.emplace_back(std::string(strings_.get(static_cast<StrId>(id))),
+                                     row_key_of_[id]);
+  ctx.action_of.resize(strings_.size());
+  for (size_t id = 0; id < strings_.size(); ++id)
+    ctx.action_of[id] = parse_action(strings_.get(static_cast<StrId>(id)));
+  ctx.name_key = name_key_;
+  ctx.filename_key = filename_key_;
+  ctx.line_key = line_key_;
+  ctx.trace = &table;
+  table.resize(row_base);
+  memo_.resize(memo_base);  // every slot is written: by a share, or by the replay below
+  ctx.memo = memo_.data();
+
+  replay_walks(walks, shares);
   const uint8_t* stop = walks.back().stop;
   walks.clear();
 
   // Decode every share in place, on the main thread and helpers.
-  uint32_t* memo = memo_.data();
   for_each_share(shares.size(), P.threads_allowed, [&](size_t k) {
     try {
-      decode_share(shares[k], ctx, memo);
+      decode_share(shares[k], ctx);
     } catch (...) {  // out of memory in a helper: its share is not ok
       shares[k].ok = false;
     }

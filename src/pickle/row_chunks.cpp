@@ -28,7 +28,7 @@ namespace {
 
 class Decoder {
  public:
-  Decoder(Share& s, const Context& ctx, uint32_t* memo) : s_(s), ctx_(ctx), memo_(memo) {}
+  Decoder(Share& s, const Context& ctx) : s_(s), ctx_(ctx), memo_(ctx.memo) {}
 
   // A MEMOIZE between entries: a device's list, whose slot the main thread
   // filled.
@@ -375,8 +375,8 @@ class Decoder {
 
 }  // namespace
 
-void decode_share(Share& s, const Context& ctx, uint32_t* memo) {
-  Decoder dec(s, ctx, memo);
+void decode_share(Share& s, const Context& ctx) {
+  Decoder dec(s, ctx);
   const uint8_t* q = s.start;
   trace_walk::PageDropper dropper(*ctx.src, ctx.base, q);
   s.ok = false;

@@ -66,7 +66,7 @@ struct Context {
   const ByteSource* src = nullptr;  // the mapped input: pages are given back as shares finish
   const uint8_t* base = nullptr;
   const uint8_t* end = nullptr;
-  const uint32_t* memo = nullptr;  // the memo; slots below `known` are final
+  uint32_t* memo = nullptr;  // the memo: slots below `known` are final, a share writes its own
   uint64_t known = 0;
   std::vector<uint8_t> row_key_of;  // string id -> row field (0xff: none)
   std::vector<Action> action_of;    // string id -> action
@@ -99,7 +99,7 @@ struct Share {
 
 // Decodes a share in place; sets s.ok when it decoded exactly the rows and
 // memo slots the walk counted and ended at s.stop.
-void decode_share(Share& s, const Context& ctx, uint32_t* memo);
+void decode_share(Share& s, const Context& ctx);
 
 }  // namespace row_chunks
 }  // namespace memsight

@@ -78,6 +78,9 @@ struct Node {
 };
 
 class Unpickler;
+namespace trace_walk {
+struct Chunk;
+}
 
 // Threads that walk a big skipped trace (0: one per hardware thread, up to
 // 16), and how many walks have used helper threads: tuning and test hooks.
@@ -343,6 +346,9 @@ class Unpickler {
   void par_step();
   bool par_launch();
   bool par_take_over();
+  bool walks_fit_stack(const std::vector<trace_walk::Chunk>& walks) const;
+  void replay_walks(const std::vector<trace_walk::Chunk>& walks,
+                    const std::vector<row_chunks::Share>& shares);
   void par_abandon();
   struct Ids;
   Val slot_value(const std::vector<row_chunks::Share>& shares, const std::vector<Ids>& ids,
