@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "memsight/frames.h"
 #include "memsight/snapshot.h"
 
 namespace memsight {
@@ -32,6 +33,9 @@ struct HtmlOptions {
   // JSON of `memsight summary` (summary_json), embedded as is and shown on
   // the overview; empty: render_html computes it.
   std::string summary_json;
+  // What counts as user code for the frame kinds the page shows (the page
+  // can widen or narrow it further).
+  UserCode user_code;
 };
 
 // Returns the complete HTML document. Throws memsight::Error for a bad option.

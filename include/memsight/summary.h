@@ -1,50 +1,72 @@
 #pragma once
 // What a person wants to know first about a snapshot: how high memory went
-// and when, what was live at the peak, how fragmented the cache is, and why
-// each out-of-memory error happened.
+// and when, what was live at the peak and where it was allocated, how
+// fragmented the cache is, and why each out-of-memory error happened.
+// Peaks and current values are torch's own counters (allocated_bytes,
+// active_bytes, reserved_bytes), replayed block by block.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "memsight/frames.h"
 #include "memsight/snapshot.h"
 
 namespace memsight {
 
 struct SiteStat {
-  StackId stack = 0;  // allocation stack (0: unknown, e.g. made before recording)
-  int64_t bytes = 0;
+  // The site frame's label ("train.py:81:step"); special groups:
+  // "<no stack recorded>", "<only allocator and interpreter frames>".
+  std::string site;
+  FrameKind kind = FrameKind::Internal;  // of the site frame (Internal: none)
+  StackId stack = 0;                     // one allocation stack of the group
+  int64_t bytes = 0;                     // block bytes, as allocated_bytes counts them
   int64_t count = 0;
 };
 
 struct OomReport {
-  uint32_t event = 0;  // index within the device's trace
+  uint32_t event = 0;  // trace entry index within the device's trace
   int64_t time_us = 0;
-  int64_t requested = 0;     // bytes the failed request asked for
-  int64_t device_free = 0;   // free on the device per cudaMemGetInfo
-  int64_t allocated = 0;     // live allocations at that moment (requested sizes)
-  int64_t reserved = 0;      // bytes in the allocator's segments
-  int64_t cached_free = 0;   // reserved but not allocated
-  int64_t largest_free = 0;  // largest contiguous free range inside a segment
-  StackId stack = 0;         // where the request came from, if recorded
-  std::string verdict;       // "limit", "fragmentation" or "demand"
-  std::string explanation;   // plain-language diagnosis
+  int64_t requested = 0;    // bytes the failed request asked for (rounded)
+  int64_t device_free = 0;  // free on the device per cudaMemGetInfo
+  int64_t device_total = -1, limit = -1;  // when the snapshot says (memsight's OOM observer)
+  int64_t allocated = 0;    // allocated_bytes at that moment
+  int64_t active = 0;       // active_bytes
+  int64_t reserved = 0;     // reserved_bytes
+  int64_t cached_free = 0;  // reserved but not active
+  int64_t largest_free = 0;  // largest free block in any pool
+  int64_t largest_free_pool = 0;  // largest free block in the request's pool
+  std::string pool;               // "small" (requests up to 1 MiB) or "large"
+  int64_t releasable = 0;         // cached bytes in segments with nothing live
+  StackId stack = 0;              // where the request came from, if recorded
+  std::string site;               // its site label
+  std::string verdict;            // the main cause: "fragmentation", "limit", "other processes", "demand"
+  std::vector<std::string> causes;  // every cause that holds, main first
+  std::string explanation;          // plain-language diagnosis with the facts
+  std::vector<std::string> remedies;
 };
 
 struct DeviceSummary {
   int device = 0;
   size_t entries = 0;
-  // Over the trace, replayed from the snapshot state backwards; event -1
-  // means the peak is the state before the first recorded event.
-  int64_t peak_allocated = 0;
-  int64_t peak_allocated_event = -1;
-  int64_t peak_allocated_time_us = 0;
-  int64_t peak_reserved = 0;
-  int64_t peak_reserved_event = -1;
-  int64_t peak_reserved_time_us = 0;
+  // Peaks over the trace (trace entry indices; -1: the state before the
+  // first recorded entry). torch's allocated_bytes / active_bytes /
+  // reserved_bytes peaks when the history is complete and began with the
+  // counters reset.
+  int64_t peak_allocated = 0, peak_allocated_event = -1, peak_allocated_time_us = 0;
+  int64_t peak_active = 0, peak_active_event = -1, peak_active_time_us = 0;
+  int64_t peak_reserved = 0, peak_reserved_event = -1, peak_reserved_time_us = 0;
+  int64_t peak_requested = 0;  // requested_bytes
   std::vector<SiteStat> top_sites;  // live at the allocated peak, largest first (10)
-  // At the snapshot (the end of the trace).
-  int64_t allocated_now = 0;  // requested bytes of active blocks
+  int64_t sites_total = 0;          // number of sites before the cut to 10
+  // Allocated before the recording began, live at the allocated peak and
+  // at the start of the trace.
+  int64_t before_recording_bytes = 0, before_recording_count = 0;
+  int64_t before_recording_start_bytes = 0, before_recording_start_count = 0;
+  // At the snapshot, from its blocks (exact whatever the history).
+  int64_t allocated_now = 0;  // block bytes of active_allocated blocks
+  int64_t active_now = 0;     // ... and of active_pending_free ones
+  int64_t requested_now = 0;  // requested bytes of active blocks
   int64_t reserved_now = 0;
   int64_t free_now = 0;  // bytes of inactive blocks
   int64_t largest_free_now = 0;
@@ -55,18 +77,29 @@ struct DeviceSummary {
   // dropped when the history buffer wrapped.
   int64_t orphan_frees = 0;
   std::string history_wrapped;  // "yes", "no" or "possibly"
+  // Whether the peaks are torch's exact numbers; else they are lower bounds
+  // of the peaks within the recorded window (see `exactness`).
+  bool exact = true;
+  std::string exactness;  // why not, in a sentence ("" when exact)
   std::vector<OomReport> ooms;
 };
 
 struct Summary {
   std::vector<DeviceSummary> devices;
   size_t total_entries = 0;
+  std::vector<std::string> user_code;  // the --user-code patterns in force
 };
 
-Summary summarize(const Snapshot& snap);
-std::string summary_text(const Snapshot& snap, const Summary& s);
+struct SummaryOptions {
+  UserCode user_code;
+};
+
+Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});
+// frames_all: every frame of each site and OOM stack, tagged by kind.
+std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all = false);
 std::string summary_json(const Snapshot& snap, const Summary& s);
-// A stack as short readable text: innermost user frames first.
+// A stack as short readable text, user-first (FrameClassifier::describe with
+// the default rule).
 std::string describe_stack(const Snapshot& snap, StackId stack, size_t max_frames = 3);
 
 }  // namespace memsight

@@ -1,15 +1,26 @@
 #include "cli/cli.h"
+#include "memsight/error.h"
 #include "memsight/summary.h"
 
 namespace memsight::cli {
 
 int cmd_summary(const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {{"--json", "", false}, {"--output", "-o", true}});
-  expect_positional(a, 1, "memsight summary SNAPSHOT [--json] [-o FILE]");
+  Args a = parse_args(argv, {{"--json", "", false},
+                             {"--output", "-o", true},
+                             {"--frames", "", true},
+                             {"--user-code", "", true}});
+  expect_positional(a, 1,
+                    "memsight summary SNAPSHOT [--json] [--frames user|all] "
+                    "[--user-code PATTERN[,PATTERN...]] [-o FILE]");
+  std::string frames = a.get("--frames", "user");
+  if (frames != "user" && frames != "all")
+    throw Error("--frames takes 'user' (the default) or 'all', not '" + frames + "'");
+  SummaryOptions opts;
+  opts.user_code = UserCode::parse(a.get("--user-code"));
   Snapshot snap = load(a.positional[0]);
-  Summary s = summarize(snap);
+  Summary s = summarize(snap, opts);
   write_output(a.get("--output", "-"),
-               a.has("--json") ? summary_json(snap, s) : summary_text(snap, s));
+               a.has("--json") ? summary_json(snap, s) : summary_text(snap, s, frames == "all"));
   return 0;
 }
 

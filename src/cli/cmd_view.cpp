@@ -23,7 +23,10 @@ std::string default_output(const std::string& input) {
 
 int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
   Args a =
-      parse_args(argv, {{"--output", "-o", true}, {"--view", "", true}, {"--device", "-d", true}});
+      parse_args(argv, {{"--output", "-o", true},
+                       {"--view", "", true},
+                       {"--device", "-d", true},
+                       {"--user-code", "", true}});
   expect_positional(a, 1, "memsight " + name + " SNAPSHOT [-o FILE] [--view NAME]");
   HtmlOptions opts;
   opts.view = name == "trace-plot" ? "timeline" : name == "segment-plot" ? "state" : "overview";
@@ -45,7 +48,8 @@ int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
   struct stat st {};
   if (input != "-" && ::stat(input.c_str(), &st) == 0)
     opts.source_bytes = static_cast<uint64_t>(st.st_size);
-  opts.summary_json = summary_json(snap, summarize(snap));
+  opts.user_code = UserCode::parse(a.get("--user-code"));
+  opts.summary_json = summary_json(snap, summarize(snap, {opts.user_code}));
   std::string out = a.get("--output", default_output(input));
   write_output(out, render_html(snap, opts));
   if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());

@@ -32,8 +32,8 @@ Commands compatible with `python -m torch.cuda._memory_viz` (same text):
      .folded/.txt or "-" the folded stacks)
 
 Beyond torch:
-  summary SNAP [--json]      peak memory, top allocation sites, fragmentation,
-                             out-of-memory diagnosis
+  summary SNAP [--json]      torch's peak counters, allocation sites in your
+                             code, fragmentation, out-of-memory causes and fixes
   view SNAP [-o FILE]        self-contained interactive HTML report (offline)
   trace-plot SNAP [-o FILE]  the report, opened on the memory timeline
   segment-plot SNAP [-o FILE]
@@ -63,19 +63,33 @@ const char* command_help(const std::string& c) {
            "Prints the addresses of segments only in BEFORE and only in AFTER, and\n"
            "writes their blocks as a flamegraph (-o as for `segments`).\n";
   if (c == "summary")
-    return "usage: memsight summary SNAPSHOT [--json] [-o FILE]\n\n"
-           "Per device: peak allocated and reserved memory over the trace and when\n"
-           "they happened, the top allocation sites live at the peak, fragmentation\n"
-           "of reserved memory, whether the history buffer wrapped, and a diagnosis\n"
-           "of every out-of-memory event.\n"
-           "  --json    machine-readable output\n";
+    return "usage: memsight summary SNAPSHOT [--json] [--frames user|all]\n"
+           "                        [--user-code PATTERN[,PATTERN...]] [-o FILE]\n\n"
+           "Per device: peak allocated, active and reserved memory and when they\n"
+           "happened (torch's own counters: max_memory_allocated, active_bytes,\n"
+           "max_memory_reserved, replayed block by block), the allocation sites live\n"
+           "at the peak, memory allocated before recording began, fragmentation,\n"
+           "whether the history is complete, and for every out-of-memory event its\n"
+           "cause (fragmentation, a memory limit, other processes, true demand) and\n"
+           "what to change. Events are trace entry indices, as `memsight trace` and\n"
+           "the page number them.\n\n"
+           "A site is the innermost frame of your own code (not torch, the standard\n"
+           "library or installed packages); stacks show your frames first and count\n"
+           "the hidden ones.\n"
+           "  --json              machine-readable output (every frame with its kind)\n"
+           "  --frames all        also print every frame of each stack, with its kind\n"
+           "  --user-code PATS    comma-separated filename substrings that count as\n"
+           "                      your code (e.g. torch/nn/ when debugging torch);\n"
+           "                      !PAT takes matching files out of it\n";
   if (c == "view" || c == "trace-plot" || c == "segment-plot")
     return "usage: memsight view|trace-plot|segment-plot SNAPSHOT [-o FILE] [--view NAME]\n\n"
            "Writes one self-contained HTML file (no network needed) with the memory\n"
            "timeline, segment timeline, allocator state history, flamegraphs and a\n"
            "summary. Default output: the snapshot name with .html.\n"
            "  --view NAME   first view: overview, timeline, segments-timeline, state,\n"
-           "                flamegraph (trace-plot: timeline; segment-plot: state)\n";
+           "                flamegraph (trace-plot: timeline; segment-plot: state)\n"
+           "  --user-code PATS  what counts as your code, as for `summary` (the page\n"
+           "                can change it too)\n";
   if (c == "convert")
     return "usage: memsight convert SNAPSHOT -o OUT\n\n"
            "Reads a snapshot and writes it back as a pickle that torch and pickle.load\n"

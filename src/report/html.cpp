@@ -28,8 +28,9 @@ constexpr uint32_t kUnset = std::numeric_limits<uint32_t>::max();
 // renumbered densely (0 is the empty string / the empty stack).
 class PageTables {
  public:
-  explicit PageTables(const Snapshot& snap)
+  PageTables(const Snapshot& snap, const UserCode& user_code)
       : snap_(snap),
+        kinds_(snap, user_code),
         str_map_(snap.strings.size(), kUnset),
         frame_map_(snap.frames.frame_count(), kUnset),
         stack_map_(snap.frames.stack_count(), kUnset) {
@@ -71,6 +72,7 @@ class PageTables {
     p.ints("frames.file", f_file_);
     p.ints("frames.line", f_line_);
     p.ints("frames.fx", f_fx_);
+    p.ints("frames.kind", f_kind_);
     p.ints("stacks.off", stack_off_);
     p.ints("stacks.frames", stack_frames_);
   }
@@ -88,6 +90,7 @@ class PageTables {
     f_file_.push_back(str(f.filename));
     f_line_.push_back(f.line);
     f_fx_.push_back(f.extra ? text(fx_text(snap_.frames.extras[f.extra - 1])) : 0);
+    f_kind_.push_back(static_cast<int64_t>(kinds_.kind(id)));
     return m;
   }
   // MemoryViz's FX annotation lines of a frame that carries fx_* keys.
@@ -116,11 +119,12 @@ class PageTables {
   }
 
   const Snapshot& snap_;
+  FrameClassifier kinds_;
   std::vector<uint32_t> str_map_, frame_map_, stack_map_;
   std::unordered_map<std::string, uint32_t> text_index_;
   std::string blob_;
   std::vector<uint64_t> off_;
-  std::vector<int64_t> f_name_, f_file_, f_line_, f_fx_;
+  std::vector<int64_t> f_name_, f_file_, f_line_, f_fx_, f_kind_;
   std::vector<int64_t> stack_off_, stack_frames_;
 };
 
@@ -498,7 +502,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   report::Annotated ann = report::annotate(snap);
   phase("annotate");
   PagePacker packer;
-  PageTables tables(snap);
+  PageTables tables(snap, opts.user_code);
   std::string devices = "[";
   size_t default_device = 0, longest = 0;
   bool any = false;
@@ -540,7 +544,8 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
 
   // The overview shows `memsight summary`; callers that computed it pass it in.
   std::string summary =
-      opts.summary_json.empty() ? summary_json(snap, summarize(snap)) : opts.summary_json;
+      opts.summary_json.empty() ? summary_json(snap, summarize(snap, {opts.user_code}))
+                                : opts.summary_json;
   std::string meta = JsonObject()
                          .str("title", title)
                          .str("view", view)

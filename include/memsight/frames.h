@@ -1,0 +1,70 @@
+#pragma once
+// Which frames of a stack mean something to the person reading it: one rule
+// for every view (summary, page, OOM diagnosis, Python). A site is the
+// innermost frame of the user's own code; stacks are shown user-first with
+// library and native plumbing collapsed.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memsight/snapshot.h"
+
+namespace memsight {
+
+enum class FrameKind : uint8_t {
+  User,      // Python code outside torch, the standard library and installed packages
+  Library,   // Python code of torch, the standard library or an installed package
+  Internal,  // allocator, dispatcher, autograd and interpreter plumbing; frames with no file
+  Native,    // any other native frame (an extension's own C++/CUDA code)
+};
+std::string_view frame_kind_name(FrameKind k);  // "user", "library", "internal", "native"
+
+// What counts as user code, beyond the default rule. Each pattern is matched
+// as a substring of the frame's filename; "!PATTERN" takes matching frames
+// out of user code (they count as library), a plain PATTERN puts matching
+// Python frames in (e.g. "torch/nn/" to see which torch module allocated).
+// Later patterns win over earlier ones.
+struct UserCode {
+  std::vector<std::string> patterns;
+  static UserCode parse(std::string_view comma_separated);
+};
+
+FrameKind classify_frame(std::string_view name, std::string_view filename,
+                         const UserCode& user_code = {});
+
+// The frame that stands for a stack, innermost first: the innermost user
+// frame, else the innermost library Python frame, else the innermost native
+// frame outside the allocator and interpreter. -1 when there is none.
+int site_index(std::span<const FrameKind> kinds_innermost_first);
+
+// "file.py:LINE:name" (the file's basename, as torch prints frames).
+std::string frame_label(std::string_view name, std::string_view filename, int64_t line);
+
+// The rule over a snapshot's interned frames, cached per frame.
+class FrameClassifier {
+ public:
+  explicit FrameClassifier(const Snapshot& snap, UserCode user_code = {});
+  FrameKind kind(FrameId f) const;
+  // The site frame of a stack, if it has one.
+  std::optional<FrameId> site(StackId s) const;
+  // The site's label; for a stack of native plumbing only, what it names
+  // ("<backward: MmBackward0, op mm>"); "<no stack recorded>" for none.
+  std::string site_label(StackId s) const;
+  // The stack user-first: the site and up to max_frames-1 frames outward of
+  // the same or a more useful kind, then how many frames were hidden:
+  // "train.py:81:step <- train.py:120:main  [+6 library, +38 native frames]".
+  std::string describe(StackId s, size_t max_frames = 3) const;
+  const Snapshot& snapshot() const { return snap_; }
+
+ private:
+  std::string plumbing_label(StackId s) const;
+  const Snapshot& snap_;
+  UserCode user_code_;
+  mutable std::vector<uint8_t> kinds_;  // FrameKind + 1; 0: not yet classified
+};
+
+}  // namespace memsight

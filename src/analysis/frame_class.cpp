@@ -1,0 +1,214 @@
+// The frame rule: user code, library Python, allocator/interpreter plumbing,
+// other native code. See docs/summary.md ("Sites").
+#include <algorithm>
+
+#include "memsight/frames.h"
+
+namespace memsight {
+namespace {
+
+bool contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+
+bool is_python_file(std::string_view file) {
+  return file.ends_with(".py") || file.ends_with(".pyw") || file.starts_with("<");
+}
+
+bool is_library_python(std::string_view file) {
+  static constexpr std::string_view kParts[] = {
+      "/site-packages/", "/dist-packages/", "/torch/",   "\\site-packages\\",
+      "\\torch\\",       "/lib/python",     "/lib64/python", "\\Lib\\"};
+  if (file.starts_with("<frozen") || file.starts_with("<eval_with_key>")) return true;
+  return std::any_of(std::begin(kParts), std::end(kParts),
+                     [&](std::string_view p) { return contains(file, p); });
+}
+
+// A namespace at the start of a qualified name, or of a word inside it
+// ("std::vector<at::Tensor> at::native::f" names at::native::f).
+bool names_namespace(std::string_view head, std::string_view ns) {
+  for (size_t p = head.find(ns); p != std::string_view::npos; p = head.find(ns, p + 1)) {
+    char before = p ? head[p - 1] : ' ';
+    if (before == ' ' || before == '<' || before == ',' || before == '*' || before == '&')
+      return true;
+  }
+  return false;
+}
+
+bool is_internal_native(std::string_view name, std::string_view file) {
+  if (file.empty() || file == "??") return true;  // nothing a person could open
+  std::string_view head = name.substr(0, name.find('('));
+  static constexpr std::string_view kNamespaces[] = {
+      "c10::", "at::", "torch::", "caffe2::", "pybind11::", "std::", "c10d::", "unwind::"};
+  for (auto ns : kNamespaces)
+    if (names_namespace(head, ns)) return true;
+  static constexpr std::string_view kPrefixes[] = {"Py", "_Py", "THP", "__libc", "_start"};
+  for (auto p : kPrefixes)
+    if (head.starts_with(p)) return true;
+  static constexpr std::string_view kNames[] = {"CapturedTraceback", "gather_with_cpp",
+                                                "wrap_kernel_functor", "boxed_kernel"};
+  for (auto n : kNames)
+    if (contains(head, n)) return true;
+  static constexpr std::string_view kFiles[] = {
+      "CUDACachingAllocator", "core/boxing", "/Register", "Register", "Redispatch",
+      "VariableType",         "python_",     "ceval.c",   "pythonrun.c", "Objects/",
+      "Modules/main.c",       "abstract.h",  "memory_snapshot.cpp"};
+  for (auto f : kFiles)
+    if (contains(file, f)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string_view frame_kind_name(FrameKind k) {
+  switch (k) {
+    case FrameKind::User:
+      return "user";
+    case FrameKind::Library:
+      return "library";
+    case FrameKind::Internal:
+      return "internal";
+    case FrameKind::Native:
+      return "native";
+  }
+  return "native";
+}
+
+UserCode UserCode::parse(std::string_view list) {
+  UserCode uc;
+  while (!list.empty()) {
+    size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    if (!item.empty() && item != "!") uc.patterns.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return uc;
+}
+
+FrameKind classify_frame(std::string_view name, std::string_view filename,
+                         const UserCode& user_code) {
+  FrameKind k;
+  if (is_python_file(filename))
+    k = is_library_python(filename) ? FrameKind::Library : FrameKind::User;
+  else
+    k = is_internal_native(name, filename) ? FrameKind::Internal : FrameKind::Native;
+  for (const std::string& p : user_code.patterns) {
+    bool narrow = p.starts_with('!');
+    std::string_view pat = narrow ? std::string_view(p).substr(1) : std::string_view(p);
+    if (!contains(filename, pat)) continue;
+    if (narrow && k == FrameKind::User) k = FrameKind::Library;
+    if (!narrow) k = FrameKind::User;
+  }
+  return k;
+}
+
+int site_index(std::span<const FrameKind> kinds) {
+  for (FrameKind want : {FrameKind::User, FrameKind::Library, FrameKind::Native})
+    for (size_t i = 0; i < kinds.size(); ++i)
+      if (kinds[i] == want) return static_cast<int>(i);
+  return -1;
+}
+
+std::string frame_label(std::string_view name, std::string_view filename, int64_t line) {
+  auto slash = filename.find_last_of("/\\");
+  std::string out(slash == std::string_view::npos ? filename : filename.substr(slash + 1));
+  out += ':';
+  out += std::to_string(line);
+  out += ':';
+  out += name;
+  return out;
+}
+
+FrameClassifier::FrameClassifier(const Snapshot& snap, UserCode user_code)
+    : snap_(snap), user_code_(std::move(user_code)), kinds_(snap.frames.frame_count(), 0) {}
+
+FrameKind FrameClassifier::kind(FrameId f) const {
+  uint8_t& k = kinds_[f];
+  if (!k) {
+    const Frame& fr = snap_.frames.frame(f);
+    k = static_cast<uint8_t>(classify_frame(snap_.str(fr.name), snap_.str(fr.filename),
+                                            user_code_)) +
+        1;
+  }
+  return static_cast<FrameKind>(k - 1);
+}
+
+std::optional<FrameId> FrameClassifier::site(StackId s) const {
+  auto frames = snap_.frames.stack(s);
+  std::vector<FrameKind> kinds(frames.size());
+  for (size_t i = 0; i < frames.size(); ++i) kinds[i] = kind(frames[i]);
+  int i = site_index(kinds);
+  if (i < 0) return std::nullopt;
+  return frames[static_cast<size_t>(i)];
+}
+
+// A stack of native plumbing only (the autograd engine's thread records no
+// Python frames): named by the autograd node and the operator, innermost
+// first, when the stack has them.
+std::string FrameClassifier::plumbing_label(StackId s) const {
+  std::string node, op;
+  for (FrameId id : snap_.frames.stack(s)) {
+    std::string_view name = snap_.str(snap_.frames.frame(id).name);
+    name = name.substr(0, name.find('('));
+    constexpr std::string_view kOp = "at::_ops::", kNode = "torch::autograd::generated::";
+    if (size_t p = name.find(kOp); op.empty() && p != std::string_view::npos) {
+      std::string_view rest = name.substr(p + kOp.size());
+      op = rest.substr(0, rest.find("::"));
+    }
+    if (size_t p = name.find(kNode); node.empty() && p != std::string_view::npos) {
+      std::string_view rest = name.substr(p + kNode.size());
+      rest = rest.substr(0, rest.find("::"));
+      if (rest.ends_with("_apply_functional")) rest.remove_suffix(17);
+      if (rest != "details") node = rest;  // helpers: the node is further out
+    }
+  }
+  if (!node.empty()) return "<backward: " + node + (op.empty() ? "" : ", op " + op) + ">";
+  if (!op.empty()) return "<op " + op + ", no Python frames>";
+  return "<only allocator and interpreter frames>";
+}
+
+std::string FrameClassifier::site_label(StackId s) const {
+  if (snap_.frames.stack(s).empty()) return "<no stack recorded>";
+  auto f = site(s);
+  if (!f) return plumbing_label(s);
+  const Frame& fr = snap_.frames.frame(*f);
+  return frame_label(snap_.str(fr.name), snap_.str(fr.filename), fr.line);
+}
+
+std::string FrameClassifier::describe(StackId s, size_t max_frames) const {
+  auto frames = snap_.frames.stack(s);
+  auto f = site(s);
+  if (!f) return site_label(s);
+  FrameKind site_kind = kind(*f);
+  // Outward from the site: frames as useful as the site (user frames stay
+  // user; a library site shows library and user frames).
+  auto shows = [&](FrameKind k) {
+    return k == site_kind || (site_kind != FrameKind::User && k == FrameKind::User) ||
+           (site_kind == FrameKind::Native && k == FrameKind::Library);
+  };
+  std::string out;
+  size_t shown = 0, library = 0, native = 0;
+  bool started = false;
+  for (FrameId id : frames) {
+    started = started || id == *f;
+    FrameKind k = kind(id);
+    if (started && shown < max_frames && shows(k)) {
+      const Frame& fr = snap_.frames.frame(id);
+      if (shown++) out += " <- ";
+      out += frame_label(snap_.str(fr.name), snap_.str(fr.filename), fr.line);
+      continue;
+    }
+    (k == FrameKind::User || k == FrameKind::Library ? library : native)++;
+  }
+  if (library + native) {
+    out += "  [+";
+    if (library) out += std::to_string(library) + " Python";
+    if (library && native) out += ", +";
+    if (native) out += std::to_string(native) + " native";
+    out += library + native == 1 ? " frame]" : " frames]";
+  }
+  return out;
+}
+
+}  // namespace memsight

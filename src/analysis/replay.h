@@ -1,0 +1,76 @@
+#pragma once
+// The caching allocator replayed over one device's trace, block by block,
+// so that its counters are torch's own: allocated_bytes (a block counts from
+// its alloc until free_requested, by block size), active_bytes (until
+// free_completed), requested_bytes (requested sizes, until free_completed)
+// and reserved_bytes (segment sizes). A trace entry holds
+// the requested size only; the block's size comes from torch's rounding and
+// split rule applied to the free block the request was carved from.
+// See docs/summary.md ("torch's numbers").
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memsight/snapshot.h"
+
+namespace memsight::replay {
+
+// The allocator settings that decide block sizes (allocator_settings).
+struct Config {
+  int64_t max_split_size = INT64_MAX;
+  bool expandable_segments = false;
+  int64_t divisions[17] = {};  // roundup_power2_divisions per power-of-two interval from 1 MiB
+  static Config from(const Snapshot& snap);
+  int64_t round_size(int64_t requested) const;
+};
+
+struct Counters {
+  int64_t allocated = 0, active = 0, reserved = 0, requested = 0;
+};
+
+// A block's life in the trace. Event indices are within the device's trace;
+// kBefore: live when the trace began; kNever: still live at its end.
+struct Lifetime {
+  static constexpr int64_t kBefore = -1, kNever = INT64_MAX;
+  int64_t address = 0;
+  int64_t size = 0;         // block size (exact, or estimated: see `estimated`)
+  int64_t requested = 0;
+  StackId stack = 0;
+  int64_t alloc_event = kBefore;
+  int64_t free_requested = kNever;  // allocated bytes stop counting here
+  int64_t free_completed = kNever;  // active bytes stop counting here
+  bool estimated = false;           // size from rounding alone, not replayed
+};
+
+// Free memory inside the allocator's segments at one moment.
+struct FreeSpace {
+  int64_t bytes = 0, blocks = 0;
+  int64_t largest_small = 0, largest_large = 0;  // largest free block per pool
+  int64_t small_bytes = 0, large_bytes = 0;
+  int64_t releasable = 0;  // bytes in segments with nothing live (empty_cache frees them)
+};
+
+struct OomState {
+  int64_t event = 0;
+  Counters at;
+  FreeSpace free;
+};
+
+struct Result {
+  Counters start, end, peak;
+  int64_t peak_allocated_event = -1, peak_active_event = -1, peak_reserved_event = -1;
+  std::vector<Lifetime> blocks;  // every block of the trace, in alloc order (initial ones first)
+  std::vector<OomState> ooms;
+  // Blocks whose size had to be estimated (freed in the trace, allocated
+  // before it), and allocations whose free block was not where the replay
+  // expected it (the starting state was incomplete).
+  int64_t estimated_blocks = 0, unplaced_allocs = 0;
+  // Live blocks at the snapshot whose replayed size differs from the
+  // snapshot's: 0 when the replay agrees with the allocator.
+  int64_t size_mismatches = 0;
+};
+
+Result run(const Snapshot& snap, size_t device, const Config& cfg);
+
+}  // namespace memsight::replay

@@ -1,0 +1,22 @@
+#pragma once
+// Live allocations at one moment of a replay, grouped by site (the frame
+// rule of memsight/frames.h). Blocks from before the recording are counted
+// apart: they have no allocation event to name a site.
+#include <vector>
+
+#include "analysis/replay.h"
+#include "memsight/frames.h"
+#include "memsight/summary.h"
+
+namespace memsight {
+
+struct SiteGroups {
+  std::vector<SiteStat> sites;  // largest first
+  int64_t before_bytes = 0, before_count = 0;
+};
+
+// Blocks allocated (not yet free_requested) after trace entry `event`
+// (-1: before the first entry).
+SiteGroups group_sites(const FrameClassifier& fc, const replay::Result& rr, int64_t event);
+
+}  // namespace memsight
