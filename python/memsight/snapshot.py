@@ -248,28 +248,38 @@ class Snapshot:
         )
 
     # -- summary ---------------------------------------------------------------
-    def _summary_pair(self) -> tuple[str, str]:
+    def _summary_pair(self, user_code: str | list[str] | None = None, frames: str = "user") -> tuple[str, str]:
         self._need_trace("the summary")
+        if frames not in ("user", "all"):
+            raise ValueError(f"frames must be 'user' or 'all', not {frames!r}")
+        uc = _user_code(user_code)
+        if uc or frames != "user":
+            return tuple(self._snap.summary_text_and_json(uc, frames == "all"))  # type: ignore[return-value]
         with self._lock:
             if self._summary is None:
                 self._summary = tuple(self._snap.summary_text_and_json())  # type: ignore[assignment]
             return self._summary  # type: ignore[return-value]
 
-    def summary_text(self) -> str:
-        """``memsight summary``: peaks, top sites and, after an OOM, the diagnosis."""
-        return self._summary_pair()[0]
+    def summary_text(self, user_code: str | list[str] | None = None, frames: str = "user") -> str:
+        """``memsight summary``: torch's peak counters, allocation sites in your
+        code, memory from before the recording and, after an OOM, its causes
+        and fixes. ``frames="all"`` lists every frame of each stack;
+        ``user_code`` widens or narrows what counts as your code (filename
+        substrings, ``"!PATTERN"`` to exclude), as ``--user-code`` does."""
+        return self._summary_pair(user_code, frames)[0]
 
-    def summary_json(self) -> str:
+    def summary_json(self, user_code: str | list[str] | None = None) -> str:
         """``memsight summary --json``."""
-        return self._summary_pair()[1]
+        return self._summary_pair(user_code)[1]
 
-    def summary(self) -> Summary:
+    def summary(self, user_code: str | list[str] | None = None) -> Summary:
         """The summary as a Python object (the JSON the CLI prints, as a dict)."""
-        text, js = self._summary_pair()
+        text, js = self._summary_pair(user_code)
         return Summary(json.loads(js), text)
 
     # -- rendering ---------------------------------------------------------------
-    def html(self, view: str = "overview", title: str | None = None, with_summary: bool = True) -> str:
+    def html(self, view: str = "overview", title: str | None = None, with_summary: bool = True,
+             user_code: str | list[str] | None = None) -> str:
         """The self-contained page (works offline from file://), opening on
         ``view``: ``overview``, ``timeline`` (torch's trace_plot),
         ``segments-timeline``, ``state`` (torch's segment_plot) or
@@ -281,7 +291,7 @@ class Snapshot:
         summary = ""
         if with_summary:
             try:
-                summary = self.summary_json()
+                summary = self.summary_json(user_code)
             except Exception:  # the page shows its own basic facts instead
                 summary = ""
         source_name = os.path.basename(self.source) if self.source else ""
@@ -293,7 +303,7 @@ class Snapshot:
                 pass
         return self._snap.render_html(
             view=HTML_VIEWS[view], title=title or source_name or "memsight", source_name=source_name,
-            source_bytes=source_bytes, summary_json=summary,
+            source_bytes=source_bytes, summary_json=summary, user_code=_user_code(user_code),
         )
 
     def to_html(self, path: PathLike, view: str = "overview", title: str | None = None) -> str:
@@ -330,6 +340,48 @@ class Snapshot:
         """The snapshot as the plain dicts and lists ``torch.cuda.memory._snapshot()`` returns."""
         # Our own pickle holds data opcodes only, so loading it runs no code.
         return pickle.loads(self.pickle())
+
+
+def _user_code(user_code: str | list[str] | tuple[str, ...] | None) -> str:
+    if user_code is None:
+        return ""
+    if isinstance(user_code, str):
+        return user_code
+    return ",".join(str(p) for p in user_code)
+
+
+def frame_kinds(frames: Any, user_code: str | list[str] | None = None) -> list[str]:
+    """The kind of each frame of a torch stack (``[{"name", "filename",
+    "line"}, ...]``, innermost first): ``"user"``, ``"library"`` (torch,
+    the standard library, installed packages), ``"internal"`` (allocator,
+    dispatcher and interpreter plumbing) or ``"native"``."""
+    return core().frame_kinds(_frame_pairs(frames), _user_code(user_code))[0]
+
+
+def frame_site(frames: Any, user_code: str | list[str] | None = None) -> str:
+    """The site of a torch stack, as ``memsight summary`` groups allocations:
+    ``"train.py:42:forward"`` for the innermost frame of the user's own
+    code, else of library Python, else of other native code; ``""`` when
+    the stack has none of them."""
+    pairs = _frame_pairs(frames)
+    _, i = core().frame_kinds(pairs, _user_code(user_code))
+    if i < 0:
+        return ""
+    f = frames[i]
+    name, filename = pairs[i]
+    line = f.get("line", 0) if isinstance(f, dict) else getattr(f, "line", 0)
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{base}:{line}:{name}"
+
+
+def _frame_pairs(frames: Any) -> list[tuple[str, str]]:
+    pairs = []
+    for f in frames:
+        if isinstance(f, dict):
+            pairs.append((str(f.get("name", "")), str(f.get("filename", ""))))
+        else:
+            pairs.append((str(getattr(f, "name", "")), str(getattr(f, "filename", ""))))
+    return pairs
 
 
 def load(path: PathLike, progress: Any = None, *, trace: bool = True) -> Snapshot:

@@ -20,6 +20,7 @@
 #include "memsight/html.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
+#include "memsight/frames.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 
@@ -119,31 +120,28 @@ PYBIND11_MODULE(_core, m) {
             memsight::write_snapshot_file(s, path);
           },
           py::arg("path"))
-      .def("summary_text",
-           [](const Snapshot& s) {
-             return released([&] { return memsight::summary_text(s, memsight::summarize(s)); });
-           })
-      .def("summary_json",
-           [](const Snapshot& s) {
-             return released([&] { return memsight::summary_json(s, memsight::summarize(s)); });
-           })
-      .def("summary_text_and_json",
-           [](const Snapshot& s) {
-             std::pair<std::string, std::string> out;
-             {
-               py::gil_scoped_release nogil;
-               memsight::Summary sum = memsight::summarize(s);
-               out.first = memsight::summary_text(s, sum);
-               out.second = memsight::summary_json(s, sum);
-             }
-             return out;
-           })
+      .def(
+          "summary_text_and_json",
+          [](const Snapshot& s, const std::string& user_code, bool frames_all) {
+            std::pair<std::string, std::string> out;
+            {
+              py::gil_scoped_release nogil;
+              memsight::SummaryOptions opts;
+              opts.user_code = memsight::UserCode::parse(user_code);
+              memsight::Summary sum = memsight::summarize(s, opts);
+              out.first = memsight::summary_text(s, sum, frames_all);
+              out.second = memsight::summary_json(s, sum);
+            }
+            return out;
+          },
+          py::arg("user_code") = "", py::arg("frames_all") = false)
       .def(
           "render_html",
           [](const Snapshot& s, const std::string& view, const std::string& title,
              const std::string& source_name, uint64_t source_bytes, const std::string& summary_json,
-             int device) {
+             int device, const std::string& user_code) {
             memsight::HtmlOptions opts;
+            opts.user_code = memsight::UserCode::parse(user_code);
             if (!view.empty()) opts.view = view;
             opts.title = title;
             opts.source_name = source_name;
@@ -153,7 +151,8 @@ PYBIND11_MODULE(_core, m) {
             return released([&] { return memsight::render_html(s, opts); });
           },
           py::arg("view") = "", py::arg("title") = "", py::arg("source_name") = "",
-          py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1);
+          py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1,
+          py::arg("user_code") = "");
 
   m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
         py::arg("trace") = true,
@@ -185,6 +184,21 @@ PYBIND11_MODULE(_core, m) {
       py::arg("folded"), py::arg("title") = "Flame Graph", py::arg("count_name") = "bytes",
       py::arg("width") = 1200, py::arg("bytes") = true);
   m.def("format_size", &memsight::format_size, py::arg("num"));
+  m.def(
+      "frame_kinds",
+      [](const std::vector<std::pair<std::string, std::string>>& frames,
+         const std::string& user_code) {
+        memsight::UserCode uc = memsight::UserCode::parse(user_code);
+        std::vector<memsight::FrameKind> kinds;
+        std::vector<std::string> names;
+        for (const auto& [name, file] : frames) {
+          kinds.push_back(memsight::classify_frame(name, file, uc));
+          names.emplace_back(memsight::frame_kind_name(kinds.back()));
+        }
+        return py::make_tuple(names, memsight::site_index(kinds));
+      },
+      py::arg("frames"), py::arg("user_code") = "",
+      "Kinds of (name, filename) frames, innermost first, and the site's index (-1: none).");
   m.def(
       "is_html_view", [](const std::string& v) { return memsight::is_html_view(v); },
       py::arg("view"));
