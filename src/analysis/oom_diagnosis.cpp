@@ -83,8 +83,8 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
              sz(o.limit) + " (torch.cuda.set_per_process_memory_fraction), though the device had " +
              sz(o.device_free) + " free.";
     else
-      why += " Memory cap: the device had " + sz(o.device_free) + " free, enough for the " +
-             sz(need) + " segment the request needed, so a limit inside the process refused it "
+      why += " Memory cap: that was enough for the " + sz(need) +
+             " segment the request needed, so a limit inside the process refused it "
              "(torch.cuda.set_per_process_memory_fraction or a similar cap).";
     o.remedies.push_back("raise the cap (torch.cuda.set_per_process_memory_fraction) if it is "
                          "lower than the job needs");

@@ -286,12 +286,16 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   const size_t n = ev.row.size();
 
   std::vector<int64_t> action(n), addr(n), size(n), stream(n), stack(n), dt(n), cc(n), meta(n),
-      other(n);
+      other(n), entry(n);
+  const uint32_t first_row = d < snap.device_count() ? snap.device_rows(d).first : 0;
   int64_t t0 = n ? t.time_us[ev.row[0]] : 0, prev = t0;
   bool has_time = false;
   size_t ooms = 0;
   for (size_t i = 0; i < n; ++i) {
     uint32_t r = ev.row[i];
+    // The trace entry index, as `memsight trace` and `summary` name events
+    // (a free_requested + free_completed pair shown as one event: the first).
+    entry[i] = r - first_row;
     action[i] = static_cast<int64_t>(ev.action[i]);
     addr[i] = t.addr[r];
     size[i] = t.size[r];
@@ -311,6 +315,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
     if (ev.action[i] == report::PageAction::Oom) ++ooms;
   }
   p.ints(pre + "ev.action", action);
+  p.ints(pre + "ev.entry", entry);
   p.ints(pre + "ev.addr", addr);
   p.ints(pre + "ev.size", size);
   p.ints(pre + "ev.stream", stream);

@@ -182,7 +182,7 @@ describe('allocator state history', () => {
       details: document.querySelector('.state-view .details-head').textContent,
     }));
     const last = await state();
-    assert.match(last.details, /^\(.* allocated \/ .* reserved\)\nevent \d+/);
+    assert.match(last.details, /^\(.* allocated \/ .* reserved\)\ntrace entry \d+/);
     const oom = page.locator('.ev-row.oom');
     assert.equal(await oom.count(), 1);
     assert.match(await oom.textContent(), /OOM \(requested 384\.0MiB \(402653184 bytes\), Device has .* memory free\)/);
@@ -201,7 +201,10 @@ describe('allocator state history', () => {
     assert.equal((await state()).stats, last.stats);
     // Clicking a row selects it.
     await page.locator('.ev-row').nth(3).click();
-    assert.equal((await state()).selected, +(await page.locator('.ev-row.sel .ev-idx').textContent()));
+    // rows are numbered by trace entry, as `memsight trace` and `summary` do
+    const sel = (await state()).selected;
+    const entry = await page.evaluate((i) => window.memsight.page.device(0).entry(i), sel);
+    assert.equal(entry, +(await page.locator('.ev-row.sel .ev-idx').textContent()));
     // Hovering a block of the memory map describes it.
     await page.keyboard.press('End');
     const target = await page.evaluate(() => {
@@ -272,6 +275,49 @@ describe('little history', () => {
     const text = await page.textContent('.timeline-view');
     assert.match(text, /Detail: 203 of 203 allocations/);
     assert.match(text, /203 allocations over 1 events/);
+    clean(problems);
+    await page.close();
+  });
+});
+
+describe('answers a user can act on', () => {
+  const COUNTERS = join(ROOT, 'tests/data/counters');
+
+  test('sites are the user\'s frames; stacks user-first, all frames on request', async () => {
+    const { page, problems } = await open(report(join(COUNTERS, 'default_stacks.pickle'), dir));
+    const sites = await page.locator('.site-row td.site').evaluateAll((tds) => tds.map((td) => {
+      const s = td.querySelector(':scope > details > summary');
+      return (s || td).textContent;
+    }));
+    assert.match(sites[0], /^record_counters\.py:81:train <- /);
+    assert.ok(sites.some((s) => s === 'allocated before recording began'), sites.join('|'));
+    assert.ok(!sites.some((s) => s.includes('CUDACachingAllocator')));
+    await page.locator('.site-row td.site > details > summary').first().click();
+    const shown = await page.locator('.site-row td.site pre.stack').first().textContent();
+    assert.match(shown, /^\/.*record_counters\.py:81:train\n/);
+    assert.match(shown, /\[\+\d+ Python, \+\d+ native frames hidden\]$/);
+    // the header's stack mode: every frame, tagged by kind
+    await page.locator('header .frames select').selectOption('all');
+    await page.locator('.site-row td.site > details > summary').first().click();
+    const all = await page.locator('.site-row td.site pre.stack').first().textContent();
+    assert.match(all, /^internal +\?\?:0:torch::unwind::unwind\(\)/);
+    await shot(page, 'sites-default-stacks');
+    clean(problems);
+    await page.close();
+  });
+
+  test('a fragmentation OOM names the cause, the remedy and the trace entry', async () => {
+    const { page, problems } = await open(report(join(COUNTERS, 'frag_oom.pickle'), dir));
+    const oom = page.locator('.oom-panel .oom').first();
+    assert.match(await oom.locator('.oom-title b').textContent(), /^OOM at trace entry 361$/);
+    assert.deepEqual(await oom.locator('.verdict-tag').allTextContents(), ['fragmentation', 'limit']);
+    assert.match(await oom.locator('ul.remedies').textContent(), /expandable_segments:True/);
+    assert.match(await oom.locator('.oom-site').textContent(), /record_counters\.py:168:fill/);
+    // "Allocator state" opens the same trace entry
+    await oom.locator('button.link').click();
+    const details = await page.locator('.state-view .details-head').textContent();
+    assert.match(details, /\ntrace entry 361 /);
+    await shot(page, 'frag-oom');
     clean(problems);
     await page.close();
   });

@@ -58,12 +58,32 @@ class App {
     }, (usable.length ? usable : meta.devices).map((d) => h('option', { value: d.index },
       `cuda:${d.index} · ${d.events.toLocaleString('en-US')} events`)));
     this.deviceSelect.value = String(this.device);
+    // How stacks are shown everywhere: the user's frames first (torch,
+    // interpreter and allocator frames counted, not listed) or every frame;
+    // and what counts as the user's code beyond the engine's rule.
+    const applyFrames = () => {
+      const pats = this.userCodeInput.value.split(',').map((p) => p.trim()).filter(Boolean);
+      this.page.setFrameRule(pats, this.framesSelect.value === 'all');
+      const ov = this.views.get(`overview:${this.device}`);
+      if (ov && ov.refreshStacks) ov.refreshStacks();
+    };
+    this.framesSelect = h('select', { 'aria-label': 'stack frames', onchange: applyFrames },
+      h('option', { value: 'user' }, 'your code first'), h('option', { value: 'all' }, 'all frames'));
+    this.userCodeInput = h('input', {
+      type: 'text', class: 'user-code', 'aria-label': 'what counts as your code',
+      placeholder: 'your code also: torch/nn/, !vendor/',
+      title: 'Comma-separated filename substrings that count as your code (e.g. torch/nn/ when debugging ' +
+        'torch); !PATTERN takes matching files out. Sites in the overview were grouped by memsight summary ' +
+        '(its --user-code option regroups them).',
+      onchange: applyFrames,
+    });
     this.host = h('main', { class: 'host' });
     root.replaceChildren(
       h('header', { class: 'top' },
         h('div', { class: 'brand' }, h('span', { class: 'logo' }, '▤'), 'memsight'),
         h('div', { class: 'doc-title', title: meta.title }, meta.sourceName || meta.title),
         h('nav', { class: 'tabs', role: 'tablist' }, this.tabs),
+        h('label', { class: 'frames' }, 'Stacks ', this.framesSelect, ' ', this.userCodeInput),
         h('label', { class: 'device' }, 'Device ', this.deviceSelect)),
       this.host);
     root.classList.remove('loading');

@@ -2,7 +2,7 @@
 // columns (format: docs/formats.md). Decoding copies nothing it need not:
 // columns are typed-array views on the decompressed buffer.
 
-import { A, formatAddr, isSegmentAction } from './format.js';
+import { A, FRAME_KINDS, formatAddr, formatFrames, isSegmentAction } from './format.js';
 
 const B64 = new Uint8Array(256).fill(255);
 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
@@ -137,7 +137,13 @@ export class PageData {
     this._frames = {
       name: this.col('frames.name'), file: this.col('frames.file'),
       line: this.col('frames.line'), fx: this.col('frames.fx'),
+      kind: this.has('frames.kind') ? this.col('frames.kind') : null,
     };
+    // What counts as user code beyond the engine's rule (filename
+    // substrings; "!PAT" takes matches out), and how stacks are shown.
+    this.userCode = [];
+    this.allFrames = false;
+    this._stackPanes = new Set();
     this._stackOff = this.col('stacks.off');
     this._stackFrames = this.col('stacks.frames');
     this._stackCache = new Map();
@@ -163,7 +169,43 @@ export class PageData {
     return s;
   }
 
-  // Frames of a stack, innermost first: [{name, filename, line, fx}].
+  // A frame's kind ('user', 'library', 'internal', 'native'): the engine's
+  // rule, then the page's user-code patterns (later ones win).
+  frameKind(f) {
+    let k = f.baseKind;
+    for (const p of this.userCode) {
+      const narrow = p.startsWith('!');
+      const pat = narrow ? p.slice(1) : p;
+      if (!pat || !f.filename.includes(pat)) continue;
+      if (narrow && k === 'user') k = 'library';
+      if (!narrow) k = 'user';
+    }
+    return k;
+  }
+
+  // A stack as text in the page's current mode (user-first or all frames).
+  formatStack(frames) {
+    return formatFrames(frames, { all: this.allFrames, kindOf: (f) => this.frameKind(f) });
+  }
+
+  // Shows a stack in a details pane, and again whenever the user changes
+  // what counts as their code or how stacks are shown.
+  showStack(pane, frames) {
+    pane._frames = frames;
+    pane.textContent = frames ? this.formatStack(frames) : '';
+    this._stackPanes.add(pane);
+  }
+
+  setFrameRule(userCode, allFrames) {
+    this.userCode = userCode;
+    this.allFrames = allFrames;
+    for (const pane of this._stackPanes) {
+      if (!pane.isConnected && !pane._frames) this._stackPanes.delete(pane);
+      else if (pane._frames) pane.textContent = this.formatStack(pane._frames);
+    }
+  }
+
+  // Frames of a stack, innermost first: [{name, filename, line, fx, baseKind}].
   stack(id) {
     let frames = this._stackCache.get(id);
     if (frames) return frames;
@@ -174,6 +216,7 @@ export class PageData {
       frames.push({
         name: this.str(f.name[fr]), filename: this.str(f.file[fr]),
         line: f.line[fr], fx: f.fx[fr] ? this.str(f.fx[fr]) : '',
+        baseKind: f.kind ? FRAME_KINDS[f.kind[fr]] || 'native' : 'user',
       });
     }
     this._stackCache.set(id, frames);
@@ -205,6 +248,7 @@ export class DeviceData {
     this.col = c;
     this.n = this.meta.events;
     this.ev = {
+      entry: c('ev.entry'),
       action: c('ev.action'), addr: c('ev.addr'), size: c('ev.size'), stream: c('ev.stream'),
       stack: c('ev.stack'), version: c('ev.version'), dt: c('ev.dt'), cc: c('ev.cc'),
       meta: c('ev.meta'), other: c('ev.other'),
@@ -249,6 +293,23 @@ export class DeviceData {
       compileContext: this.page.str(e.cc[i]), userMetadata: this.page.str(e.meta[i]),
       time: this.times[i],
     };
+  }
+
+  // The trace entry index of event i (-1 stays -1: before the first).
+  entry(i) { return i < 0 ? i : this.ev.entry[i]; }
+
+  // The event holding trace entry `e` (the last event at or before it).
+  eventOfEntry(e) {
+    if (e < 0) return e;
+    const a = this.ev.entry;
+    let lo = 0;
+    let hi = this.n;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (a[mid] <= e) lo = mid + 1;
+      else hi = mid;
+    }
+    return Math.max(0, lo - 1);
   }
 
   eventName(i) {

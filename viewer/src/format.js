@@ -99,15 +99,50 @@ export const NO_FRAMES_TEXT = [
   '  - its allocation fell out of the history ring buffer (max_entries).',
 ].join('\n');
 
-// frames: [{name, filename, line, fx}], innermost first (as recorded).
-export function formatFrames(frames) {
-  if (!frames.length) return NO_FRAMES_TEXT;
-  const lines = [];
-  for (const f of frames) {
-    if (!keepFrame(f.name, f.filename)) continue;
-    lines.push(`${f.filename}:${f.line}:${f.name}${f.fx || ''}`);
+// Frame kinds by the engine's number (page column frames.kind).
+export const FRAME_KINDS = ['user', 'library', 'internal', 'native'];
+
+// The frame that stands for a stack (innermost first): the innermost user
+// frame, else library Python, else other native code; -1 for none.
+export function siteIndex(kinds) {
+  for (const want of ['user', 'library', 'native']) {
+    const i = kinds.indexOf(want);
+    if (i >= 0) return i;
   }
-  return elideRepeats(lines).join('\n');
+  return -1;
+}
+
+const frameLine = (f) => `${f.filename}:${f.line}:${f.name}${f.fx || ''}`;
+
+// frames: [{name, filename, line, fx}], innermost first (as recorded).
+// By default the user's frames first, from the site outward, with the
+// hidden frames counted; {all: true}: every frame, tagged with its kind.
+// kindOf(frame) gives a frame's kind (PageData.frameKind).
+export function formatFrames(frames, { all = false, kindOf = (f) => f.baseKind || 'user' } = {}) {
+  if (!frames.length) return NO_FRAMES_TEXT;
+  const kinds = frames.map(kindOf);
+  if (all) return frames.map((f, i) => `${kinds[i].padEnd(9)}${frameLine(f)}`).join('\n');
+  const site = siteIndex(kinds);
+  if (site < 0) {
+    return `${frames.length} frame${frames.length > 1 ? 's' : ''} of allocator and interpreter plumbing ` +
+      '(no code of yours): choose "all frames" to see them';
+  }
+  const sk = kinds[site];
+  const shows = (k) => k === sk || (sk !== 'user' && k === 'user') || (sk === 'native' && k === 'library');
+  const lines = [];
+  let python = 0;
+  let native = 0;
+  frames.forEach((f, i) => {
+    if (i >= site && shows(kinds[i])) lines.push(frameLine(f));
+    else if (kinds[i] === 'user' || kinds[i] === 'library') python++;
+    else native++;
+  });
+  const out = elideRepeats(lines);
+  if (python + native) {
+    const parts = [python ? `${python} Python` : '', native ? `${native} native` : ''].filter(Boolean);
+    out.push(`[+${parts.join(', +')} frame${python + native > 1 ? 's' : ''} hidden]`);
+  }
+  return out.join('\n');
 }
 
 export function formatUserMetadata(m) {

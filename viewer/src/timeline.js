@@ -368,10 +368,10 @@ export class TimelineModel {
     lines.push(`Total ${this.segments ? 'reserved' : 'allocated'} after this ${what}: ` +
       formatSize(i.totalAfter));
     const life = [];
-    if (i.kind === KIND_ALLOC) life.push(`allocated at event ${i.start} (${formatTimestamp(i.time)})`);
+    if (i.kind === KIND_ALLOC) life.push(`allocated at trace entry ${dev.entry(i.start)} (${formatTimestamp(i.time)})`);
     else if (i.kind === KIND_FREE_ONLY) life.push('allocated before the recorded history');
     else life.push('allocated before the recorded history (a live block of the snapshot)');
-    if (i.end >= 0) life.push(`freed at event ${i.end} (${formatTimestamp(dev.times[i.end])})`);
+    if (i.end >= 0) life.push(`freed at trace entry ${dev.entry(i.end)} (${formatTimestamp(dev.times[i.end])})`);
     else life.push('still live at the snapshot');
     lines.push(life.join(', '));
     if (i.compileContext && i.compileContext !== 'N/A') lines.push(`Compile context: ${i.compileContext}`);

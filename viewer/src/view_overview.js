@@ -2,7 +2,9 @@
 // memory went, out-of-memory diagnosis), the allocator settings and facts
 // about the file.
 
-import { A, formatCount, formatDuration, formatSize, formatTimestamp, keepFrame } from './format.js';
+import {
+  A, formatCount, formatDuration, formatFrames, formatSize, formatTimestamp, siteIndex,
+} from './format.js';
 import { largestFree, layoutState } from './state.js';
 import { h } from './ui.js';
 
@@ -16,6 +18,8 @@ export class OverviewView {
 
   activate() {}
 
+  refreshStacks() { this.build(); }
+
   build() {
     const { app, dev } = this;
     const page = app.page;
@@ -24,13 +28,17 @@ export class OverviewView {
     const go = (view, label) => h('button', { type: 'button', class: 'link', onclick: () => app.show(view) }, label);
 
     const sum = this.summaryDevice();
-    const peakA = sum ? [sum.peak_allocated, this.displayIndex(sum.peak_allocated_event)] : [dm.tl.peak, dm.tl.peakEvent];
-    const peakR = sum ? [sum.peak_reserved, this.displayIndex(sum.peak_reserved_event)] : [dm.st.peak, dm.st.peakEvent];
-    const at = (e) => (e >= 0 ? `after event ${formatCount(e)}${this.when(e)}` : 'before the first event');
-    const nowA = sum ? sum.allocated_now : dm.tl.finalTotal;
+    // Peaks as trace entries (the summary's numbering; the page's own
+    // timeline peaks are events, named by their entries).
+    const peakA = sum ? [sum.peak_allocated, sum.peak_allocated_event] : [dm.tl.peak, dev.entry(dm.tl.peakEvent)];
+    const peakR = sum ? [sum.peak_reserved, sum.peak_reserved_event] : [dm.st.peak, dev.entry(dm.st.peakEvent)];
+    const at = (e) => (e >= 0 ? `after trace entry ${formatCount(e)}${this.when(dev.eventOfEntry(e))}` : 'before the first trace entry');
+    const nowA = sum ? sum.allocated_now : dm.tl.finalTotal;  // block bytes (summary) / requested (page)
     const nowR = sum ? sum.reserved_now : dm.st.finalTotal;
     const cards = h('div', { class: 'cards' },
-      card('Peak allocated', formatSize(peakA[0], false), at(peakA[1]), go('timeline', 'Memory timeline →')),
+      card('Peak allocated', formatSize(peakA[0], false),
+        sum ? `${at(peakA[1])} · ${sum.exact ? "torch's max_memory_allocated" : 'a lower bound: ' + sum.exactness}` : at(peakA[1]),
+        go('timeline', 'Memory timeline →')),
       card('Peak reserved', formatSize(peakR[0], false), at(peakR[1]), go('segments-timeline', 'Segment timeline →')),
       card('At the snapshot', `${formatSize(nowA, false)} / ${formatSize(nowR, false)}`,
         sum ? `allocated / reserved · ${formatSize(sum.free_now, false)} cached free, ` +
@@ -63,39 +71,44 @@ export class OverviewView {
     return s.devices.find((d) => d.device === this.dev.index) || null;
   }
 
-  // The summary counts raw trace entries; the page pairs free_requested +
-  // free_completed into one "free" event.
-  displayIndex(raw) {
-    if (raw < 0) return raw;
-    const action = this.dev.ev.action;
-    let pairs = 0;
-    for (let i = 0; i < this.dev.n; i++) {
-      if (i + pairs >= raw) return i;
-      if (action[i] === A.FREE) {
-        pairs++;
-        if (i + pairs >= raw) return i;
-      }
-    }
-    return this.dev.n - 1;
+  // A stack as the page shows it: the user's frames first, one click for all.
+  stackDetails(label, frames) {
+    const page = this.app.page;
+    const kindOf = (f) => page.frameKind(f);
+    const withKinds = frames.map((f) => ({ ...f, baseKind: f.baseKind || f.kind || 'user' }));
+    return h('details', null, h('summary', null, label),
+      h('pre', { class: 'stack' }, page.formatStack(withKinds)),
+      withKinds.length ? h('details', { class: 'all-frames' }, h('summary', null, `all ${withKinds.length} frames`),
+        h('pre', { class: 'stack' }, formatFrames(withKinds, { all: true, kindOf }))) : null);
   }
 
   summarySitesSection(sum) {
     const peak = sum.peak_allocated || 1;
     const rows = [];
+    const row = (label, details, bytes, count, cls) => h('tr', { class: cls },
+      h('td', { class: 'mono site' }, details || label),
+      h('td', { class: 'num' }, formatSize(bytes, false)),
+      h('td', { class: 'num' }, `${(bytes / peak * 100).toFixed(1)}%`),
+      h('td', { class: 'bar' }, h('i', { style: { width: `${Math.max(1, bytes / peak * 100)}%` } })),
+      h('td', { class: 'num' }, formatCount(count)));
     for (const site of sum.top_sites || []) {
-      const frames = (site.frames || []).map((f) => `${f.filename}:${f.line}:${f.name}`).join('\n');
-      rows.push(h('tr', { class: 'site-row', title: frames },
-        h('td', { class: 'mono site' }, h('details', null, h('summary', null, site.site),
-          h('pre', { class: 'stack' }, frames || 'no frames recorded'))),
-        h('td', { class: 'num' }, formatSize(site.bytes, false)),
-        h('td', { class: 'num' }, `${(site.bytes / peak * 100).toFixed(1)}%`),
-        h('td', { class: 'bar' }, h('i', { style: { width: `${Math.max(1, site.bytes / peak * 100)}%` } })),
-        h('td', { class: 'num' }, formatCount(site.count))));
+      rows.push(row(site.site, this.stackDetails(site.stack || site.site, site.frames || []),
+        site.bytes, site.count, 'site-row'));
     }
+    const more = (sum.sites_total || 0) - (sum.top_sites || []).length;
+    const before = sum.before_recording || {};
+    if (before.count_at_peak) {
+      rows.push(row('allocated before recording began', null, before.bytes_at_peak, before.count_at_peak,
+        'site-row before-recording'));
+    }
+    const rule = (this.app.page.meta.summary.user_code || []).length
+      ? ` (your code: the default rule with ${this.app.page.meta.summary.user_code.join(', ')})` : '';
     return h('section', { class: 'panel' },
       h('h3', null, 'Where the memory was at the peak'),
-      h('p', { class: 'sub' }, `Live allocations at the allocated peak (${formatSize(sum.peak_allocated, false)}), ` +
-        'grouped by allocation site (innermost user frames first). Click a site for its stack.'),
+      h('p', { class: 'sub' }, `Live allocations at the allocated peak (${formatSize(sum.peak_allocated, false)}, ` +
+        `after trace entry ${formatCount(Math.max(0, sum.peak_allocated_event))}), grouped by allocation site: the innermost ` +
+        `frame of your code${rule}, else of library Python. Click a site for its stack.` +
+        (more > 0 ? ` ${formatCount(more)} smaller sites are not shown.` : '')),
       rows.length ? h('table', { class: 'table' },
         h('thead', null, h('tr', null, h('th', null, 'site'), h('th', null, 'bytes'), h('th', null, 'of peak'),
           h('th', null, ''), h('th', null, 'allocations'))),
@@ -105,12 +118,12 @@ export class OverviewView {
   summaryOomSection(sum) {
     const dev = this.dev;
     const items = (sum.ooms || []).map((o) => {
-      const i = this.displayIndex(o.event);
-      const frames = (o.frames || []).map((f) => `${f.filename}:${f.line}:${f.name}`).join('\n');
+      const i = dev.eventOfEntry(o.event);
+      const causes = o.causes || [o.verdict];
       return h('div', { class: 'oom' },
         h('div', { class: 'oom-title' },
-          h('b', null, `OOM at event ${formatCount(i)}`), ` ${formatTimestamp(o.time_us)}`,
-          h('span', { class: `verdict-tag ${o.verdict}` }, o.verdict),
+          h('b', null, `OOM at trace entry ${formatCount(o.event)}`), ` ${formatTimestamp(o.time_us)}`,
+          ...causes.map((c) => h('span', { class: `verdict-tag ${c.replace(/ /g, '-')}` }, c)),
           h('button', { type: 'button', class: 'link', onclick: () => this.app.showState(dev.index, i) }, 'Allocator state →')),
         h('div', { class: 'oom-grid' },
           kv('requested', formatSize(o.requested)),
@@ -118,9 +131,13 @@ export class OverviewView {
           kv('allocated', formatSize(o.allocated)),
           kv('reserved', formatSize(o.reserved)),
           kv('free in the cache', formatSize(o.cached_free)),
-          kv('largest free range', formatSize(o.largest_free))),
+          kv(`largest free block (${o.pool || 'any'} pool)`, formatSize(o.largest_free_in_pool ?? o.largest_free)),
+          o.limit >= 0 ? kv('allocator limit', formatSize(o.limit)) : null,
+          o.device_total > 0 ? kv('device total', formatSize(o.device_total)) : null),
         h('p', { class: 'verdict' }, o.explanation),
-        frames ? h('details', null, h('summary', null, 'stack of the failed request'), h('pre', { class: 'stack' }, frames)) : null);
+        (o.remedies || []).length ? h('ul', { class: 'remedies' }, o.remedies.map((r) => h('li', null, r))) : null,
+        o.frames && o.frames.length
+          ? h('div', { class: 'oom-site' }, 'requested from: ', this.stackDetails(o.site || 'stack', o.frames)) : null);
     });
     return h('section', { class: 'panel oom-panel' }, h('h3', null, 'Out-of-memory diagnosis'), ...items);
   }
@@ -147,8 +164,7 @@ export class OverviewView {
     for (const e of live) {
       const info = md.info(e);
       const frames = page.stack(info.stack);
-      const f = frames.find((fr) => keepFrame(fr.name, fr.filename) && fr.filename && !fr.filename.includes('/torch/'))
-        || frames.find((fr) => keepFrame(fr.name, fr.filename));
+      const f = frames[siteIndex(frames.map((fr) => page.frameKind(fr)))];
       const key = f ? `${f.filename.split('/').pop()}:${f.line}:${f.name}` : '(no stack recorded)';
       const g = groups.get(key) || { key, bytes: 0, count: 0, example: e };
       g.bytes += info.size;
@@ -166,7 +182,7 @@ export class OverviewView {
     return h('section', { class: 'panel' },
       h('h3', null, 'Where the memory was at the peak'),
       h('p', { class: 'sub' }, `Live allocations at the allocated peak (${formatSize(md.meta.peak, false)}), ` +
-        'grouped by the innermost frame outside torch.'),
+        'grouped by the innermost frame of your code.'),
       top.length ? h('table', { class: 'table' },
         h('thead', null, h('tr', null, h('th', null, 'site'), h('th', null, 'bytes'), h('th', null, 'of peak'),
           h('th', null, ''), h('th', null, 'allocations'))),
@@ -198,7 +214,7 @@ export class OverviewView {
       }
       items.push(h('div', { class: 'oom' },
         h('div', { class: 'oom-title' },
-          h('b', null, `OOM at event ${formatCount(i)}`), ` ${formatTimestamp(dev.times[i])}`,
+          h('b', null, `OOM at trace entry ${formatCount(dev.entry(i))}`), ` ${formatTimestamp(dev.times[i])}`,
           h('button', { type: 'button', class: 'link', onclick: () => this.app.showState(dev.index, i) }, 'Allocator state →')),
         h('div', { class: 'oom-grid' },
           kv('requested', formatSize(requested)),

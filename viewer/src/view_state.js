@@ -2,7 +2,7 @@
 // smooth) and, for the selected event, the allocator's segments and blocks.
 
 import {
-  A, formatCount, formatEvent, formatFrames, formatSize, formatTimestamp, formatUserMetadata,
+  A, formatCount, formatEvent, formatSize, formatTimestamp, formatUserMetadata,
 } from './format.js';
 import { blockText, largestFree, layoutState, segmentText } from './state.js';
 import { fitCanvas, frameScheduler, h } from './ui.js';
@@ -39,17 +39,17 @@ export class StateView {
     }, this.rows, this.scrollbar);
     const oomButtons = this.ooms.slice(0, 8).map((i) => h('button', {
       type: 'button', class: 'oom-jump', onclick: () => this.select(i, true),
-    }, `OOM #${formatCount(i)}`));
+    }, `OOM at entry ${formatCount(this.dev.entry(i))}`));
     const head = h('div', { class: 'ev-head' },
       h('span', null, `${formatCount(this.n)} events`),
       this.ooms.length ? h('span', { class: 'oom-count' }, `${this.ooms.length} out-of-memory`) : null,
       ...oomButtons);
     this.jumpInput = h('input', {
-      type: 'number', min: 0, max: Math.max(0, this.n - 1), placeholder: 'go to event #',
-      class: 'jump', 'aria-label': 'go to event number',
+      type: 'number', min: 0, max: Math.max(0, this.n ? this.dev.entry(this.n - 1) + 1 : 0),
+      placeholder: 'go to trace entry #', class: 'jump', 'aria-label': 'go to trace entry number',
       onchange: () => {
         const v = parseInt(this.jumpInput.value, 10);
-        if (Number.isFinite(v)) this.select(v, true);
+        if (Number.isFinite(v)) this.select(this.dev.eventOfEntry(v), true);
       },
     });
     head.append(this.jumpInput);
@@ -123,7 +123,7 @@ export class StateView {
       frag.push(h('div', {
         class: cls.join(' '), 'data-index': i, role: 'option',
         'aria-selected': i === this.selected ? 'true' : 'false',
-      }, h('span', { class: 'ev-idx' }, String(i)), h('span', { class: 'ev-text' }, text)));
+      }, h('span', { class: 'ev-idx', title: 'trace entry' }, String(this.dev.entry(i))), h('span', { class: 'ev-text' }, text)));
     }
     this.rows.replaceChildren(...frag);
     const total = Math.max(1, this.n);
@@ -169,16 +169,16 @@ export class StateView {
     const prefix = `(${formatSize(L.allocated)} allocated / ${formatSize(L.reserved)} reserved)`;
     if (!this.n || i < 0) {
       this.detailsHead.textContent = prefix;
-      this.detailsStack.textContent = '';
+      this.dev.page.showStack(this.detailsStack, null);
       return;
     }
     const e = this.dev.event(i);
-    const lines = [prefix, `event ${formatCount(i)} at ${formatTimestamp(e.time)}`, formatEvent(e)];
+    const lines = [prefix, `trace entry ${formatCount(this.dev.entry(i))} at ${formatTimestamp(e.time)}`, formatEvent(e)];
     if (e.compileContext && e.compileContext !== 'N/A') lines.push(`Compile context: ${e.compileContext}`);
     const meta = formatUserMetadata(e.userMetadata);
     if (meta) lines.push(meta);
     this.detailsHead.textContent = lines.join('\n');
-    this.detailsStack.textContent = formatFrames(this.dev.page.stack(e.stack));
+    this.dev.page.showStack(this.detailsStack, this.dev.page.stack(e.stack));
   }
 
   // --- the memory map ------------------------------------------------------------
@@ -384,6 +384,6 @@ export class StateView {
     const meta = formatUserMetadata((item.block || item.seg).userMetadata);
     this.detailsHead.textContent = meta ? `${text}\n${meta}` : text;
     const stack = item.block ? item.block.stack : item.seg.stack;
-    this.detailsStack.textContent = formatFrames(this.dev.page.stack(stack));
+    this.dev.page.showStack(this.detailsStack, this.dev.page.stack(stack));
   }
 }

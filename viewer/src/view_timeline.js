@@ -2,7 +2,7 @@
 // axes, minimap, detail control, search, hover and pinned details.
 
 import {
-  formatCount, formatDuration, formatDurationTick, formatFrames, formatSize, niceByteStep, niceStep,
+  formatCount, formatDuration, formatDurationTick, formatSize, niceByteStep, niceStep,
 } from './format.js';
 import { SUMMARY_ID } from './timeline.js';
 import { fitCanvas, frameScheduler, h, segmented } from './ui.js';
@@ -544,9 +544,9 @@ export class TimelineView {
     const md = this.model;
     const total = formatSize(md.total[s], false);
     const label = this.mode === 'st' ? 'reserved' : 'allocated';
-    if (s === 0) return `before the first event: ${total} ${label}`;
+    if (s === 0) return `before the first trace entry: ${total} ${label}`;
     const t = md.stateTime(s) - this.dev.times[0];
-    return `after event ${formatCount(s - 1)} (+${formatDuration(t)}): ${total} ${label}`;
+    return `after trace entry ${formatCount(this.dev.entry(s - 1))} (+${formatDuration(t)}): ${total} ${label}`;
   }
 
   togglePin(id, clear = false) {
@@ -565,11 +565,11 @@ export class TimelineView {
     this.detailsHead.replaceChildren(
       h('div', { class: 'idle' },
         `Peak ${what}: `, h('b', null, formatSize(md.meta.peak)),
-        md.meta.peakEvent >= 0 ? ` after event ${formatCount(md.meta.peakEvent)}` : '',
+        md.meta.peakEvent >= 0 ? ` after trace entry ${formatCount(this.dev.entry(md.meta.peakEvent))}` : '',
         ` · ${formatCount(md.m)} ${this.noun} over ${formatCount(md.n)} events. `,
         'Hover a band for its details, click to pin them. Wheel: zoom; drag: pan; double-click: reset; ',
         'search matches are drawn even below the detail limit.'));
-    this.detailsStack.textContent = '';
+    this.dev.page.showStack(this.detailsStack, null);
   }
 
   showDetails(id) {
@@ -577,7 +577,7 @@ export class TimelineView {
       this.detailsHead.replaceChildren(h('div', null,
         `The grey band sums up the ${this.noun} not drawn separately (the smallest ones), ` +
         'to keep drawing fast. Raise Detail to draw more of them.'));
-      this.detailsStack.textContent = '';
+      this.dev.page.showStack(this.detailsStack, null);
       return;
     }
     const d = this.model.describe(id);
@@ -591,14 +591,14 @@ export class TimelineView {
       actions.append(h('button', {
         type: 'button', class: 'link',
         onclick: () => this.app.showState(this.dev.index, jump),
-      }, `Allocator state at event ${formatCount(jump)} →`));
+      }, `Allocator state at trace entry ${formatCount(this.dev.entry(jump))} →`));
     }
     actions.append(h('button', {
       type: 'button', class: 'link',
       onclick: () => this.zoomToElement(id),
     }, 'Zoom to its lifetime'));
     this.detailsHead.replaceChildren(head, actions);
-    this.detailsStack.textContent = formatFrames(d.frames);
+    this.dev.page.showStack(this.detailsStack, d.frames);
   }
 
   zoomToElement(id) {

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import {
   A, elideRepeats, formatAddr, formatDuration, formatEvent, formatFrames, formatSize,
   formatDurationTick, formatTimestamp, hashCode, blockColor, keepFrame, niceByteStep, NO_FRAMES_TEXT, TABLEAU10,
+  siteIndex,
 } from '../src/format.js';
 
 test('formatSize matches MemoryViz (toFixed rounding, byte count suffix)', () => {
@@ -38,17 +39,34 @@ test('formatEvent pads like the event list of memory_viz', () => {
   assert.equal(formatEvent({ ...e, action: A.OTHER, name: 'annotate', stream: null }).slice(0, 8), 'annotate');
 });
 
-test('frames: filtered, formatted innermost first, repeats elided', () => {
-  const f = (name, filename, line) => ({ name, filename, line, fx: '' });
+test('frames: user code first, the rest counted; all frames on request', () => {
+  const f = (name, filename, line, baseKind) => ({ name, filename, line, fx: '', baseKind });
   const frames = [
-    f('torch::unwind::unwind()', '??', 0),
-    f('forward', '/m/model.py', 12),
-    f('_call_impl', '/t/module.py', 1), f('_call_impl', '/t/module.py', 1), f('_call_impl', '/t/module.py', 1),
-    f('PyEval_EvalFrame', 'ceval.c', 9),
-    f('<module>', '/m/train.py', 3),
+    f('torch::unwind::unwind()', '??', 0, 'internal'),
+    f('linear', '/t/functional.py', 5, 'library'),
+    f('forward', '/m/model.py', 12, 'user'),
+    f('_call_impl', '/t/module.py', 1, 'library'), f('_call_impl', '/t/module.py', 1, 'library'),
+    f('PyEval_EvalFrame', '??', 0, 'internal'),
+    f('step', '/m/train.py', 7, 'user'), f('step', '/m/train.py', 7, 'user'), f('step', '/m/train.py', 7, 'user'),
+    f('<module>', '/m/train.py', 3, 'user'),
   ];
   assert.equal(formatFrames(frames),
-    '/m/model.py:12:forward\n/t/module.py:1:_call_impl\n<repeats 2 times>\n/m/train.py:3:<module>');
+    '/m/model.py:12:forward\n/m/train.py:7:step\n<repeats 2 times>\n/m/train.py:3:<module>\n' +
+    '[+3 Python, +2 native frames hidden]');
+  const all = formatFrames(frames, { all: true }).split('\n');
+  assert.equal(all.length, frames.length);
+  assert.equal(all[0], 'internal ??:0:torch::unwind::unwind()');
+  // a wider rule: torch's functional.py counts as user code
+  const kindOf = (fr) => (fr.filename.includes('/t/functional') ? 'user' : fr.baseKind);
+  assert.ok(formatFrames(frames, { kindOf }).startsWith('/t/functional.py:5:linear\n'));
+  // no user frame: the innermost library frame stands for the stack
+  const lib = frames.filter((fr) => fr.baseKind !== 'user');
+  assert.ok(formatFrames(lib).startsWith('/t/functional.py:5:linear\n/t/module.py:1:_call_impl'));
+  assert.match(formatFrames([frames[0], frames[5]]), /^2 frames of allocator and interpreter plumbing/);
+  assert.equal(siteIndex(['internal', 'library', 'user']), 2);
+  assert.equal(siteIndex(['internal', 'native', 'library']), 2);
+  assert.equal(siteIndex(['internal', 'native']), 1);
+  assert.equal(siteIndex(['internal']), -1);
   assert.equal(formatFrames([]), NO_FRAMES_TEXT);
   assert.ok(!keepFrame('foo_start_bar', 'x.py'));  // plain substring test, as torch does
   assert.ok(keepFrame('train', 'x.py'));

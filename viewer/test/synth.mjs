@@ -62,6 +62,11 @@ export function synthPage({ interval = 3 } = {}) {
   const columns = Object.fromEntries([
     ...Object.entries(t.columns()),
     d('ev.action', new Uint8Array(col(0))),
+    // trace entries: a "free" event (10) stands for two entries
+    d('ev.entry', new Uint32Array(EVENTS.reduce((acc, e, i) => {
+      acc.push(i ? acc[i - 1] + (EVENTS[i - 1][0] === A.FREE ? 2 : 1) : 0);
+      return acc;
+    }, []))),
     d('ev.addr', new Float64Array(col(1))),
     d('ev.size', new Uint32Array(col(2))),
     d('ev.stream', { const: 0, count: n }),

@@ -102,7 +102,11 @@ test('element details: MemoryViz names, lifetime, totals', () => {
   assert.equal(md.totalAfterAlloc(1), 30);
   const a = md.describe(2);
   assert.match(a.head, /^b1000_0 {2}100\.0B \(100 bytes\) allocation/);
-  assert.match(a.head, /allocated at event 1 \(1970-01-01T00:00:00\.001010Z\)/);
+  assert.match(a.head, /allocated at trace entry 1 \(1970-01-01T00:00:00\.001010Z\)/);
+  // events after a free pair are one trace entry further on
+  assert.match(md.describe(5).head, /allocated at trace entry 7 /);
+  assert.equal(md.dev.eventOfEntry(7), 6);
+  assert.equal(md.dev.eventOfEntry(5), 4);  // the pair's second entry: the free event
   assert.match(a.head, /still live at the snapshot/);
   assert.equal(a.frames[0].name, 'forward');
   assert.match(md.describe(1).head, /stack of the free/);
