@@ -180,16 +180,17 @@ def w_capped_oom():
 
 
 def w_graph_tree():
-    # torch.compile's CUDA graph trees (private pools, replays).
-    begin(stacks="python")
+    # torch.compile's CUDA graph trees (private pools, replays), inference.
     m = model(256, 2)
     f = torch.compile(m, mode="reduce-overhead")
-    for _ in range(4):
-        torch.compiler.cudagraph_mark_step_begin()
-        x = torch.randn(64, 256, device="cuda")
-        f(x).sum().backward()
+    begin(stacks="python")
+    keep = []
+    with torch.no_grad():
+        for _ in range(5):
+            torch.compiler.cudagraph_mark_step_begin()
+            keep.append(f(torch.randn(64, 256, device="cuda")).clone())
     finish("graph_tree")
-    del m, f
+    del m, f, keep
 
 
 def w_env_expandable():

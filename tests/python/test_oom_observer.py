@@ -32,7 +32,10 @@ def check_outputs(prefix: str, expected_snapshot: dict) -> None:
     """Every file exists and opens: pickle (pickle.load and memsight), SVG as
     XML, pages as HTML with a script, diagnosis as text."""
     with open(prefix + "_snapshot.pickle", "rb") as f:
-        assert pickle.load(f) == expected_snapshot
+        saved = pickle.load(f)
+    # torch's snapshot as taken, plus what the observer knew of the device
+    assert saved.pop("memsight_device_memory")[0]["device"] == 0
+    assert saved == expected_snapshot
     snap = memsight.load(prefix + "_snapshot.pickle")
     assert snap.trace_entry_count == sum(len(t) for t in expected_snapshot["device_traces"])
     for kind in ("segment", "memory"):
@@ -189,3 +192,29 @@ def test_repeated_fit_start_fit_end_and_close(fake_torch, tmp_path, core):
     assert obs.oom_count == 2
     obs.close(); obs.close()
     assert len(fake_torch.observers) == 1 and fake_torch.enabled is None
+
+
+def test_capped_oom_names_limit_free_and_total(fake_torch, tmp_path, core, monkeypatch):
+    """torch's observer passes the allocator's limit (not the device total)
+    when set_per_process_memory_fraction is in force: the header and the
+    engine's diagnosis name all three correctly."""
+    import types
+
+    import torch
+
+    props = types.SimpleNamespace(total_memory=80 << 30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: props, raising=False)
+    obs = OOMObserver(folder=str(tmp_path), filename="capped", remote_file_name=None)
+    runner = Callbacks(obs, run_name="r")
+    runner.fit_start()
+    runner.batch_start()
+    fake_torch.oom(device=0, alloc=384 << 20, total=2 << 30, free=70 << 30)
+    head = open(tmp_path / "capped_oom_diagnosis.txt").read().splitlines()[1]
+    assert "70.0GiB free of 80.0GiB" in head and "limit is 2.0GiB" in head
+    saved = pickle.load(open(tmp_path / "capped_snapshot.pickle", "rb"))
+    assert saved["memsight_device_memory"] == [{"device": 0, "total": 80 << 30, "limit": 2 << 30}]
+    ooms = memsight.load(tmp_path / "capped_snapshot.pickle").summary().devices[0].ooms
+    for o in ooms:  # the fixture's own OOM entries, diagnosed with the recorded cap
+        assert o.limit == 2 << 30 and o.device_total == 80 << 30
+        assert "limit of 2.0GiB" in o.explanation
+    runner.close()

@@ -61,6 +61,17 @@ def _size(n: int) -> str:
         return f"{n} bytes"
 
 
+def _device_memory(torch: Any, device: int, limit_or_total: int) -> tuple[int, int | None]:
+    """(device total, allocator limit or None). torch's observer passes the
+    allocator's limit when set_per_process_memory_fraction is in force, else
+    the device's total memory; the device's properties tell which."""
+    try:
+        total = int(torch.cuda.get_device_properties(device).total_memory)
+    except Exception:
+        return int(limit_or_total), None
+    return total, (int(limit_or_total) if 0 < limit_or_total < total else None)
+
+
 # -- the one observer torch knows about ---------------------------------------------
 # torch can attach OOM observers but never detach them; memsight attaches one
 # dispatcher per process and keeps the armed OOMObservers in a list.
@@ -193,6 +204,11 @@ class OOMObserver(FileCallback):
         except Exception:
             log.exception("memsight: OOM on device %d, but the memory snapshot could not be taken", device)
             return
+        total, limit = _device_memory(torch, device, device_total)
+        try:  # beside torch's keys: the engine reads them to name a cap or other processes
+            snap["memsight_device_memory"] = [{"device": int(device), "total": total, "limit": limit}]
+        except Exception:
+            log.debug("memsight: could not note the device's memory in the snapshot", exc_info=True)
         if not any(snap.get("device_traces") or []):
             log.warning(
                 "memsight: OOM on device %d, but no allocation history was recorded "
@@ -228,7 +244,7 @@ class OOMObserver(FileCallback):
                 raise RuntimeError("no snapshot for the engine (see the error above)")
             return msnap
 
-        header = self._diagnosis_header(device, alloc, device_total, device_free)
+        header = self._diagnosis_header(device, alloc, total, device_free, limit)
 
         def diagnosis() -> str:
             try:
@@ -265,7 +281,8 @@ class OOMObserver(FileCallback):
         for path in new:
             self._upload(path, state)
 
-    def _diagnosis_header(self, device: int, alloc: int, device_total: int, device_free: int) -> str:
+    def _diagnosis_header(self, device: int, alloc: int, device_total: int, device_free: int,
+                          limit: int | None = None) -> str:
         info = dist_info()
         st = self.state
         where = f"rank {info.get('rank', 0)} of {info.get('world_size', 1)}, device {device}"
@@ -273,5 +290,7 @@ class OOMObserver(FileCallback):
         return (
             f"CUDA out of memory ({where}; {when}; run {st.run_name if st else '-'})\n"
             f"  requested {_size(alloc)}; the device had {_size(device_free)} free "
-            f"of {_size(device_total)}\n"
+            f"of {_size(device_total)}"
+            + (f"; the allocator's limit is {_size(limit)} (set_per_process_memory_fraction)" if limit else "")
+            + "\n"
         )
