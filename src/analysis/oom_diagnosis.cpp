@@ -42,10 +42,11 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
 
   std::string facts = "Requested " + sz(o.requested) + " (" + o.pool + " pool): " +
                       sz(o.allocated) + " was allocated by live tensors, " + sz(o.reserved) +
-                      " reserved by PyTorch, of it " + sz(o.cached_free) +
-                      " cached but unused (largest free block " + sz(o.largest_free_pool) +
-                      " in the " + o.pool + " pool, " + sz(o.largest_free) +
-                      " in any). The device had " + sz(o.device_free) + " free";
+                      " reserved by PyTorch, of it " + sz(o.cached_free) + " cached but unused (" +
+                      (o.largest_free_pool ? "largest free block " + sz(o.largest_free_pool) + " in the "
+                                           : std::string("no free block in the ")) +
+                      o.pool + " pool, " + sz(o.largest_free) +
+                      " the largest in any). The device had " + sz(o.device_free) + " free";
   if (o.device_total > 0) facts += " of " + sz(o.device_total);
   if (o.limit >= 0) facts += "; the allocator's limit was " + sz(o.limit);
   facts += ".";
@@ -83,7 +84,7 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
              sz(o.limit) + " (torch.cuda.set_per_process_memory_fraction), though the device had " +
              sz(o.device_free) + " free.";
     else
-      why += " Memory cap: that was enough for the " + sz(need) +
+      why += " Memory cap: the device's free memory was enough for the " + sz(need) +
              " segment the request needed, so a limit inside the process refused it "
              "(torch.cuda.set_per_process_memory_fraction or a similar cap).";
     o.remedies.push_back("raise the cap (torch.cuda.set_per_process_memory_fraction) if it is "

@@ -1,6 +1,8 @@
 // Replays the caching allocator block by block (see replay.h).
 #include "analysis/replay.h"
 
+#include "analysis/address_map.h"
+
 #include <algorithm>
 #include <bit>
 #include <iterator>
@@ -181,51 +183,52 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
 
   // Blocks live at the start: the first event of their address is a free,
   // or no event touches a block live at the snapshot.
-  std::unordered_map<int64_t, size_t> live;  // address -> index into res.blocks
-  {
-    std::unordered_map<int64_t, Action> first;
-    std::unordered_map<int64_t, uint32_t> first_row;
-    for (uint32_t r = begin; r < end; ++r)
-      if (is_alloc_event(t.action[r]) && first.emplace(t.addr[r], t.action[r]).second)
-        first_row[t.addr[r]] = r;
-    auto place = [&](Lifetime l) {
-      if (Range* rg = segs.find(l.address)) rg->blocks.emplace_back(l.address, l.size);
-      live[l.address] = res.blocks.size();
-      res.blocks.push_back(l);
-    };
-    for (const auto& [addr, a] : first) {
-      if (a == Action::Alloc) continue;
-      uint32_t r = first_row[addr];
-      Lifetime l;
-      l.address = addr;
-      l.requested = t.size[r];
-      l.stack = 0;
-      l.size = cfg.round_size(l.requested);
-      l.estimated = true;
-      if (a == Action::FreeCompleted) l.free_requested = Lifetime::kBefore;  // already pending
-      ++res.estimated_blocks;
-      place(l);
-    }
-    for (const auto& [addr, fb] : final_live) {
-      if (first.count(addr)) continue;
-      Lifetime l;
-      l.address = addr;
-      l.size = fb.size;
-      l.requested = fb.requested;
-      l.stack = fb.stack;
-      if (fb.pending) l.free_requested = Lifetime::kBefore;
-      place(l);
-    }
-    std::sort(res.blocks.begin(), res.blocks.end(),
-              [](const Lifetime& x, const Lifetime& y) { return x.address < y.address; });
-    for (size_t i = 0; i < res.blocks.size(); ++i) live[res.blocks[i].address] = i;
-    for (auto& [start, rg] : segs.ranges) std::sort(rg.blocks.begin(), rg.blocks.end());
-    for (const Lifetime& l : res.blocks) {
-      res.start.active += l.size;
-      res.start.requested += l.requested;
-      if (l.free_requested != Lifetime::kBefore) res.start.allocated += l.size;
-    }
+  struct First {
+    Action action;
+    uint32_t row;
+  };
+  AddressMap<First> first;
+  size_t allocs = 0;
+  for (uint32_t r = begin; r < end; ++r) {
+    Action a = t.action[r];
+    if (!is_alloc_event(a)) continue;
+    allocs += a == Action::Alloc;
+    if (!first.find(t.addr[r])) first[t.addr[r]] = {a, r};
   }
+  std::vector<Lifetime> initial;
+  first.for_each([&](int64_t addr, const First& f) {
+    if (f.action == Action::Alloc) return;
+    Lifetime l;
+    l.address = addr;
+    l.requested = t.size[f.row];
+    l.size = cfg.round_size(l.requested);  // estimated: its allocation is not in the trace
+    if (f.action == Action::FreeCompleted) l.free_requested = Lifetime::kBefore;  // pending
+    ++res.estimated_blocks;
+    initial.push_back(l);
+  });
+  for (const auto& [addr, fb] : final_live) {
+    if (first.find(addr)) continue;
+    Lifetime l;
+    l.address = addr;
+    l.size = fb.size;
+    l.requested = fb.requested;
+    l.stack = fb.stack;
+    if (fb.pending) l.free_requested = Lifetime::kBefore;
+    initial.push_back(l);
+  }
+  std::sort(initial.begin(), initial.end(),
+            [](const Lifetime& x, const Lifetime& y) { return x.address < y.address; });
+  res.blocks.reserve(initial.size() + allocs);
+  AddressMap<uint32_t> live;  // address -> index into res.blocks
+  for (const Lifetime& l : initial) {
+    if (Range* rg = segs.find(l.address)) rg->blocks.emplace_back(l.address, l.size);
+    live[l.address] = static_cast<uint32_t>(res.blocks.size());
+    res.blocks.push_back(l);
+    res.start.active += l.size;
+    res.start.requested += l.requested;
+    if (l.free_requested != Lifetime::kBefore) res.start.allocated += l.size;
+  }
+  for (auto& [start, rg] : segs.ranges) std::sort(rg.blocks.begin(), rg.blocks.end());
 
   Counters cur = res.start;
   res.peak = cur;
@@ -236,7 +239,7 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
     if (it != rg->blocks.end() && it->first == addr) rg->blocks.erase(it);
   };
   for (uint32_t r = begin; r < end; ++r) {
-    auto ev = static_cast<int64_t>(r - begin);
+    auto ev = static_cast<int32_t>(r - begin);
     int64_t a = t.addr[r], sz = t.size[r];
     switch (t.action[r]) {
       case Action::Alloc: {
@@ -261,14 +264,14 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
           }
         }
         if (!placed) ++res.unplaced_allocs;
-        if (auto old = live.find(a); old != live.end()) {
+        if (uint32_t* old = live.find(a)) {
           // A block we thought live is taken again: the state was off.
-          Lifetime& o = res.blocks[old->second];
+          Lifetime& o = res.blocks[*old];
           if (o.free_requested == Lifetime::kNever) {
             o.free_requested = ev;
             cur.allocated -= o.size;
           }
-          o.free_completed = ev;
+          o.freed = true;
           cur.active -= o.size;
           cur.requested -= o.requested;
         }
@@ -278,7 +281,7 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
         l.requested = sz;
         l.stack = t.stack[r];
         l.alloc_event = ev;
-        live[a] = res.blocks.size();
+        live[a] = static_cast<uint32_t>(res.blocks.size());
         res.blocks.push_back(l);
         cur.allocated += size;
         cur.active += size;
@@ -287,19 +290,19 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
       }
       case Action::FreeRequested:
       case Action::FreeCompleted: {
-        auto it = live.find(a);
-        if (it == live.end()) break;
-        Lifetime& l = res.blocks[it->second];
+        uint32_t* idx = live.find(a);
+        if (!idx) break;
+        Lifetime& l = res.blocks[*idx];
         if (l.free_requested == Lifetime::kNever) {
           l.free_requested = ev;
           cur.allocated -= l.size;
         }
         if (t.action[r] == Action::FreeCompleted) {
-          l.free_completed = ev;
+          l.freed = true;
           cur.active -= l.size;
           cur.requested -= l.requested;
           remove_block(a);
-          live.erase(it);
+          live.erase(a);
         }
         break;
       }
@@ -359,8 +362,8 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
   }
   res.end = cur;
   for (const auto& [addr, fb] : final_live) {
-    auto it = live.find(addr);
-    if (it == live.end() || res.blocks[it->second].size != fb.size) ++res.size_mismatches;
+    uint32_t* idx = live.find(addr);
+    if (!idx || res.blocks[*idx].size != fb.size) ++res.size_mismatches;
   }
   return res;
 }

@@ -30,17 +30,17 @@ struct Counters {
 };
 
 // A block's life in the trace. Event indices are within the device's trace;
-// kBefore: live when the trace began; kNever: still live at its end.
+// kBefore: live when the trace began; kNever: not freed in it. Kept small:
+// a big trace has hundreds of thousands.
 struct Lifetime {
-  static constexpr int64_t kBefore = -1, kNever = INT64_MAX;
+  static constexpr int32_t kBefore = -1, kNever = INT32_MAX;
   int64_t address = 0;
-  int64_t size = 0;         // block size (exact, or estimated: see `estimated`)
+  int64_t size = 0;  // block size (exact, or estimated from the request)
   int64_t requested = 0;
   StackId stack = 0;
-  int64_t alloc_event = kBefore;
-  int64_t free_requested = kNever;  // allocated bytes stop counting here
-  int64_t free_completed = kNever;  // active bytes stop counting here
-  bool estimated = false;           // size from rounding alone, not replayed
+  int32_t alloc_event = kBefore;
+  int32_t free_requested = kNever;  // allocated bytes stop counting here
+  bool freed = false;               // free_completed seen: active bytes stopped
 };
 
 // Free memory inside the allocator's segments at one moment.

@@ -70,6 +70,24 @@ void json_strings(std::string& out, const std::vector<std::string>& v) {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
+// Words of `text` in lines of at most `width` columns, each line indented.
+std::string wrapped(std::string_view text, const std::string& indent, size_t width = 100) {
+  std::string out, line;
+  while (!text.empty()) {
+    size_t sp = text.find(' ');
+    std::string_view word = text.substr(0, sp);
+    text = sp == std::string_view::npos ? std::string_view() : text.substr(sp + 1);
+    if (!line.empty() && indent.size() + line.size() + 1 + word.size() > width) {
+      out += indent + line + '\n';
+      line.clear();
+    }
+    if (!line.empty()) line += ' ';
+    line += word;
+  }
+  if (!line.empty()) out += indent + line + '\n';
+  return out;
+}
+
 }  // namespace
 
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all) {
@@ -135,12 +153,15 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         for (size_t i = 1; i < o.causes.size(); ++i) out += (i > 1 ? ", " : "") + o.causes[i];
         out += ")";
       }
-      out += "\n    " + o.explanation + '\n';
+      out += '\n' + wrapped(o.explanation, "    ");
       if (o.stack) {
         out += "    requested from: " + o.site + '\n';
         if (frames_all) all_frames(out, fc, o.stack, "        ");
       }
-      for (const std::string& r : o.remedies) out += "    - " + r + '\n';
+      for (const std::string& r : o.remedies) {
+        std::string w = wrapped(r, "      ");
+        out += "    - " + w.substr(6);
+      }
     }
     out += '\n';
   }
