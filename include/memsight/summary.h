@@ -27,20 +27,20 @@ struct SiteStat {
 struct OomReport {
   uint32_t event = 0;  // trace entry index within the device's trace
   int64_t time_us = 0;
-  int64_t requested = 0;    // bytes the failed request asked for (rounded)
-  int64_t device_free = 0;  // free on the device per cudaMemGetInfo
+  int64_t requested = 0;                  // bytes the failed request asked for (rounded)
+  int64_t device_free = 0;                // free on the device per cudaMemGetInfo
   int64_t device_total = -1, limit = -1;  // when the snapshot says (memsight's OOM observer)
-  int64_t allocated = 0;    // allocated_bytes at that moment
-  int64_t active = 0;       // active_bytes
-  int64_t reserved = 0;     // reserved_bytes
-  int64_t cached_free = 0;  // reserved but not active
-  int64_t largest_free = 0;  // largest free block in any pool
-  int64_t largest_free_pool = 0;  // largest free block in the request's pool
-  std::string pool;               // "small" (requests up to 1 MiB) or "large"
-  int64_t releasable = 0;         // cached bytes in segments with nothing live
-  StackId stack = 0;              // where the request came from, if recorded
-  std::string site;               // its site label
-  std::string verdict;            // the main cause: "fragmentation", "limit", "other processes", "demand"
+  int64_t allocated = 0;                  // allocated_bytes at that moment
+  int64_t active = 0;                     // active_bytes
+  int64_t reserved = 0;                   // reserved_bytes
+  int64_t cached_free = 0;                // reserved but not active
+  int64_t largest_free = 0;               // largest free block in any pool
+  int64_t largest_free_pool = 0;          // largest free block in the request's pool
+  std::string pool;                       // "small" (requests up to 1 MiB) or "large"
+  int64_t releasable = 0;                 // cached bytes in segments with nothing live
+  StackId stack = 0;                      // where the request came from, if recorded
+  std::string site;                       // its site label
+  std::string verdict;  // the main cause: "fragmentation", "limit", "other processes", "demand"
   std::vector<std::string> causes;  // every cause that holds, main first
   std::string explanation;          // plain-language diagnosis with the facts
   std::vector<std::string> remedies;
@@ -56,7 +56,7 @@ struct DeviceSummary {
   int64_t peak_allocated = 0, peak_allocated_event = -1, peak_allocated_time_us = 0;
   int64_t peak_active = 0, peak_active_event = -1, peak_active_time_us = 0;
   int64_t peak_reserved = 0, peak_reserved_event = -1, peak_reserved_time_us = 0;
-  int64_t peak_requested = 0;  // requested_bytes
+  int64_t peak_requested = 0;       // requested_bytes
   std::vector<SiteStat> top_sites;  // live at the allocated peak, largest first (10)
   int64_t sites_total = 0;          // number of sites before the cut to 10
   // Allocated before the recording began, live at the allocated peak and

@@ -17,10 +17,10 @@
 #include "memsight/cli.h"
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
+#include "memsight/frames.h"
 #include "memsight/html.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
-#include "memsight/frames.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 

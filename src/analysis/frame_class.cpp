@@ -17,7 +17,7 @@ bool is_python_file(std::string_view file) {
 
 bool is_library_python(std::string_view file) {
   static constexpr std::string_view kParts[] = {
-      "/site-packages/", "/dist-packages/", "/torch/",   "\\site-packages\\",
+      "/site-packages/", "/dist-packages/", "/torch/",       "\\site-packages\\",
       "\\torch\\",       "/lib/python",     "/lib64/python", "\\Lib\\"};
   if (file.starts_with("<frozen") || file.starts_with("<eval_with_key>")) return true;
   return std::any_of(std::begin(kParts), std::end(kParts),
@@ -50,9 +50,10 @@ bool is_internal_native(std::string_view name, std::string_view file) {
   for (auto n : kNames)
     if (contains(head, n)) return true;
   static constexpr std::string_view kFiles[] = {
-      "CUDACachingAllocator", "core/boxing", "/Register", "Register", "Redispatch",
-      "VariableType",         "python_",     "ceval.c",   "pythonrun.c", "Objects/",
-      "Modules/main.c",       "abstract.h",  "memory_snapshot.cpp"};
+      "CUDACachingAllocator", "core/boxing",  "/Register",      "Register",
+      "Redispatch",           "VariableType", "python_",        "ceval.c",
+      "pythonrun.c",          "Objects/",     "Modules/main.c", "abstract.h",
+      "memory_snapshot.cpp"};
   for (auto f : kFiles)
     if (contains(file, f)) return true;
   return false;
@@ -127,8 +128,8 @@ FrameKind FrameClassifier::kind(FrameId f) const {
   uint8_t& k = kinds_[f];
   if (!k) {
     const Frame& fr = snap_.frames.frame(f);
-    k = static_cast<uint8_t>(classify_frame(snap_.str(fr.name), snap_.str(fr.filename),
-                                            user_code_)) +
+    k = static_cast<uint8_t>(
+            classify_frame(snap_.str(fr.name), snap_.str(fr.filename), user_code_)) +
         1;
   }
   return static_cast<FrameKind>(k - 1);

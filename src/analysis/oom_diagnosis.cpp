@@ -40,13 +40,14 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
                 outside > std::max<int64_t>(GiB, o.device_total / 20);
   bool demand = !fragmentation;
 
-  std::string facts = "Requested " + sz(o.requested) + " (" + o.pool + " pool): " +
-                      sz(o.allocated) + " was allocated by live tensors, " + sz(o.reserved) +
-                      " reserved by PyTorch, of it " + sz(o.cached_free) + " cached but unused (" +
-                      (o.largest_free_pool ? "largest free block " + sz(o.largest_free_pool) + " in the "
-                                           : std::string("no free block in the ")) +
-                      o.pool + " pool, " + sz(o.largest_free) +
-                      " the largest in any). The device had " + sz(o.device_free) + " free";
+  std::string facts =
+      "Requested " + sz(o.requested) + " (" + o.pool + " pool): " + sz(o.allocated) +
+      " was allocated by live tensors, " + sz(o.reserved) + " reserved by PyTorch, of it " +
+      sz(o.cached_free) + " cached but unused (" +
+      (o.largest_free_pool ? "largest free block " + sz(o.largest_free_pool) + " in the "
+                           : std::string("no free block in the ")) +
+      o.pool + " pool, " + sz(o.largest_free) + " the largest in any). The device had " +
+      sz(o.device_free) + " free";
   if (o.device_total > 0) facts += " of " + sz(o.device_total);
   if (o.limit >= 0) facts += "; the allocator's limit was " + sz(o.limit);
   facts += ".";
@@ -56,8 +57,10 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
   std::string why;
   if (fragmentation) {
     o.causes.push_back("fragmentation");
-    why += " Fragmentation: more than the request sat unused in the cache, but in pieces: no "
-           "free block of " + sz(o.requested) + " in the " + o.pool + " pool";
+    why +=
+        " Fragmentation: more than the request sat unused in the cache, but in pieces: no "
+        "free block of " +
+        sz(o.requested) + " in the " + o.pool + " pool";
     if (o.largest_free > o.largest_free_pool)
       why += " (the larger free blocks are in the other pool, which this request cannot use)";
     why += ". Those segments also hold live tensors, so the allocator could not release them.";
@@ -87,8 +90,9 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
       why += " Memory cap: the device's free memory was enough for the " + sz(need) +
              " segment the request needed, so a limit inside the process refused it "
              "(torch.cuda.set_per_process_memory_fraction or a similar cap).";
-    o.remedies.push_back("raise the cap (torch.cuda.set_per_process_memory_fraction) if it is "
-                         "lower than the job needs");
+    o.remedies.push_back(
+        "raise the cap (torch.cuda.set_per_process_memory_fraction) if it is "
+        "lower than the job needs");
   }
   if (demand) {
     o.causes.push_back("demand");

@@ -1,13 +1,13 @@
 // Replays the caching allocator block by block (see replay.h).
 #include "analysis/replay.h"
 
-#include "analysis/address_map.h"
-
 #include <algorithm>
 #include <bit>
 #include <iterator>
 #include <map>
 #include <unordered_map>
+
+#include "analysis/address_map.h"
 
 namespace memsight::replay {
 namespace {
@@ -235,7 +235,8 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
   auto remove_block = [&](int64_t addr) {
     Range* rg = segs.find(addr);
     if (!rg) return;
-    auto it = std::lower_bound(rg->blocks.begin(), rg->blocks.end(), std::make_pair(addr, INT64_MIN));
+    auto it =
+        std::lower_bound(rg->blocks.begin(), rg->blocks.end(), std::make_pair(addr, INT64_MIN));
     if (it != rg->blocks.end() && it->first == addr) rg->blocks.erase(it);
   };
   for (uint32_t r = begin; r < end; ++r) {
@@ -249,7 +250,8 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
         if (rg) {
           auto& bl = rg->blocks;
           auto it = std::lower_bound(bl.begin(), bl.end(), std::make_pair(a, INT64_MIN));
-          int64_t prev_end = it == bl.begin() ? rg->start : std::prev(it)->first + std::prev(it)->second;
+          int64_t prev_end =
+              it == bl.begin() ? rg->start : std::prev(it)->first + std::prev(it)->second;
           int64_t next = it == bl.end() ? rg->end() : it->first;
           int64_t free_block = next - a;
           if (prev_end <= a && free_block >= rounded) {

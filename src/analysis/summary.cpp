@@ -22,8 +22,9 @@ std::pair<bool, bool> overflow_flag(const Snapshot& snap) {
   const PyValue* o = st ? st->get("trace_alloc_overflowed") : nullptr;
   if (!o) return {false, false};
   if (o->kind == PyValue::Kind::List)
-    return {true, std::any_of(o->items.begin(), o->items.end(),
-                              [](const PyValue& v) { return v.kind == PyValue::Kind::Bool && v.b; })};
+    return {true, std::any_of(o->items.begin(), o->items.end(), [](const PyValue& v) {
+              return v.kind == PyValue::Kind::Bool && v.b;
+            })};
   return {true, o->kind == PyValue::Kind::Bool && o->b};
 }
 
@@ -117,8 +118,8 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
     ds.peak_reserved_time_us = time_of(rr.peak_reserved_event);
     ds.peak_requested = rr.peak.requested;
     ds.orphan_frees = rr.estimated_blocks;
-    ds.history_wrapped = flag_known ? (flag_overflow ? "yes" : "no")
-                                    : (ds.orphan_frees ? "possibly" : "no");
+    ds.history_wrapped =
+        flag_known ? (flag_overflow ? "yes" : "no") : (ds.orphan_frees ? "possibly" : "no");
     judge_exactness(rr, ds);
     SiteGroups g = group_sites(fc, rr, ds.peak_allocated_event);
     ds.sites_total = static_cast<int64_t>(g.sites.size());

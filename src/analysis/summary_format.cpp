@@ -194,9 +194,8 @@ std::string summary_json(const Snapshot& snap, const Summary& s) {
            ",\"peak_requested\":" + num(d.peak_requested) +
            ",\"allocated_now\":" + num(d.allocated_now) + ",\"active_now\":" + num(d.active_now) +
            ",\"requested_now\":" + num(d.requested_now) +
-           ",\"reserved_now\":" + num(d.reserved_now) +
-           ",\"segments_now\":" + num(d.segments_now) + ",\"free_now\":" + num(d.free_now) +
-           ",\"free_blocks_now\":" + num(d.free_blocks_now) +
+           ",\"reserved_now\":" + num(d.reserved_now) + ",\"segments_now\":" + num(d.segments_now) +
+           ",\"free_now\":" + num(d.free_now) + ",\"free_blocks_now\":" + num(d.free_blocks_now) +
            ",\"largest_free_now\":" + num(d.largest_free_now) + ",\"fragmentation\":" + frag +
            ",\"orphan_frees\":" + num(d.orphan_frees) + ",\"history_wrapped\":";
     append_json_string(out, d.history_wrapped);

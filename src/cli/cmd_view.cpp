@@ -22,11 +22,10 @@ std::string default_output(const std::string& input) {
 }  // namespace
 
 int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
-  Args a =
-      parse_args(argv, {{"--output", "-o", true},
-                       {"--view", "", true},
-                       {"--device", "-d", true},
-                       {"--user-code", "", true}});
+  Args a = parse_args(argv, {{"--output", "-o", true},
+                             {"--view", "", true},
+                             {"--device", "-d", true},
+                             {"--user-code", "", true}});
   expect_positional(a, 1, "memsight " + name + " SNAPSHOT [-o FILE] [--view NAME]");
   HtmlOptions opts;
   opts.view = name == "trace-plot" ? "timeline" : name == "segment-plot" ? "state" : "overview";

@@ -548,9 +548,9 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   top_keys += ']';
 
   // The overview shows `memsight summary`; callers that computed it pass it in.
-  std::string summary =
-      opts.summary_json.empty() ? summary_json(snap, summarize(snap, {opts.user_code}))
-                                : opts.summary_json;
+  std::string summary = opts.summary_json.empty()
+                            ? summary_json(snap, summarize(snap, {opts.user_code}))
+                            : opts.summary_json;
   std::string meta = JsonObject()
                          .str("title", title)
                          .str("view", view)
