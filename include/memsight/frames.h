@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "memsight/snapshot.h"
@@ -43,6 +44,11 @@ int site_index(std::span<const FrameKind> kinds_innermost_first);
 
 // "file.py:LINE:name" (the file's basename, as torch prints frames).
 std::string frame_label(std::string_view name, std::string_view filename, int64_t line);
+
+// The kind of every frame of a snapshot by its folded-stack label
+// ("file.py:12:name", as torch's flamegraphs name frames); for colouring.
+std::unordered_map<std::string, FrameKind> frame_label_kinds(const Snapshot& snap,
+                                                             const UserCode& user_code = {});
 
 // The rule over a snapshot's interned frames, cached per frame.
 class FrameClassifier {

@@ -65,6 +65,8 @@ class FoldedStacks:
 
     text: str
     kind: str = "memory"
+    # the engine's snapshot whose frames colour the SVG by kind (user code warm)
+    _kinds_of: Any = field(default=None, repr=False, compare=False)
 
     def __iter__(self) -> Iterator[tuple[tuple[str, ...], int]]:
         for line in self.text.splitlines():
@@ -88,7 +90,7 @@ class FoldedStacks:
         """The flamegraph as a self-contained SVG document."""
         title = title or SVG_KINDS.get(self.kind, "Flame Graph")
         try:
-            return core().render_flamegraph_svg(self.text, title=title, width=width)
+            return core().render_flamegraph_svg(self.text, title=title, width=width, kinds_of=self._kinds_of)
         except MemsightError:
             # torch's folded text can hold negative counts (requested-size
             # accounting); flamegraph.pl skips lines it cannot read, so draw
@@ -96,7 +98,8 @@ class FoldedStacks:
             kept = [ln for ln in self.text.splitlines() if ln and ln.rpartition(" ")[2].isdigit()]
             if len(kept) == len([ln for ln in self.text.splitlines() if ln]):
                 raise
-            return core().render_flamegraph_svg("\n".join(kept) + "\n", title=title, width=width)
+            return core().render_flamegraph_svg("\n".join(kept) + "\n", title=title, width=width,
+                                                kinds_of=self._kinds_of)
 
     def to_svg(self, path: PathLike, title: str | None = None, width: int = 1200) -> str:
         return _write_text(path, self.svg(title=title, width=width))
@@ -230,11 +233,11 @@ class Snapshot:
 
     def segments(self) -> FoldedStacks:
         """``memsight segments``: folded stacks by stream, segment and state."""
-        return FoldedStacks(self._snap.folded_segments(), "segments")
+        return FoldedStacks(self._snap.folded_segments(), "segments", _kinds_of=self._snap)
 
     def memory(self) -> FoldedStacks:
         """``memsight memory``: folded stacks of allocated memory."""
-        return FoldedStacks(self._snap.folded_memory(), "memory")
+        return FoldedStacks(self._snap.folded_memory(), "memory", _kinds_of=self._snap)
 
     def compare(self, after: Snapshot) -> Comparison:
         """``memsight compare self after``."""

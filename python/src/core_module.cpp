@@ -173,8 +173,9 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "render_flamegraph_svg",
       [](const std::string& folded, const std::string& title, const std::string& count_name,
-         int width, bool bytes) {
+         int width, bool bytes, const Snapshot* kinds_of) {
         memsight::FlamegraphOptions opts;
+        if (kinds_of) opts.frame_kinds = memsight::frame_label_kinds(*kinds_of);
         opts.title = title;
         opts.count_name = count_name;
         opts.width = width;
@@ -182,7 +183,8 @@ PYBIND11_MODULE(_core, m) {
         return released([&] { return memsight::render_flamegraph_svg(folded, opts); });
       },
       py::arg("folded"), py::arg("title") = "Flame Graph", py::arg("count_name") = "bytes",
-      py::arg("width") = 1200, py::arg("bytes") = true);
+      py::arg("width") = 1200, py::arg("bytes") = true, py::arg("kinds_of") = nullptr,
+      "kinds_of: a snapshot whose frames colour the graph by kind (user code warm).");
   m.def("format_size", &memsight::format_size, py::arg("num"));
   m.def(
       "frame_kinds",

@@ -121,6 +121,17 @@ std::string frame_label(std::string_view name, std::string_view filename, int64_
   return out;
 }
 
+std::unordered_map<std::string, FrameKind> frame_label_kinds(const Snapshot& snap,
+                                                             const UserCode& user_code) {
+  std::unordered_map<std::string, FrameKind> out;
+  for (FrameId f = 0; f < snap.frames.frame_count(); ++f) {
+    const Frame& fr = snap.frames.frame(f);
+    std::string_view name = snap.str(fr.name), file = snap.str(fr.filename);
+    out.emplace(frame_label(name, file, fr.line), classify_frame(name, file, user_code));
+  }
+  return out;
+}
+
 FrameClassifier::FrameClassifier(const Snapshot& snap, UserCode user_code)
     : snap_(snap), user_code_(std::move(user_code)), kinds_(snap.frames.frame_count(), 0) {}
 

@@ -12,12 +12,14 @@ namespace {
 
 // segments/memory/compare: SVG flamegraph by default (as torch), folded text
 // for .folded/.txt names or "-".
-void write_flamegraph(const std::string& folded, const std::string& out, const std::string& title) {
+void write_flamegraph(const std::string& folded, const std::string& out, const std::string& title,
+                      std::unordered_map<std::string, FrameKind> kinds) {
   if (out == "-" || ends_with(out, ".folded") || ends_with(out, ".txt")) {
     write_output(out, folded);
   } else {
     FlamegraphOptions opts;
     opts.title = title;
+    opts.frame_kinds = std::move(kinds);
     write_output(out, render_flamegraph_svg(folded, opts));
   }
   if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());
@@ -41,7 +43,8 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
   std::string folded = name == "segments" ? folded_segments(snap) : folded_memory(snap);
   write_flamegraph(folded, a.get("--output", "output.svg"),
                    name == "segments" ? "Segments (reserved memory by segment and stack)"
-                                      : "Memory (allocator blocks by stack)");
+                                      : "Memory (allocator blocks by stack)",
+                   frame_label_kinds(snap));
   return 0;
 }
 
@@ -55,7 +58,9 @@ int cmd_compare(const std::vector<std::string>& argv) {
   // The set lines go to stdout unless the folded text itself does.
   std::fputs(c.stdout_text.c_str(), out == "-" ? stderr : stdout);
   std::fflush(stdout);
-  write_flamegraph(c.folded, out, "Segments only in one snapshot");
+  auto kinds = frame_label_kinds(after);
+  kinds.merge(frame_label_kinds(before));
+  write_flamegraph(c.folded, out, "Segments only in one snapshot", std::move(kinds));
   return 0;
 }
 

@@ -31,6 +31,9 @@
 //   <gaps>                            lighter grey    rgb(228,228,228)   unaccounted in a segment
 //   <non-python>                      lavender        rgb(195,178,225)   block without Python stack
 //   only_before / only_after          sea green / rose (memsight compare)
+//   code frames with a kind (FlamegraphOptions::frame_kinds, the frame rule of frames.h):
+//     library Python tan, allocator/interpreter plumbing grey, other native code blue;
+//     user code as below
 //   anything else (code frames)       warm palette (red..orange..yellow): the hue comes from a
 //                                     hash of the part before the first ':' (the file for
 //                                     "file.py:12:fn"), so one module's frames look alike,
@@ -340,8 +343,24 @@ double unit(uint64_t h, int shift) {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-Rgb frame_color(std::string_view name, bool root) {
+Rgb frame_color(std::string_view name, bool root,
+                const std::unordered_map<std::string, FrameKind>& kinds) {
   if (root) return {185, 185, 195};
+  if (!kinds.empty()) {
+    auto it = kinds.find(std::string(name));
+    if (it != kinds.end() && it->second != FrameKind::User) {
+      uint64_t h = name_hash(name);
+      int j = static_cast<int>(20 * unit(h, 0));
+      switch (it->second) {
+        case FrameKind::Library:
+          return {225 + j / 2, 205 + j / 2, 150 + j};
+        case FrameKind::Internal:
+          return {185 + j, 185 + j, 190 + j};
+        default:
+          return {140 + j, 175 + j, 225 + j / 2};
+      }
+    }
+  }
   struct Special {
     std::string_view name;
     Rgb rgb;
@@ -567,7 +586,7 @@ std::string render_flamegraph_svg(std::string_view folded, const FlamegraphOptio
     const double y = kTop + n.depth * kRow;
     size_t cps = 0;
     const std::string name = clean_utf8(n.name, &cps);
-    const Rgb c = frame_color(n.name, i == 0);
+    const Rgb c = frame_color(n.name, i == 0, opts.frame_kinds);
 
     body += "<g class=\"f\" data-x=\"";
     append_uint(body, start);

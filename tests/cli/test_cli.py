@@ -1,10 +1,12 @@
 """The memsight command end to end: torch-identical text, outputs, errors."""
 import gzip
+import html
 import json
 import lzma
 import os
 import pathlib
 import pickle
+import re
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -374,3 +376,20 @@ def test_thread_count_changes_nothing_but_speed(memsight_bin, tmp_path):
             assert r.returncode == 0, r.stderr
             outputs.add((cmd[0], r.stdout))
     assert len(outputs) == 2
+
+
+def test_svg_colours_frames_by_kind(run, tmp_path):
+    """The flamegraph keeps torch's folded text but colours frames by the
+    frame rule: user code warm, library Python muted, plumbing grey."""
+    out = tmp_path / "m.svg"
+    assert run("memory", DATA / "counters" / "default_stacks.pickle", "-o", out).returncode == 0
+    fills = {}
+    for m in re.finditer(r'<title>([^<]*?) \([^<]*</title><rect [^>]*fill="rgb\((\d+),(\d+),(\d+)\)"',
+                         out.read_text()):
+        fills[html.unescape(m.group(1))] = tuple(map(int, m.groups()[1:]))
+    user = fills["record_counters.py:81:train"]
+    lib = fills["adam.py:238:step"]
+    grey = next(v for k, v in fills.items() if k.startswith("CUDACachingAllocator.cpp:0:"))
+    assert user[0] >= 205 and user[2] <= 75          # warm
+    assert lib[0] >= 225 and lib[2] >= 150           # muted tan
+    assert abs(grey[0] - grey[1]) <= 1 and grey[0] < 215  # grey
