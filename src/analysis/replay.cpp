@@ -30,14 +30,23 @@ class Segments {
   int64_t total = 0;
   std::map<int64_t, Range> ranges;
 
+ private:
+  Range* last_ = nullptr;
+
+ public:
+
   Range* find(int64_t addr) {
+    // Consecutive events mostly touch the same segment: try the last one first.
+    if (last_ && addr >= last_->start && addr < last_->end()) return last_;
     auto it = ranges.upper_bound(addr);
     if (it == ranges.begin()) return nullptr;
     --it;
-    return addr < it->second.end() ? &it->second : nullptr;
+    if (addr >= it->second.end()) return nullptr;
+    return last_ = &it->second;
   }
   void add(int64_t start, int64_t size, bool small, bool expandable) {
     if (size <= 0) return;
+    last_ = nullptr;
     total += size;
     Range r{start, size, small, expandable, {}};
     if (expandable) {
@@ -62,6 +71,7 @@ class Segments {
   }
   // Takes [start, start+size) away, splitting a range that holds it.
   void remove(int64_t start, int64_t size) {
+    last_ = nullptr;
     int64_t end = start + size;
     auto it = ranges.upper_bound(start);
     if (it != ranges.begin()) --it;
