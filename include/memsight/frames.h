@@ -5,6 +5,7 @@
 // library and native plumbing collapsed.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -41,6 +42,12 @@ FrameKind classify_frame(std::string_view name, std::string_view filename,
 // frame, else the innermost library Python frame, else the innermost native
 // frame outside the allocator and interpreter. -1 when there is none.
 int site_index(std::span<const FrameKind> kinds_innermost_first);
+
+// A stack user-first (innermost first in, as recorded): the site and up to
+// max_frames-1 frames outward of the same or a more useful kind, then how
+// many were hidden. "" when the stack has no site. label(i): frame i's text.
+std::string describe_kinds(std::span<const FrameKind> kinds, size_t max_frames,
+                           const std::function<std::string(size_t)>& label);
 
 // "file.py:LINE:name" (the file's basename, as torch prints frames).
 std::string frame_label(std::string_view name, std::string_view filename, int64_t line);

@@ -98,8 +98,5 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});
 // frames_all: every frame of each site and OOM stack, tagged by kind.
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all = false);
 std::string summary_json(const Snapshot& snap, const Summary& s);
-// A stack as short readable text, user-first (FrameClassifier::describe with
-// the default rule).
-std::string describe_stack(const Snapshot& snap, StackId stack, size_t max_frames = 3);
 
 }  // namespace memsight

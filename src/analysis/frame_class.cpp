@@ -1,6 +1,7 @@
 // The frame rule: user code, library Python, allocator/interpreter plumbing,
 // other native code. See docs/summary.md ("Sites").
 #include <algorithm>
+#include <functional>
 
 #include "memsight/frames.h"
 
@@ -16,6 +17,8 @@ bool is_python_file(std::string_view file) {
 }
 
 bool is_library_python(std::string_view file) {
+  // torch.profiler names torch's files relative to site-packages.
+  if (file.starts_with("torch/")) return true;
   static constexpr std::string_view kParts[] = {
       "/site-packages/", "/dist-packages/", "/torch/",       "\\site-packages\\",
       "\\torch\\",       "/lib/python",     "/lib64/python", "\\Lib\\"};
@@ -190,9 +193,20 @@ std::string FrameClassifier::site_label(StackId s) const {
 
 std::string FrameClassifier::describe(StackId s, size_t max_frames) const {
   auto frames = snap_.frames.stack(s);
-  auto f = site(s);
-  if (!f) return site_label(s);
-  FrameKind site_kind = kind(*f);
+  std::vector<FrameKind> kinds(frames.size());
+  for (size_t i = 0; i < frames.size(); ++i) kinds[i] = kind(frames[i]);
+  if (site_index(kinds) < 0) return site_label(s);
+  return describe_kinds(kinds, max_frames, [&](size_t i) {
+    const Frame& fr = snap_.frames.frame(frames[i]);
+    return frame_label(snap_.str(fr.name), snap_.str(fr.filename), fr.line);
+  });
+}
+
+std::string describe_kinds(std::span<const FrameKind> kinds, size_t max_frames,
+                           const std::function<std::string(size_t)>& label) {
+  int site = site_index(kinds);
+  if (site < 0) return "";
+  FrameKind site_kind = kinds[static_cast<size_t>(site)];
   // Outward from the site: frames as useful as the site (user frames stay
   // user; a library site shows library and user frames).
   auto shows = [&](FrameKind k) {
@@ -200,25 +214,22 @@ std::string FrameClassifier::describe(StackId s, size_t max_frames) const {
            (site_kind == FrameKind::Native && k == FrameKind::Library);
   };
   std::string out;
-  size_t shown = 0, library = 0, native = 0;
-  bool started = false;
-  for (FrameId id : frames) {
-    started = started || id == *f;
-    FrameKind k = kind(id);
-    if (started && shown < max_frames && shows(k)) {
-      const Frame& fr = snap_.frames.frame(id);
+  size_t shown = 0, python = 0, native = 0;
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    FrameKind k = kinds[i];
+    if (i >= static_cast<size_t>(site) && shown < max_frames && shows(k)) {
       if (shown++) out += " <- ";
-      out += frame_label(snap_.str(fr.name), snap_.str(fr.filename), fr.line);
+      out += label(i);
       continue;
     }
-    (k == FrameKind::User || k == FrameKind::Library ? library : native)++;
+    (k == FrameKind::User || k == FrameKind::Library ? python : native)++;
   }
-  if (library + native) {
+  if (python + native) {
     out += "  [+";
-    if (library) out += std::to_string(library) + " Python";
-    if (library && native) out += ", +";
+    if (python) out += std::to_string(python) + " Python";
+    if (python && native) out += ", +";
     if (native) out += std::to_string(native) + " native";
-    out += library + native == 1 ? " frame]" : " frames]";
+    out += python + native == 1 ? " frame]" : " frames]";
   }
   return out;
 }

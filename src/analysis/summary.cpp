@@ -82,10 +82,6 @@ void device_memory(const Snapshot& snap, int device, int64_t& total, int64_t& li
 
 }  // namespace
 
-std::string describe_stack(const Snapshot& snap, StackId stack, size_t max_frames) {
-  return FrameClassifier(snap).describe(stack, max_frames);
-}
-
 Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   Summary sum;
   sum.user_code = opts.user_code.patterns;

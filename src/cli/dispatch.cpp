@@ -39,6 +39,10 @@ Beyond torch:
   segment-plot SNAP [-o FILE]
                              the report, opened on the allocator state history
   convert SNAP -o OUT        rewrite a snapshot (.gz/.zst names compress)
+  profile TRACE [--json] [-o report.html]
+                             torch.profiler Chrome trace: memory and time per step
+  profile --timeline TIMELINE -o timeline.html
+                             torch's categorised memory timeline, interactive
 
 Run `memsight COMMAND --help` for a command's options.
 )";
@@ -90,6 +94,27 @@ const char* command_help(const std::string& c) {
            "                flamegraph (trace-plot: timeline; segment-plot: state)\n"
            "  --user-code PATS  what counts as your code, as for `summary` (the page\n"
            "                can change it too)\n";
+  if (c == "profile")
+    return "usage: memsight profile TRACE.json[.gz] [--json] [--user-code PATS] [-o FILE]\n"
+           "       memsight profile --timeline TIMELINE.json[.gz] -o timeline.html\n\n"
+           "Reads a torch.profiler Chrome trace (export_chrome_trace, or the files\n"
+           "tensorboard_trace_handler and memsight's TorchProfiler write) as a stream,\n"
+           "never as a whole document, and reports per profiler step (ProfilerStep#N):\n"
+           "peak allocated and reserved memory per device (from profile_memory's\n"
+           "[memory] events), allocation and free counts and bytes, what was live at\n"
+           "the peak and what allocated most (by op, with the line of your code that\n"
+           "called it when the trace has Python stacks), and the ops and kernels that\n"
+           "took the most time.\n"
+           "  --json          machine-readable: {\"steps\": [{\"step\": N, \"devices\":\n"
+           "                  {\"cuda:0\": {\"peak_allocated\": B, ...}}, ...}]}\n"
+           "  -o FILE.html    a self-contained page: memory curves per device with the\n"
+           "                  steps marked, and the tables\n"
+           "  --user-code PATS  what counts as your code (as for `summary`)\n"
+           "  --timeline      read export_memory_timeline's output (.json, .json.gz or\n"
+           "                  .raw.json.gz) and write an interactive page of memory by\n"
+           "                  category (parameter, optimizer state, input, temporary,\n"
+           "                  activation, gradient, autograd detail, unknown)\n"
+           "A FIFO with no writer blocks, as with cat.\n";
   if (c == "convert")
     return "usage: memsight convert SNAPSHOT -o OUT\n\n"
            "Reads a snapshot and writes it back as a pickle that torch and pickle.load\n"
@@ -131,6 +156,7 @@ int memsight::cli_main(const std::vector<std::string>& args) {
     if (cmd == "summary") return cmd_summary(rest);
     if (cmd == "view" || cmd == "trace-plot" || cmd == "segment-plot") return cmd_view(cmd, rest);
     if (cmd == "convert") return cmd_convert(rest);
+    if (cmd == "profile") return cmd_profile(rest);
   } catch (const memsight::Error& e) {
     std::fprintf(stderr, "memsight %s: %s\n", cmd.c_str(), e.what());
     return 2;

@@ -12,6 +12,7 @@
 
 #include "memsight/error.h"
 #include "memsight/summary.h"
+#include "report/bundle.h"
 #include "report/page_data.h"
 #include "report/page_pack.h"
 #include "util/escape.h"
@@ -444,19 +445,21 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
       .done();
 }
 
+}  // namespace
+
 std::string html_escape(std::string_view s) {
   std::string out;
   append_xml_escaped(out, s);
   return out;
 }
 
-// The viewer's modules as one classic script: files in bundle.txt order,
+// The viewer's modules as one classic script: files in `list_file` order,
 // their `import` statements (at the start of a line) dropped and `export` keywords
 // removed (the files are ES modules for node's test runner; a file:// page
 // cannot load module files).
-std::string bundle_js() {
-  std::string_view list = viewer_asset("bundle.txt");
-  if (list.empty()) throw Error("html: viewer assets missing (bundle.txt)");
+std::string bundle_js(std::string_view list_file) {
+  std::string_view list = viewer_asset(list_file);
+  if (list.empty()) throw Error("html: viewer assets missing (" + std::string(list_file) + ")");
   std::string out = "(() => {\n'use strict';\n";
   for_each_line(list, [&](std::string_view name) {
     while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.remove_suffix(1);
@@ -488,8 +491,6 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
     s.replace(p, from.size(), to);
 }
-
-}  // namespace
 
 bool is_html_view(std::string_view v) {
   return v == "overview" || v == "timeline" || v == "segments-timeline" || v == "state" ||
@@ -579,7 +580,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
 
   std::string page(viewer_asset("page.html"));
   if (page.empty()) throw Error("html: viewer assets missing (page.html)");
-  std::string js = bundle_js();
+  std::string js = bundle_js("bundle.txt");
   replace_all(js, "</script", "<\\/script");
   std::string data =
       "<script id=\"memsight-data\" type=\"application/octet-stream\" data-encoding=\"";

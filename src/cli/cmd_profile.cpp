@@ -1,0 +1,40 @@
+// memsight profile: torch.profiler traces and memory timelines.
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "memsight/error.h"
+#include "memsight/profile.h"
+
+namespace memsight::cli {
+
+int cmd_profile(const std::vector<std::string>& argv) {
+  Args a = parse_args(argv, {{"--json", "", false},
+                             {"--output", "-o", true},
+                             {"--timeline", "", false},
+                             {"--user-code", "", true}});
+  expect_positional(a, 1,
+                    "memsight profile TRACE.json[.gz] [--json] [-o report.html] | "
+                    "memsight profile --timeline TIMELINE.json[.gz] -o timeline.html");
+  const std::string& input = a.positional[0];
+  std::string name = input == "-" ? "<stdin>" : input.substr(input.find_last_of('/') + 1);
+  std::string out = a.get("--output", "-");
+  bool html = out.size() > 5 && (ends_with(out, ".html") || ends_with(out, ".htm"));
+  if (a.has("--timeline")) {
+    if (!html) throw Error("--timeline writes a page: give -o NAME.html");
+    MemoryTimeline t = read_memory_timeline(input);
+    write_output(out, timeline_html(t, name + " - memory timeline"));
+    std::fprintf(stderr, "wrote %s\n", out.c_str());
+    return 0;
+  }
+  ProfileReport r =
+      analyze_profile(read_profile_trace(input), UserCode::parse(a.get("--user-code")));
+  if (html) {
+    write_output(out, profile_html(r, name + " - memsight profile"));
+    std::fprintf(stderr, "wrote %s\n", out.c_str());
+  } else {
+    write_output(out, a.has("--json") ? profile_json(r) : profile_text(r));
+  }
+  return 0;
+}
+
+}  // namespace memsight::cli

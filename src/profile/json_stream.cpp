@@ -1,0 +1,381 @@
+#include "profile/json_stream.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "memsight/error.h"
+
+namespace memsight::json {
+namespace {
+
+constexpr size_t kChunk = 1 << 20;
+constexpr uint64_t kReleaseEvery = 16 << 20;
+constexpr int kMaxDepth = 64;
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+}  // namespace
+
+Reader::Reader(ByteSource& src) : src_(src) {
+  std::string_view m = src.mapped();
+  if (!m.empty()) {
+    data_ = m;
+    mapped_ = true;
+    eof_ = true;
+  }
+}
+
+[[noreturn]] void Reader::fail(const std::string& what) const {
+  throw Error("malformed JSON at byte " + std::to_string(offset()) + ": " + what);
+}
+
+bool Reader::fill(size_t need) {
+  if (pos_ + need <= data_.size()) return true;
+  if (mapped_) {
+    if (offset() - released_ >= kReleaseEvery) {
+      released_ = offset() & ~(kReleaseEvery - 1);
+      src_.release(released_);
+    }
+    return false;
+  }
+  if (eof_) return false;
+  // Keep only what is not yet consumed, then read until enough is there.
+  buf_.erase(0, pos_);
+  base_ += pos_;
+  pos_ = 0;
+  while (buf_.size() < need && !eof_) {
+    size_t old = buf_.size();
+    buf_.resize(old + kChunk);
+    size_t got = src_.read(buf_.data() + old, kChunk);
+    buf_.resize(old + got);
+    if (got == 0) eof_ = true;
+  }
+  data_ = buf_;
+  return buf_.size() >= need;
+}
+
+char Reader::peek_char() {
+  for (;;) {
+    while (pos_ < data_.size()) {
+      char c = data_[pos_];
+      if (!is_space(c)) return c;
+      ++pos_;
+    }
+    if (!fill(1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
+  }
+}
+
+char Reader::next_char() {
+  char c = peek_char();
+  ++pos_;
+  return c;
+}
+
+void Reader::expect(char c) {
+  char got = next_char();
+  if (got != c) {
+    --pos_;
+    fail(std::string("expected '") + c + "'");
+  }
+}
+
+Kind Reader::peek() {
+  switch (peek_char()) {
+    case '{':
+      return Kind::Object;
+    case '[':
+      return Kind::Array;
+    case '"':
+      return Kind::String;
+    case 't':
+      return Kind::True;
+    case 'f':
+      return Kind::False;
+    case 'n':
+      return Kind::Null;
+    default: {
+      char c = peek_char();
+      if (c == '-' || (c >= '0' && c <= '9')) return Kind::Number;
+      fail("unexpected character");
+    }
+  }
+}
+
+void Reader::begin_object() {
+  expect('{');
+  if (++depth_ > kMaxDepth) fail("nested deeper than 64 levels");
+  first_bits_ |= uint64_t{1} << (depth_ - 1);
+}
+
+void Reader::begin_array() {
+  expect('[');
+  if (++depth_ > kMaxDepth) fail("nested deeper than 64 levels");
+  first_bits_ |= uint64_t{1} << (depth_ - 1);
+}
+
+void Reader::end_of_container(char close) {
+  ++pos_;  // the closing bracket, already peeked
+  (void)close;
+  first_bits_ &= ~(uint64_t{1} << (depth_ - 1));
+  --depth_;
+}
+
+bool Reader::next_key(std::string& key) {
+  char c = peek_char();
+  uint64_t bit = uint64_t{1} << (depth_ - 1);
+  if (c == '}') {
+    end_of_container('}');
+    return false;
+  }
+  if (first_bits_ & bit) {
+    first_bits_ &= ~bit;
+  } else {
+    expect(',');
+  }
+  if (peek_char() != '"') fail("expected a key");
+  string(key);
+  expect(':');
+  return true;
+}
+
+bool Reader::next_item() {
+  char c = peek_char();
+  uint64_t bit = uint64_t{1} << (depth_ - 1);
+  if (c == ']') {
+    end_of_container(']');
+    return false;
+  }
+  if (first_bits_ & bit) {
+    first_bits_ &= ~bit;
+  } else {
+    expect(',');
+  }
+  return true;
+}
+
+void Reader::string(std::string& out) {
+  expect('"');
+  out.clear();
+  for (;;) {
+    size_t start = pos_;
+    while (pos_ < data_.size()) {
+      char c = data_[pos_];
+      if (c == '"' || c == '\\') break;
+      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
+      ++pos_;
+    }
+    out.append(data_.data() + start, pos_ - start);
+    if (!fill(1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
+    char c = data_[pos_++];
+    if (c == '"') return;
+    // an escape
+    if (!fill(1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
+    char e = data_[pos_++];
+    switch (e) {
+      case '"':
+      case '\\':
+      case '/':
+        out += e;
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'u': {
+        auto hex4 = [&]() -> uint32_t {
+          if (!fill(4)) throw Error("truncated JSON at byte " + std::to_string(offset()));
+          uint32_t v = 0;
+          for (int i = 0; i < 4; ++i) {
+            char h = data_[pos_++];
+            v <<= 4;
+            if (h >= '0' && h <= '9')
+              v |= static_cast<uint32_t>(h - '0');
+            else if (h >= 'a' && h <= 'f')
+              v |= static_cast<uint32_t>(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F')
+              v |= static_cast<uint32_t>(h - 'A' + 10);
+            else
+              fail("bad \\u escape");
+          }
+          return v;
+        };
+        uint32_t cp = hex4();
+        if (cp >= 0xD800 && cp < 0xDC00 && fill(2) && data_[pos_] == '\\' &&
+            data_[pos_ + 1] == 'u') {
+          pos_ += 2;
+          uint32_t lo = hex4();
+          if (lo >= 0xDC00 && lo < 0xE000)
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          else
+            cp = 0xFFFD;
+        } else if (cp >= 0xD800 && cp < 0xE000) {
+          cp = 0xFFFD;  // a lone surrogate: the replacement character
+        }
+        append_utf8(out, cp);
+        break;
+      }
+      default:
+        fail("bad escape");
+    }
+  }
+}
+
+double Reader::number() {
+  peek_char();
+  char tmp[64];
+  size_t n = 0;
+  for (;;) {
+    while (pos_ < data_.size()) {
+      char c = data_[pos_];
+      if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'))
+        goto done;
+      if (n == sizeof tmp) fail("number too long");
+      tmp[n++] = c;
+      ++pos_;
+    }
+    if (!fill(1)) break;
+  }
+done:
+  double v = 0;
+  auto [p, ec] = std::from_chars(tmp, tmp + n, v);
+  if (ec != std::errc() || p != tmp + n || n == 0) fail("bad number");
+  return v;
+}
+
+int64_t Reader::integer() {
+  double v = number();
+  if (!(std::fabs(v) <= 9.2e18) || v != std::floor(v)) fail("expected an integer");
+  return static_cast<int64_t>(v);
+}
+
+void Reader::literal(std::string_view word) {
+  if (!fill(word.size()) || data_.substr(pos_, word.size()) != word) fail("bad literal");
+  pos_ += word.size();
+}
+
+bool Reader::boolean() {
+  if (peek_char() == 't') {
+    literal("true");
+    return true;
+  }
+  literal("false");
+  return false;
+}
+
+void Reader::null() {
+  peek_char();
+  literal("null");
+}
+
+void Reader::skip() {
+  char c = peek_char();
+  if (c == '"') {
+    std::string ignored;
+    string(ignored);
+    return;
+  }
+  if (c != '{' && c != '[') {
+    std::string ignored;
+    scalar_text(ignored);
+    return;
+  }
+  // A container: count brackets outside strings; nothing is kept.
+  size_t depth = 0;
+  bool in_string = false;
+  for (;;) {
+    const char* p = data_.data();
+    size_t n = data_.size(), i = pos_;
+    for (; i < n; ++i) {
+      char ch = p[i];
+      if (in_string) {
+        if (ch == '\\') {
+          if (i + 1 >= n) break;  // the escaped byte is in the next chunk
+          ++i;
+        } else if (ch == '"') {
+          in_string = false;
+        }
+        continue;
+      }
+      if (ch == '"') {
+        in_string = true;
+      } else if (ch == '{' || ch == '[') {
+        ++depth;
+      } else if (ch == '}' || ch == ']') {
+        if (--depth == 0) {
+          pos_ = i + 1;
+          return;
+        }
+      }
+    }
+    pos_ = i;
+    // An escape split from its byte needs both; otherwise any more input.
+    if (!fill(i < n ? 2 : 1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
+  }
+}
+
+void Reader::scalar_text(std::string& out) {
+  switch (peek()) {
+    case Kind::String:
+      string(out);
+      return;
+    case Kind::Number: {
+      double v = number();
+      char b[32];
+      auto r = std::to_chars(b, b + sizeof b, v);
+      out.assign(b, r.ptr);
+      return;
+    }
+    case Kind::True:
+    case Kind::False:
+      out = boolean() ? "true" : "false";
+      return;
+    case Kind::Null:
+      null();
+      out.clear();
+      return;
+    default:
+      skip();
+      out.clear();
+  }
+}
+
+void Reader::finish() {
+  for (;;) {
+    while (pos_ < data_.size()) {
+      if (!is_space(data_[pos_])) fail("unexpected data after the end");
+      ++pos_;
+    }
+    if (!fill(1)) return;
+  }
+}
+
+}  // namespace memsight::json

@@ -1,0 +1,74 @@
+#pragma once
+// A forward-only JSON reader over a byte source, for files far larger than
+// memory should hold (torch.profiler Chrome traces run to gigabytes). It
+// never builds a document: the caller walks objects and arrays key by key,
+// reads the scalars it wants and skips the rest. Plain files are read in
+// place from the mapping (pages behind the cursor are given back);
+// compressed ones through a window that holds at most one value being read.
+//
+// Errors throw memsight::Error with the byte offset: "malformed JSON at byte
+// 1834: expected ':'", "truncated JSON at byte ...".
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "pickle/source.h"
+
+namespace memsight::json {
+
+enum class Kind { Object, Array, String, Number, True, False, Null };
+
+class Reader {
+ public:
+  explicit Reader(ByteSource& src);
+
+  // The kind of the value at the cursor (after white space).
+  Kind peek();
+  // Objects: begin_object(), then next_key(k) until it returns false.
+  void begin_object();
+  bool next_key(std::string& key);
+  // Arrays: begin_array(), then next_item() until it returns false.
+  void begin_array();
+  bool next_item();
+  // Scalars. string() unescapes into `out`; number() parses a JSON number
+  // (an integer exactly up to 2^53); boolean and null are checked.
+  void string(std::string& out);
+  double number();
+  int64_t integer();  // a number that must be integral
+  bool boolean();
+  void null();
+  // Skips the value at the cursor, whatever it is.
+  void skip();
+  // A scalar as its text (strings unescaped), or "" for null; skips
+  // objects and arrays and returns "".
+  void scalar_text(std::string& out);
+  // At the end: only white space may follow.
+  void finish();
+
+  uint64_t offset() const { return base_ + pos_; }
+
+ private:
+  char peek_char();        // skips white space; throws at the end of input
+  char next_char();        // consumes it
+  bool fill(size_t need);  // makes `need` bytes available at pos_; false at the end
+  [[noreturn]] void fail(const std::string& what) const;
+  void expect(char c);
+  void literal(std::string_view word);
+  void end_of_container(char close);
+
+  ByteSource& src_;
+  std::string_view data_;  // the mapping, or buf_
+  std::string buf_;
+  size_t pos_ = 0;
+  uint64_t base_ = 0;  // offset of data_[0] in the input
+  bool mapped_ = false, eof_ = false;
+  uint64_t released_ = 0;
+  // Whether the container just opened has had an item (for ',' handling),
+  // a bit per nesting level.
+  uint64_t first_bits_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace memsight::json

@@ -1,0 +1,16 @@
+#pragma once
+// Pieces shared by the pages the engine writes (the snapshot page and the
+// profiler pages): the viewer's modules as one classic script, and text
+// splicing.
+#include <string>
+#include <string_view>
+
+namespace memsight {
+
+// viewer/src files listed in `list_file` (one name a line), as one script.
+std::string bundle_js(std::string_view list_file);
+// Replaces every `from` in s with `to`.
+void replace_all(std::string& s, std::string_view from, std::string_view to);
+std::string html_escape(std::string_view s);
+
+}  // namespace memsight
