@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "memsight/frames.h"
@@ -115,6 +116,7 @@ struct MemoryTimeline {
 };
 extern const char* const kTimelineCategories[8];  // parameter ... unknown
 MemoryTimeline read_memory_timeline(const std::string& path);
+MemoryTimeline read_memory_timeline_bytes(std::string_view data);  // plain or compressed
 std::string timeline_html(const MemoryTimeline& t, const std::string& title);
 
 }  // namespace memsight

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ._errors import EngineNotBuiltError, MemsightError
 from ._version import __version__
+from .profile import profile_html, profile_report, profile_timeline_html
 from .snapshot import (
     Comparison,
     FoldedStacks,
@@ -45,4 +46,7 @@ __all__ = [
     "from_dict",
     "load",
     "loads",
+    "profile_html",
+    "profile_report",
+    "profile_timeline_html",
 ]

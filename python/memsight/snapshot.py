@@ -17,7 +17,6 @@ from typing import Any, Union
 
 from ._engine import core
 from ._errors import MemsightError
-from ._errors import MemsightError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -115,9 +114,12 @@ class Summary(dict):
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return _wrap(self[name])
+            return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def __getitem__(self, key: Any) -> Any:  # nested dicts have attribute access too
+        return _wrap(super().__getitem__(key))
 
     def __str__(self) -> str:
         return self.text or json.dumps(self, indent=2)

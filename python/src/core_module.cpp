@@ -18,6 +18,7 @@
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
 #include "memsight/frames.h"
+#include "memsight/profile.h"
 #include "memsight/html.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
@@ -186,6 +187,39 @@ PYBIND11_MODULE(_core, m) {
       py::arg("width") = 1200, py::arg("bytes") = true, py::arg("kinds_of") = nullptr,
       "kinds_of: a snapshot whose frames colour the graph by kind (user code warm).");
   m.def("format_size", &memsight::format_size, py::arg("num"));
+  m.def(
+      "profile_report",
+      [](const std::string& path, const std::string& user_code, const std::string& html_title) {
+        std::tuple<std::string, std::string, std::string> out;
+        {
+          py::gil_scoped_release nogil;
+          memsight::ProfileReport r = memsight::analyze_profile(
+              memsight::read_profile_trace(path), memsight::UserCode::parse(user_code));
+          std::get<0>(out) = memsight::profile_text(r);
+          std::get<1>(out) = memsight::profile_json(r);
+          if (!html_title.empty()) std::get<2>(out) = memsight::profile_html(r, html_title);
+        }
+        return out;
+      },
+      py::arg("path"), py::arg("user_code") = "", py::arg("html_title") = "",
+      "A torch.profiler Chrome trace's per-step report: (text, json, html if titled).");
+  m.def(
+      "timeline_html",
+      [](const py::object& source, const std::string& title) {
+        memsight::MemoryTimeline t;
+        if (py::isinstance<py::bytes>(source)) {
+          std::string data = source.cast<std::string>();
+          py::gil_scoped_release nogil;
+          t = memsight::read_memory_timeline_bytes(data);
+        } else {
+          std::string path = py::str(source);
+          py::gil_scoped_release nogil;
+          t = memsight::read_memory_timeline(path);
+        }
+        return released([&] { return memsight::timeline_html(t, title); });
+      },
+      py::arg("source"), py::arg("title"),
+      "torch's export_memory_timeline output (a path, or the bytes) as a self-contained page.");
   m.def(
       "frame_kinds",
       [](const std::vector<std::pair<std::string, std::string>>& frames,

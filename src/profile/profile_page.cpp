@@ -78,9 +78,10 @@ std::string profile_html(const ProfileReport& r, const std::string& title) {
   return render_page(title, data);
 }
 
-MemoryTimeline read_memory_timeline(const std::string& path) {
-  auto src = open_source(path);
-  json::Reader r(*src);
+namespace {
+
+MemoryTimeline read_timeline(ByteSource& src) {
+  json::Reader r(src);
   auto bad = [] {
     throw Error(
         "not a torch memory timeline (export_memory_timeline's .json, .json.gz or .raw.json.gz)");
@@ -136,6 +137,18 @@ MemoryTimeline read_memory_timeline(const std::string& path) {
     for (size_t c = 0; c < 8; ++c) t.bytes[c].push_back(cur[c]);
   }
   return t;
+}
+
+}  // namespace
+
+MemoryTimeline read_memory_timeline(const std::string& path) {
+  auto src = open_source(path);
+  return read_timeline(*src);
+}
+
+MemoryTimeline read_memory_timeline_bytes(std::string_view data) {
+  auto src = memory_source(data);
+  return read_timeline(*src);
 }
 
 std::string timeline_html(const MemoryTimeline& t, const std::string& title) {
