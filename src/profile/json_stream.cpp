@@ -183,7 +183,10 @@ void Reader::string(std::string& out) {
       ++pos_;
     }
     out.append(data_.data() + start, pos_ - start);
-    if (!fill(1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
+    if (pos_ >= data_.size()) {  // ran out before the quote: read on
+      if (!fill(1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
+      continue;
+    }
     char c = data_[pos_++];
     if (c == '"') return;
     // an escape

@@ -4,6 +4,7 @@
 // kernels that took the time.
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <map>
 #include <unordered_map>
 
@@ -293,7 +294,17 @@ ProfileReport analyze_profile(const ProfileTrace& t, const UserCode& user_code) 
         known += v.first;
       }
       StepDevice& sd = acc[j].sd;
-      sd.live_at_peak = top_bytes(by, t, py, 8);
+      sd.live_at_peak = top_bytes(by, t, py, SIZE_MAX);
+      if (sd.live_at_peak.size() > 8) {  // the rest as one row, so the rows add up to the peak
+        OpBytes rest;
+        rest.op = "(" + std::to_string(sd.live_at_peak.size() - 7) + " more ops)";
+        for (size_t q = 7; q < sd.live_at_peak.size(); ++q) {
+          rest.bytes += sd.live_at_peak[q].bytes;
+          rest.count += sd.live_at_peak[q].count;
+        }
+        sd.live_at_peak.resize(7);
+        sd.live_at_peak.push_back(rest);
+      }
       if (sd.peak_allocated > known) {  // allocated before the profile began
         OpBytes o;
         o.op = "(allocated before the profile began)";
