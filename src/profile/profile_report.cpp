@@ -32,8 +32,11 @@ std::string step_title(const ProfileStep& s) {
 void op_rows(std::string& out, const std::vector<OpBytes>& rows) {
   for (const OpBytes& o : rows) {
     char b[48];
-    std::snprintf(b, sizeof b, "      %10s %6lld x  ", sz(o.bytes).c_str(),
-                  static_cast<long long>(o.count));
+    if (o.count)
+      std::snprintf(b, sizeof b, "      %10s %6lld x  ", sz(o.bytes).c_str(),
+                    static_cast<long long>(o.count));
+    else  // a remainder, not allocations the trace saw
+      std::snprintf(b, sizeof b, "      %10s           ", sz(o.bytes).c_str());
     out += b + o.op;
     if (!o.stack.empty()) out += "  <- " + o.stack;
     out += '\n';
