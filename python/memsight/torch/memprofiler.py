@@ -106,7 +106,9 @@ class MemProfiler:
         self._iters: dict[str, int] = {}
         self._done: set[str] = set()
         self._names = set(collected_names(cfg))
-        self._retained = self._names | set(cfg.retain_hooks_for_funcs)
+        # hooks stay until the retained functions that are collected are done
+        # (every collected function when none of them is)
+        self._retained = (set(cfg.retain_hooks_for_funcs) & self._names) or set(self._names)
         self._history_fns = set(cfg.collect_funcs.cuda_allocator_history) if cfg.cuda_allocator_history else set()
         self._recording: Recording | None = None
         self._hooks: CallHooks | None = None
