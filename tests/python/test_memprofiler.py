@@ -207,7 +207,7 @@ def test_page_shows_every_call_and_needs_nothing_outside(tmp_path):
 
 
 def test_growth_by_site_of_two_snapshots():
-    from memsight.torch.memprofiler_output import _fallback_site, active_blocks, growth_by_site
+    from memsight.torch.memprofiler_output import _fallback_site, active_blocks, growth_by_site, site_totals
 
     torch_frame = {"filename": "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", "line": 114, "name": "forward"}
 
@@ -220,9 +220,12 @@ def test_growth_by_site_of_two_snapshots():
                         {"address": 4096, "blocks": [blk(4096, 1024, 7)]}]}
     assert set(active_blocks(start)) == {(0, 512)}
     assert _fallback_site(blk(0, 1, 5)["frames"]) == "train.py:5:step"
-    rows = growth_by_site(set(active_blocks(start)), end)
+    rows = growth_by_site(site_totals(start), end)
     assert rows == [{"site": "train.py:7:step", "bytes": 1024, "blocks": 1},
                     {"site": "train.py:42:step", "bytes": 512, "blocks": 2}]
+    # a site whose blocks were freed and allocated again at other addresses did not grow
+    moved = {"segments": [{"address": 0, "blocks": [blk(2048, 512, 10)]}]}
+    assert growth_by_site(site_totals(start), moved) == []
 
 
 def test_allocator_history_path_with_a_stand_in_device(tmp_path, monkeypatch):

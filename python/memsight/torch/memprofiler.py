@@ -39,13 +39,13 @@ from ._dist import global_rank
 from .memprofiler_config import MemProfilerCfg, collected_names
 from .memprofiler_hooks import CallHooks, host_memory, reset_module_attrs
 from .memprofiler_output import (
-    active_blocks,
     fsdp_log_path,
     fsdp_peak,
     fsdp_report,
     fsdp_tracker,
     growth_by_site,
     history_path,
+    site_totals,
     write_stats,
 )
 from .recording import Recording, dump, snapshot
@@ -64,7 +64,7 @@ class _Call:
     outermost: bool
     saved_ctx: Any = None
     tracker: Any = None
-    start_blocks: set[tuple[int, int]] | None = None
+    start_sites: dict[str, list[int]] | None = None
     files: list[str] = field(default_factory=list)
 
 
@@ -243,7 +243,7 @@ class MemProfiler:
         if fn in self._history_fns:
             try:
                 snap = snapshot()
-                call.start_blocks = set(active_blocks(snap))
+                call.start_sites = site_totals(snap)
                 call.files.append(self._dump_history(fn, idx, "start", snap))
             except Exception:
                 log.exception("memsight: MemProfiler could not dump the allocator history of %s", fn)
@@ -277,9 +277,9 @@ class MemProfiler:
         if error is not None:
             extra["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".strip()
         entry = self.snap(fn, idx, "end", extra)
-        if call.start_blocks is not None:
+        if call.start_sites is not None:
             snap = snapshot()
-            entry["grew_by_site"] = growth_by_site(call.start_blocks, snap)
+            entry["grew_by_site"] = growth_by_site(call.start_sites, snap)
             call.files.append(self._dump_history(fn, idx, "end", snap))
         entry["files"] = [os.path.basename(p) for p in call.files if p]
         if call.outermost and self._hooks is not None and self.module is not None:

@@ -109,17 +109,25 @@ def site_of(frames: list[Any]) -> str:
         return _fallback_site(frames) or "(no Python frame)"
 
 
-def growth_by_site(start_keys: set[tuple[int, int]], end: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Blocks allocated at ``end`` that were not at the start, summed by
-    site: ``[{"site", "bytes", "blocks"}]``, largest first."""
+def site_totals(snapshot: Mapping[str, Any]) -> dict[str, list[int]]:
+    """Allocated bytes and blocks by site: ``{site: [bytes, blocks]}``."""
     sites: dict[str, list[int]] = {}
-    for key, blk in active_blocks(end).items():
-        if key in start_keys:
-            continue
+    for blk in active_blocks(snapshot).values():
         row = sites.setdefault(site_of(_block_frames(blk)), [0, 0])
         row[0] += int(blk.get("size", 0))
         row[1] += 1
-    rows = [{"site": s, "bytes": b, "blocks": n} for s, (b, n) in sites.items()]
+    return sites
+
+
+def growth_by_site(start: dict[str, list[int]], end: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What grew from ``start`` (:func:`site_totals` of the first snapshot)
+    to the ``end`` snapshot, by site: ``[{"site", "bytes", "blocks"}]`` with
+    the net change of each site that grew, largest first."""
+    rows = []
+    for site, (b, n) in site_totals(end).items():
+        b0, n0 = start.get(site, (0, 0))
+        if b > b0:
+            rows.append({"site": site, "bytes": b - b0, "blocks": n - n0})
     rows.sort(key=lambda r: (-r["bytes"], r["site"]))
     return rows[:GROWTH_SITES]
 

@@ -160,11 +160,13 @@ def _growth(end: dict[str, Any]) -> str:
     if rows is None:
         return ""
     if not rows:
-        return "<h3>What grew, by user site</h3><p class=\"muted\">Nothing allocated during the call is still held at its end.</p>"
+        return ('<h3>What grew, by user site</h3><p class="muted">No site holds more at the end '
+                "than at the start.</p>")
     body = "".join(f"<tr><td>{html.escape(str(r.get('site')))}</td>{_cell('bytes', r.get('bytes'))}"
                    f"<td>{r.get('blocks', '')}</td></tr>" for r in rows)
-    return ("<h3>What grew, by user site</h3><p class=\"muted\">Blocks allocated at the end snapshot that were not "
-            "at the start.</p><table><tr><th>site</th><th>bytes</th><th>blocks</th></tr>" + body + "</table>")
+    return ("<h3>What grew, by user site</h3><p class=\"muted\">Allocated bytes per site at the end snapshot minus "
+            "at the start snapshot, where positive.</p>"
+            "<table><tr><th>site</th><th>bytes</th><th>blocks</th></tr>" + body + "</table>")
 
 
 def _fsdp(end: dict[str, Any]) -> str:
