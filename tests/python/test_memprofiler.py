@@ -209,7 +209,8 @@ def test_page_shows_every_call_and_needs_nothing_outside(tmp_path):
 def test_growth_by_site_of_two_snapshots():
     from memsight.torch.memprofiler_output import _fallback_site, active_blocks, growth_by_site, site_totals
 
-    torch_frame = {"filename": "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", "line": 114, "name": "forward"}
+    torch_frame = {"filename": "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", "line": 114,
+                   "name": "forward"}
 
     def blk(addr, size, line, state="active_allocated"):
         return {"address": addr, "size": size, "state": state,

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ._atomic import write_atomic
 from ._cuda import cuda_available, torch_module, warn_once
 from ._dist import global_rank
 from .memprofiler_config import MemProfilerCfg, collected_names
@@ -169,7 +170,8 @@ class MemProfiler:
     def _set_up(self) -> None:
         """At the first profiled call: hooks, allocator history, exit handler."""
         cfg = self.cfg
-        if self._hooks is None and not self._hooks_removed and (cfg.enable_memory_hooks or cfg.enable_saved_tensors_hooks):
+        wanted = cfg.enable_memory_hooks or cfg.enable_saved_tensors_hooks
+        if self._hooks is None and not self._hooks_removed and wanted:
             pack, unpack = cfg.saved_tensors_funcs or (None, None)
             self._hooks = CallHooks(cfg.memory_hooks.pre_forward_hooks, cfg.memory_hooks.post_forward_hooks,
                                     pack, unpack)
@@ -268,19 +270,25 @@ class MemProfiler:
         self._depth = max(0, self._depth - 1)
         cfg, fn, idx = self.cfg, call.fn, call.iter_idx
         extra: dict[str, Any] = {}
-        if call.tracker is not None:
-            self._finish_tracker(call, extra)
-        if call.saved_ctx is not None:
-            call.saved_ctx.__exit__(None, None, None)
-        if call.outermost and self._hooks is not None:
-            extra.update(self._hooks.end())
+        try:
+            if call.tracker is not None:
+                self._finish_tracker(call, extra)
+        finally:  # whatever failed, the hooks of this call end here
+            if call.saved_ctx is not None:
+                call.saved_ctx.__exit__(None, None, None)
+            if call.outermost and self._hooks is not None:
+                extra.update(self._hooks.end())
         if error is not None:
-            extra["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".strip()
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            extra["error"] = f"{type(error).__name__}: {first_line}".strip().rstrip(":")
         entry = self.snap(fn, idx, "end", extra)
         if call.start_sites is not None:
-            snap = snapshot()
-            entry["grew_by_site"] = growth_by_site(call.start_sites, snap)
-            call.files.append(self._dump_history(fn, idx, "end", snap))
+            try:
+                snap = snapshot()
+                entry["grew_by_site"] = growth_by_site(call.start_sites, snap)
+                call.files.append(self._dump_history(fn, idx, "end", snap))
+            except Exception:
+                log.exception("memsight: MemProfiler could not dump the allocator history of %s", fn)
         entry["files"] = [os.path.basename(p) for p in call.files if p]
         if call.outermost and self._hooks is not None and self.module is not None:
             reset_module_attrs(self.module, cfg.save_hook_attrs, cfg.memory_hooks.reset_state_hooks)
@@ -299,8 +307,6 @@ class MemProfiler:
             text = fsdp_report(tracker, call.fn, call.iter_idx, cfg.fsdp_mem_track_module_depth,
                                cfg.fsdp_mem_tracker_units, cfg.fsdp_mem_tracker_tabulate)
             path = fsdp_log_path(self.init_memprof_log_dir(), self.rank, call.fn, call.iter_idx)
-            from ._atomic import write_atomic
-
             write_atomic(path, text.encode("utf-8"))
             self.written.append(path)
             call.files.append(path)

@@ -195,9 +195,9 @@ def render(rank: int, stats: dict[str, Any]) -> str:
         err = f'<p class="err">{html.escape(str(end["error"]))}</p>' if end.get("error") else ""
         if not end:
             err += '<p class="err">The call has no end entry: the run stopped inside it.</p>'
+        title = f'{html.escape(fn)} #{it} <span class="muted">({html.escape(prefix)})</span>'
         sections.append(
-            f'<h2 id="{html.escape(prefix)}">{html.escape(fn)} #{it} <span class="muted">({html.escape(prefix)})'
-            f"</span></h2>{err}" + (f"<p>Files: {links}</p>" if links else "")
+            f'<h2 id="{html.escape(prefix)}">{title}</h2>{err}' + (f"<p>Files: {links}</p>" if links else "")
             + "<h3>Modules</h3>" + _modules(end) + _growth(end) + _fsdp(end)
         )
     overview = _side_by_side(stats, calls, headline) if calls else "<p>No call was collected.</p>"
