@@ -4,14 +4,16 @@ OUT/result{rank}.json and its files under OUT/prof."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
-import torch
-import torch.distributed as dist
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from memsight.torch import MemProfiler
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from gpu_helpers import finish_rank  # noqa: E402
+from memsight.torch import MemProfiler  # noqa: E402
 
 WIDTH = 1024
 
@@ -54,11 +56,8 @@ def main(out: str) -> None:
         step()
     torch.cuda.synchronize()
     prof.finish()
-    result = {"rank": rank, "param_bytes": param_bytes, "fsdp_failed": prof._fsdp_failed, "files": prof.written}
-    with open(os.path.join(out, f"result{rank}.json"), "w") as f:
-        json.dump(result, f)
-    dist.barrier()
-    dist.destroy_process_group()
+    finish_rank(out, {"rank": rank, "param_bytes": param_bytes, "fsdp_failed": prof._fsdp_failed,
+                      "files": prof.written})
 
 
 if __name__ == "__main__":
