@@ -206,7 +206,7 @@ def test_page_shows_every_call_and_needs_nothing_outside(tmp_path):
     assert text.count("rss") >= 1
 
 
-def test_growth_by_site_of_two_snapshots():
+def test_growth_by_site_of_two_snapshots(monkeypatch):
     from memsight.torch.memprofiler_output import _fallback_site, active_blocks, growth_by_site, site_totals
 
     torch_frame = {"filename": "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", "line": 114,
@@ -224,6 +224,14 @@ def test_growth_by_site_of_two_snapshots():
     rows = growth_by_site(site_totals(start), end)
     assert rows == [{"site": "train.py:7:step", "bytes": 1024, "blocks": 1},
                     {"site": "train.py:42:step", "bytes": 512, "blocks": 2}]
+    # without the compiled engine the small fallback rule gives the same sites here
+    import memsight.snapshot
+
+    def no_engine(*a, **k):
+        raise ImportError("no engine")
+
+    monkeypatch.setattr(memsight.snapshot, "frame_site", no_engine)
+    assert growth_by_site(site_totals(start), end) == rows
     # a site whose blocks were freed and allocated again at other addresses did not grow
     moved = {"segments": [{"address": 0, "blocks": [blk(2048, 512, 10)]}]}
     assert growth_by_site(site_totals(start), moved) == []

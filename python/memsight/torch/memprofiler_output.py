@@ -105,7 +105,7 @@ def site_of(frames: list[Any]) -> str:
         from ..snapshot import frame_site
 
         return frame_site(frames) or "(no Python frame)"
-    except ImportError:
+    except Exception:  # the engine is not built (EngineNotBuiltError) or refuses the frames
         return _fallback_site(frames) or "(no Python frame)"
 
 
