@@ -386,3 +386,30 @@ def test_importing_memsight_torch_does_not_import_torch():
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "python"))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_device_side_failures_are_logged_and_profiling_goes_on(tmp_path, monkeypatch, caplog):
+    """Allocator snapshots that fail and an FSDP root without fully_shard:
+    each is logged once, the calls run, the rest is collected."""
+    import memsight.torch.memprofiler as mp
+
+    def broken_snapshot():
+        raise RuntimeError("snapshot failed")
+
+    monkeypatch.setattr(mp, "cuda_available", lambda: True)
+    class NoRecording:
+        def __init__(self, *args, **kwargs): ...
+        def start(self): return self
+        def stop(self): ...
+
+    monkeypatch.setattr(mp, "Recording", NoRecording)
+    monkeypatch.setattr(mp, "snapshot", broken_snapshot)
+    model = make_model()
+    prof = MemProfiler(save_dir=str(tmp_path), cuda_allocator_history=True, track_fsdp_mem=True,
+                       collect_funcs={"default": ["step"]}).connect(model)
+    with caplog.at_level(logging.ERROR, logger="memsight"):
+        run_steps(prof, model, 3)
+    end = prof.memory_stats["0.step.2.end"]
+    assert end["saved_tensors_bytes"] > 0 and "grew_by_site" not in end and end["files"] == []
+    assert "snapshot failed" in caplog.text and "turns FSDP tracking off" in caplog.text
+    assert prof._fsdp_failed and not any(n.startswith(("cuda_alloc", "fsdp_mem")) for n in os.listdir(tmp_path))
