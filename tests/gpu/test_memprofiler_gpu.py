@@ -141,3 +141,44 @@ def test_fsdp2_two_ranks_with_the_tracker(tmp_path):
         # each rank holds half of the parameters, sharded
         assert abs(cats["Sharded Param"] - result["param_bytes"] / 2) <= 0.1 * result["param_bytes"]
         assert (tmp_path / "prof" / f"rank_{r}_memprofiler.html").exists()
+
+
+def test_lightning_callback_in_a_fit(tmp_path):
+    try:
+        import lightning.pytorch as L
+    except ImportError:
+        L = pytest.importorskip("pytorch_lightning")
+    import torch
+    import yaml
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from memsight.torch.lightning import MemProfilerCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+
+        def training_step(self, batch, idx):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+    cb = MemProfilerCallback(save_dir=str(tmp_path / "prof"), cuda_allocator_history=True,
+                             schedule={"warmup_iters": 1, "max_iter": 2})
+    assert isinstance(cb, L.Callback)
+    data = DataLoader(TensorDataset(torch.randn(256, 128), torch.randint(0, 10, (256,))), batch_size=32)
+    trainer = L.Trainer(accelerator="gpu", devices=1, max_steps=4, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=[cb],
+                        default_root_dir=str(tmp_path))
+    trainer.fit(Module(), data)
+    assert not torch._C._cuda_isHistoryEnabled()
+    stats = yaml.safe_load((tmp_path / "prof" / "rank_0_memory_stats.yaml").read_text())
+    assert sorted(stats) == ["0.training_step.2.end", "0.training_step.2.start"]
+    end = stats["0.training_step.2.end"]
+    assert end["saved_tensors"]["net.1"] == {"bytes": 32 * 512 * 4, "tensors": 1}
+    assert end["allocated_bytes.all.peak"] > 0 and end["module_forward"]["net.0"]["calls"] == 1
+    names = os.listdir(tmp_path / "prof")
+    assert "cuda_alloc_rank_0.training_step.2.end.pickle" in names and "rank_0_memprofiler.html" in names

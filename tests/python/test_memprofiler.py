@@ -413,3 +413,37 @@ def test_device_side_failures_are_logged_and_profiling_goes_on(tmp_path, monkeyp
     assert end["saved_tensors_bytes"] > 0 and "grew_by_site" not in end and end["files"] == []
     assert "snapshot failed" in caplog.text and "turns FSDP tracking off" in caplog.text
     assert prof._fsdp_failed and not any(n.startswith(("cuda_alloc", "fsdp_mem")) for n in os.listdir(tmp_path))
+
+
+def test_lightning_callback_profiles_batches_without_touching_the_module(tmp_path):
+    from types import SimpleNamespace
+
+    from memsight.torch.memprofiler_mixin import memprofiler_callback_for
+
+    class Trainer:
+        log_dir = str(tmp_path / "logs")
+        optimizers = ["opt"]
+
+    cls = memprofiler_callback_for(SimpleNamespace(Callback=object))
+    cb = cls(collect_funcs={"default": ["training_step", "validation_step"]},
+             schedule={"warmup_iters": 1, "max_iter": 3})
+    module, trainer = make_model(), Trainer()
+    cb.setup(trainer, module, "fit")
+    cb.on_train_start(trainer, module)
+    cb.on_validation_batch_start(trainer, module, None, 0)
+    cb.on_validation_batch_end(trainer, module, None, None, 0)
+    for i in range(3):
+        cb.on_train_batch_start(trainer, module, None, i)
+        module(torch.randn(B, IN)).sum().backward()
+        if i == 2:
+            cb.on_exception(trainer, module, RuntimeError("CUDA out of memory (simulated)"))
+            break
+        cb.on_train_batch_end(trainer, module, None, None, i)
+    stats = cb.profiler.memory_stats
+    assert sorted(stats) == ["0.training_step.2.end", "0.training_step.2.start",
+                             "0.training_step.3.end", "0.training_step.3.start"]
+    assert stats["0.training_step.3.end"]["error"] == "RuntimeError: CUDA out of memory (simulated)"
+    assert stats["0.training_step.2.end"]["saved_tensors"]["1"]["bytes"] == B * HID * 4
+    assert cb.profiler.optimizer == "opt" and not cb.profiler.enabled  # finished on the exception
+    assert sorted(os.listdir(tmp_path / "logs" / "memprofiler")) == ["rank_0_memory_stats.yaml",
+                                                                     "rank_0_memprofiler.html"]

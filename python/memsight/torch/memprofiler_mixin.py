@@ -1,4 +1,6 @@
-"""MemProfiler in a PyTorch Lightning module, as a mixin::
+"""MemProfiler in PyTorch Lightning: a module mixin, or a callback.
+
+The mixin profiles the methods marked ``@memprofilable``::
 
     class Model(MemProfilerMixin, L.LightningModule):
         def __init__(self):
@@ -7,15 +9,21 @@
         @memprofilable
         def training_step(self, batch, batch_idx): ...
 
-It needs nothing from Lightning to import: it builds the profiler, connects
-it to the module, puts the files under ``trainer.log_dir/memprofiler`` (or
-``save_dir``), hands the FSDP tracker the first optimizer, and writes
-everything at the end of training.
+The callback (``memsight.torch.lightning.MemProfilerCallback``) needs no
+change to the module: each training batch (step, backward, optimizer step)
+is one call of ``training_step`` and each validation batch one call of
+``validation_step``.
+
+Both build the profiler, connect it to the module, put the files under
+``trainer.log_dir/memprofiler`` (or ``save_dir``), hand the FSDP tracker
+the first optimizer, and write everything at the end of training. Neither
+imports Lightning.
 """
 
 from __future__ import annotations
 
 import logging
+from types import ModuleType
 from typing import Any
 
 from .memprofiler import MemProfiler
@@ -66,3 +74,71 @@ class MemProfilerMixin:
             parent()
         if self.memprofiler is not None:
             self.memprofiler.finish()
+
+
+def _log_dir(trainer: Any) -> str | None:
+    return getattr(trainer, "log_dir", None) or getattr(trainer, "default_root_dir", None)
+
+
+def memprofiler_callback_for(pl: ModuleType | Any) -> type:
+    """The MemProfiler callback class built on ``pl.Callback``."""
+
+    class MemProfilerCallback(pl.Callback):  # type: ignore[misc, name-defined]
+        """Profiles training and validation batches with a :class:`MemProfiler`
+        (``MemProfilerCallback(cfg)`` or ``MemProfilerCallback(**options)``)."""
+
+        def __init__(self, cfg: MemProfilerCfg | dict[str, Any] | None = None, **options: Any) -> None:
+            super().__init__()
+            self.profiler = MemProfiler(cfg, **options)
+            self._open: list[Any] = []
+
+        def setup(self, trainer: Any, pl_module: Any, stage: str | None = None) -> None:
+            self.profiler.connect(pl_module)
+            try:
+                self.profiler.init_memprof_log_dir(_log_dir(trainer))
+            except OSError as e:
+                log.error("memsight: MemProfiler cannot create its folder: %s", e)
+
+        def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+            optimizers = getattr(trainer, "optimizers", None) or []
+            if optimizers and self.profiler.optimizer is None:
+                self.profiler.optimizer = optimizers[0]
+
+        def _enter(self, name: str) -> None:
+            self._close(None)  # a batch whose end hook never ran
+            ctx = self.profiler.memprofile(name)
+            ctx.__enter__()
+            self._open.append(ctx)
+
+        def _close(self, exception: BaseException | None) -> None:
+            while self._open:
+                ctx = self._open.pop()
+                if exception is None:
+                    ctx.__exit__(None, None, None)
+                else:
+                    ctx.__exit__(type(exception), exception, exception.__traceback__)
+
+        def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+            self._enter("training_step")
+
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                               batch_idx: int) -> None:
+            self._close(None)
+
+        def on_validation_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int,
+                                      dataloader_idx: int = 0) -> None:
+            self._enter("validation_step")
+
+        def on_validation_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                                    batch_idx: int, dataloader_idx: int = 0) -> None:
+            self._close(None)
+
+        def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+            self._close(exception)
+            self.profiler.finish()
+
+        def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+            self._close(None)
+            self.profiler.finish()
+
+    return MemProfilerCallback
