@@ -144,36 +144,19 @@ def test_fsdp2_two_ranks_with_the_tracker(tmp_path):
 
 
 def test_lightning_callback_in_a_fit(tmp_path):
-    try:
-        import lightning.pytorch as L
-    except ImportError:
-        L = pytest.importorskip("pytorch_lightning")
     import torch
     import yaml
-    from torch.utils.data import DataLoader, TensorDataset
 
+    from test_lightning_gpu import _lightning, _setup, _trainer
+
+    L = _lightning()
     from memsight.torch.lightning import MemProfilerCallback
-
-    class Module(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
-
-        def training_step(self, batch, idx):
-            x, y = batch
-            return torch.nn.functional.cross_entropy(self.net(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
     cb = MemProfilerCallback(save_dir=str(tmp_path / "prof"), cuda_allocator_history=True,
                              schedule={"warmup_iters": 1, "max_iter": 2})
     assert isinstance(cb, L.Callback)
-    data = DataLoader(TensorDataset(torch.randn(256, 128), torch.randint(0, 10, (256,))), batch_size=32)
-    trainer = L.Trainer(accelerator="gpu", devices=1, max_steps=4, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, callbacks=[cb],
-                        default_root_dir=str(tmp_path))
-    trainer.fit(Module(), data)
+    module, loader = _setup(L)  # Linear(128, 512), ReLU, Linear(512, 10); batches of 32
+    _trainer(L, tmp_path, [cb], steps=4).fit(module, loader)
     assert not torch._C._cuda_isHistoryEnabled()
     stats = yaml.safe_load((tmp_path / "prof" / "rank_0_memory_stats.yaml").read_text())
     assert sorted(stats) == ["0.training_step.2.end", "0.training_step.2.start"]
