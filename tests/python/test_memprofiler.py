@@ -447,3 +447,13 @@ def test_lightning_callback_profiles_batches_without_touching_the_module(tmp_pat
     assert cb.profiler.optimizer == "opt" and not cb.profiler.enabled  # finished on the exception
     assert sorted(os.listdir(tmp_path / "logs" / "memprofiler")) == ["rank_0_memory_stats.yaml",
                                                                      "rank_0_memprofiler.html"]
+
+
+def test_host_memory_without_psutil_reads_proc(monkeypatch):
+    import memsight.torch.memprofiler_hooks as hooks
+
+    with_psutil = hooks.host_memory()
+    monkeypatch.setattr(hooks, "_process", False)  # as when psutil is not installed
+    rss, vms = hooks.host_memory()
+    assert 0 < rss <= vms
+    assert abs(rss - with_psutil[0]) < 64 << 20 and abs(vms - with_psutil[1]) < 256 << 20

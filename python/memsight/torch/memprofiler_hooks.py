@@ -23,15 +23,25 @@ except (AttributeError, ValueError, OSError):
     _PAGE = 4096
 
 
+_process: Any = None  # psutil.Process of this process, once looked up (False: no psutil)
+
+
 def host_memory() -> tuple[int, int]:
     """This process's resident and virtual memory in bytes (RSS, VMS)."""
-    try:
-        import psutil  # type: ignore[import-untyped]
+    global _process
+    if _process is None:
+        try:
+            import psutil  # type: ignore[import-untyped]
 
-        info = psutil.Process().memory_info()
-        return int(info.rss), int(info.vms)
-    except ImportError:
-        pass
+            _process = psutil.Process()
+        except ImportError:
+            _process = False
+    if _process is not False and _process.pid == os.getpid():
+        try:
+            info = _process.memory_info()
+            return int(info.rss), int(info.vms)
+        except Exception:
+            pass
     try:
         with open("/proc/self/statm", "rb") as f:
             vms_pages, rss_pages = f.read().split()[:2]
