@@ -4,7 +4,6 @@ dies of OOM; it writes what it saw to OUT/result{rank}.json."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -13,7 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from gpu_helpers import make_model, oom_step, train_step  # noqa: E402
+from gpu_helpers import finish_rank, make_model, oom_step, train_step  # noqa: E402
 from memsight.torch import Callbacks, MemoryMonitor, MemorySnapshot, OOMObserver  # noqa: E402
 
 
@@ -48,10 +47,7 @@ def main(out: str) -> None:
     result = {"rank": rank, "world_size": dist.get_world_size(), "oom_raised": raised,
               "run_name": cbs.state.run_name, "oom_files": obs.last_files, "snapshot_files": ms.written,
               "metrics": mon.latest}
-    with open(os.path.join(out, f"result{rank}.json"), "w") as f:
-        json.dump(result, f)
-    dist.barrier()
-    dist.destroy_process_group()
+    finish_rank(out, result)
 
 
 if __name__ == "__main__":

@@ -81,3 +81,15 @@ def check_oom_outputs(prefix: str) -> dict:
         text = f.read()
     assert text.startswith("CUDA out of memory") and "engine's diagnosis is unavailable" not in text
     return snap
+
+
+def finish_rank(out: str, result: dict) -> None:
+    """A torchrun job's last words: OUT/result{rank}.json, then leave the group together."""
+    import json
+
+    import torch.distributed as dist
+
+    with open(os.path.join(out, f"result{result['rank']}.json"), "w") as f:
+        json.dump(result, f)
+    dist.barrier()
+    dist.destroy_process_group()

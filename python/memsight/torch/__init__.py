@@ -14,6 +14,11 @@ Recording::
 Training callbacks (plain loop, Lightning via ``memsight.torch.lightning``)::
 
     cbs = memsight.torch.Callbacks(OOMObserver(), MemorySnapshot(), MemoryMonitor())
+
+Per-phase profiling of chosen calls (see docs/memprofiler.md)::
+
+    prof = memsight.torch.MemProfiler(collect_funcs={"default": ["train_step"]}).connect(model)
+    train_step = prof.profile(train_step)
 """
 
 from __future__ import annotations
@@ -21,6 +26,15 @@ from __future__ import annotations
 from .callback import Callback, CallbackProtocol, Callbacks
 from .memory_monitor import MEMORY_KEYS, MemoryMonitor, memory_report
 from .memory_snapshot import MemorySnapshot
+from .memprofiler import MemProfiler, memprofilable
+from .memprofiler_config import (
+    CudaAllocatorHistoryOptions,
+    MemProfilerCfg,
+    MemProfilerFuncs,
+    MemProfilerHooks,
+    MemProfilerSchedule,
+)
+from .memprofiler_mixin import MemProfilerMixin
 from .oom import OOMObserver
 from .recording import (
     RecordOptions,
@@ -50,6 +64,13 @@ __all__ = [
     "Callbacks",
     "MemoryMonitor",
     "MemorySnapshot",
+    "CudaAllocatorHistoryOptions",
+    "MemProfiler",
+    "MemProfilerCfg",
+    "MemProfilerFuncs",
+    "MemProfilerHooks",
+    "MemProfilerMixin",
+    "MemProfilerSchedule",
     "OOMObserver",
     "RecordOptions",
     "Recording",
@@ -62,6 +83,7 @@ __all__ = [
     "format_name_with_dist",
     "format_name_with_dist_and_time",
     "memory_report",
+    "memprofilable",
     "parse_uri",
     "partial_format",
     "record",

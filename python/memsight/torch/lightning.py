@@ -5,6 +5,9 @@
     from memsight.torch.lightning import OOMObserverCallback, MemoryMonitorCallback
     trainer = L.Trainer(callbacks=[OOMObserverCallback(), MemoryMonitorCallback()])
 
+``MemProfilerCallback`` profiles training and validation batches (see
+docs/memprofiler.md).
+
 Built on ``lightning.pytorch`` when it is installed, else on
 ``pytorch_lightning``; :func:`adapters_for` builds them for the other one.
 Importing this module without Lightning raises ImportError.
@@ -20,6 +23,7 @@ from typing import Any
 from .callback import Callback as MemsightCallback
 from .memory_monitor import MemoryMonitor
 from .memory_snapshot import MemorySnapshot
+from .memprofiler_mixin import memprofiler_callback_for
 from .oom import OOMObserver
 from .state import TrainState
 
@@ -142,7 +146,9 @@ def adapters_for(pl: ModuleType) -> SimpleNamespace:
     )
 
 
-_adapters = adapters_for(_import_lightning())
+_pl = _import_lightning()
+_adapters = adapters_for(_pl)
+MemProfilerCallback = memprofiler_callback_for(_pl)
 LightningAdapter = _adapters.LightningAdapter
 OOMObserverCallback = _adapters.OOMObserverCallback
 MemorySnapshotCallback = _adapters.MemorySnapshotCallback
@@ -150,6 +156,7 @@ MemoryMonitorCallback = _adapters.MemoryMonitorCallback
 
 __all__ = [
     "LightningAdapter",
+    "MemProfilerCallback",
     "MemoryMonitorCallback",
     "MemorySnapshotCallback",
     "OOMObserverCallback",
