@@ -14,11 +14,29 @@ Recording::
 Training callbacks (plain loop, Lightning via ``memsight.torch.lightning``)::
 
     cbs = memsight.torch.Callbacks(OOMObserver(), MemorySnapshot(), MemoryMonitor())
+
+Which line took the memory, which tensors hold it, and lending the GPU::
+
+    with memsight.torch.LineProfiler(train_step) as prof:
+        train_step()
+    prof.print_stats()
+    memsight.torch.MemReporter(model).report()
+    with memsight.torch.Courtesy():
+        ...  # CUDA tensors wait in host memory
 """
 
 from __future__ import annotations
 
 from .callback import Callback, CallbackProtocol, Callbacks
+from .courtesy import Courtesy
+from .line_profiler import (
+    LineProfiler,
+    clear_global_line_profiler,
+    profile,
+    profile_every,
+    set_target_gpu,
+)
+from .mem_reporter import MemReporter
 from .memory_monitor import MEMORY_KEYS, MemoryMonitor, memory_report
 from .memory_snapshot import MemorySnapshot
 from .oom import OOMObserver
@@ -48,6 +66,9 @@ __all__ = [
     "Callback",
     "CallbackProtocol",
     "Callbacks",
+    "Courtesy",
+    "LineProfiler",
+    "MemReporter",
     "MemoryMonitor",
     "MemorySnapshot",
     "OOMObserver",
@@ -55,6 +76,7 @@ __all__ = [
     "Recording",
     "TrainState",
     "Uploader",
+    "clear_global_line_profiler",
     "dist_info",
     "dump",
     "ensure_folder_is_empty",
@@ -64,9 +86,12 @@ __all__ = [
     "memory_report",
     "parse_uri",
     "partial_format",
+    "profile",
+    "profile_every",
     "record",
     "recorder",
     "set_default_destination",
+    "set_target_gpu",
     "snapshot",
     "start_recording",
     "stop_recording",
