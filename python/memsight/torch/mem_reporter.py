@@ -73,15 +73,16 @@ class MemReporter:
         self._names[id(t)] = (ref, f"{old}+{name}" if old and join else name)
 
     def _name_module(self, model: Any) -> None:
+        # Walk the modules with duplicates so a tied weight gets every name it has.
         try:
-            params = model.named_parameters(remove_duplicate=False)
+            modules = model.named_modules(remove_duplicate=False)
         except TypeError:  # older torch
-            params = model.named_parameters()
-        for name, p in params:
-            self._name(p, name)
-        for name, b in model.named_buffers():
-            if b is not None:
-                self._name(b, name)
+            modules = model.named_modules()
+        for prefix, mod in modules:
+            for kind in (mod._parameters, mod._buffers):
+                for name, t in kind.items():
+                    if t is not None:
+                        self._name(t, f"{prefix}.{name}" if prefix else name)
 
     def add_optimizer(self, optimizer: Any) -> None:
         """Name the optimizer's state tensors ``{Optimizer}.{param}.{key}``."""
