@@ -103,8 +103,10 @@ bool flatten(PyObject* dict, const std::string& prefix, std::vector<std::int64_t
     if (PyFloat_Check(v)) {
       x = static_cast<std::int64_t>(PyFloat_AS_DOUBLE(v));
     } else {
-      x = PyLong_AsLongLong(v);
+      int overflow = 0;
+      x = PyLong_AsLongLongAndOverflow(v, &overflow);
       if (x == -1 && PyErr_Occurred()) return false;
+      if (overflow != 0) x = overflow > 0 ? INT64_MAX : INT64_MIN;  // e.g. an unset size limit
     }
     out.push_back(x);
     if (keys != nullptr) keys->push_back(name);

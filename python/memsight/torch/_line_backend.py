@@ -115,6 +115,7 @@ def cuda_sampler() -> tuple[Any, tuple[Any, ...]] | None:
         return None
     if not torch.cuda.is_available():
         return None
+    torch.cuda.init()  # the counters of every device exist once CUDA is initialised
     c = torch._C
     return c._cuda_memoryStats, (c._cuda_resetPeakMemoryStats, c._cuda_resetAccumulatedMemoryStats)
 
