@@ -313,3 +313,25 @@ def test_profile_every_prints_every_nth_call_and_mixes_with_profile(tmp_path):
     assert before.count("## step") == 2 and "## other" not in before
     assert "4.00K" in before  # the second print shows the fourth call
     assert after.strip() == "No data collected"  # cleared before exit
+
+
+def test_importing_the_new_modules_does_not_import_torch():
+    code = ("import sys; import memsight, memsight._magics, memsight.torch.line_profiler, "
+            "memsight.torch.mem_reporter, memsight.torch.courtesy; assert 'torch' not in sys.modules")
+    env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
+
+
+def test_decorators_pass_functions_through_when_the_hook_is_not_built(monkeypatch, caplog):
+    def missing(*a, **k):
+        raise lp.MemsightError("memsight._linehook is not built")
+
+    monkeypatch.setattr(lp, "_global", None)
+    monkeypatch.setattr(lp.backend, "load_hook_module", missing)
+
+    def f():
+        return 7
+
+    with caplog.at_level(logging.ERROR, logger="memsight.torch"):
+        assert lp.profile(f) is f and lp.profile_every(2)(f) is f and f() == 7
+    assert "not built" in caplog.text

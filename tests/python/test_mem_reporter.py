@@ -138,3 +138,29 @@ def test_courtesy_without_cuda_tensors_moves_nothing():
     with Courtesy() as c:
         pass
     assert c.not_moved == []
+
+
+class Wrapper(torch.Tensor):
+    """A wrapper subclass with no storage of its own, as DTensor and FakeTensor are."""
+
+    @staticmethod
+    def __new__(cls, inner):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.size(), dtype=inner.dtype, device=inner.device)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(str(func))
+
+
+def test_wrapper_subclasses_are_listed_with_no_bytes_and_their_inner_tensor_counted():
+    w = Wrapper(torch.ones(1000))
+    reporter = MemReporter()
+    lines = report(reporter)
+    stats = {s.name: s for s in reporter.device_tensor_stat[torch.device("cpu")]}
+    mine = stats[reporter._lookup(w)]
+    assert mine.nbytes == 0 and mine.note == "Wrapper"
+    assert stats[reporter._lookup(w.inner)].nbytes == 4096
+    assert any("[Wrapper]" in ln for ln in lines)

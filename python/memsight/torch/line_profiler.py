@@ -26,6 +26,7 @@ import sys
 from types import CodeType
 from typing import IO, Any, Callable, Iterable, Sequence, TypeVar
 
+from .._errors import MemsightError
 from . import _line_backend as backend
 from ._line_format import FunctionTable, format_allocations, format_html, format_text
 
@@ -77,6 +78,7 @@ class LineProfiler:
         self._attachment: backend.Attachment | None = None
         self._functions: dict[CodeType, Callable[..., Any]] = {}
         self.enabled = False
+        self._warned = False
         for f in functions:
             self.add_function(f)
 
@@ -132,7 +134,9 @@ class LineProfiler:
             self._attachment = backend.Attachment(hook, self._backend)
             self._attachment.attach(list(self._functions))
         except Exception as e:  # noqa: BLE001 - profiling must never break the job
-            log.warning("memsight LineProfiler is off: %s", e)
+            if not self._warned:
+                log.warning("memsight LineProfiler is off: %s", e)
+                self._warned = True
             self._attachment = None
             return
         self.enabled = True
@@ -275,10 +279,15 @@ class LineProfiler:
 _global: LineProfiler | None = None
 
 
-def global_line_profiler() -> LineProfiler:
+def global_line_profiler() -> LineProfiler | None:
+    """The profiler behind the decorators; None (logged) when memsight._linehook is not built."""
     global _global
     if _global is None:
-        _global = LineProfiler()
+        try:
+            _global = LineProfiler()
+        except MemsightError as e:
+            log.error("memsight: @profile does nothing: %s", e)
+            return None
     return _global
 
 
@@ -301,6 +310,8 @@ def profile(func: F | None = None, *, columns: Sequence[str] = DEFAULT_COLUMNS) 
     if func is None:
         return functools.partial(profile, columns=columns)
     prof = global_line_profiler()
+    if prof is None:
+        return func
     prof.add_function(func)
     prof.enable()
     atexit.register(_print_at_exit, func, tuple(columns))
@@ -314,9 +325,9 @@ def profile_every(output_interval: int = 1, enable: bool = True,
         raise ValueError(f"output_interval must be >= 1, not {output_interval}")
 
     def decorate(func: F) -> F:
-        if not enable:
+        prof = global_line_profiler() if enable else None
+        if prof is None:
             return func
-        prof = global_line_profiler()
         prof.add_function(func)
         prof.enable()
         calls = 0
@@ -339,7 +350,9 @@ def profile_every(output_interval: int = 1, enable: bool = True,
 
 def set_target_gpu(gpu_id: Any) -> None:
     """Switch the global profiler's device (an index or a torch.device), also while it runs."""
-    global_line_profiler().set_target_gpu(gpu_id)
+    prof = global_line_profiler()
+    if prof is not None:
+        prof.set_target_gpu(gpu_id)
 
 
 def clear_global_line_profiler() -> None:
