@@ -358,7 +358,12 @@ PyObject* hook_codes(PyObject* obj, PyObject*) {
 
 PyObject* hook_start_trace(PyObject* obj, PyObject*) {
   State& st = *reinterpret_cast<Hook*>(obj)->st;
-  if (st.tracing) Py_RETURN_NONE;
+  if (st.tracing) {  // still in the chain (stopped while another hook was on top): resume
+    st.stack.clear();
+    st.enabled = true;
+    st.owner = PyThread_get_thread_ident();
+    Py_RETURN_NONE;
+  }
   PyThreadState* ts = PyThreadState_Get();
   st.saved_func = ts->c_tracefunc;
   st.saved_obj = ts->c_traceobj;
@@ -386,6 +391,19 @@ PyObject* hook_stop_trace(PyObject* obj, PyObject*) {
   Py_tracefunc func = st.saved_func;
   st.saved_obj = nullptr;
   st.saved_func = nullptr;
+  // Hooks below ours that were stopped while ours was on top leave the chain now too.
+  while (func == trace && saved != nullptr) {
+    State& below = *reinterpret_cast<Hook*>(saved)->st;
+    if (below.enabled) break;
+    Py_tracefunc next_func = below.saved_func;
+    PyObject* next_obj = below.saved_obj;
+    below.saved_func = nullptr;
+    below.saved_obj = nullptr;
+    below.tracing = false;
+    Py_DECREF(saved);
+    func = next_func;
+    saved = next_obj;  // the reference moves from below to us
+  }
   PyEval_SetTrace(func, saved);
   Py_XDECREF(saved);
   if (PyErr_Occurred()) return nullptr;

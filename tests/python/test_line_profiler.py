@@ -198,6 +198,28 @@ def test_an_inner_profiler_does_not_switch_off_an_outer_one():
     assert values(a, outer)[2] > 0
 
 
+def test_profilers_left_out_of_order_leave_no_tracer_behind():
+    if lp.backend.choose_backend() != "settrace":
+        pytest.skip("sys.monitoring leaves sys.settrace alone altogether")
+
+    def tracer(frame, event, arg):
+        return None
+
+    sys.settrace(tracer)
+    try:
+        a = mem.profiler(outer)
+        b = mem.profiler(inner)
+        a.enable()
+        b.enable()
+        a.disable()  # not on top: it stops recording and leaves the chain when b does
+        outer()
+        b.disable()
+        assert sys.gettrace() is tracer
+        assert not a.tables() and b.tables()
+    finally:
+        sys.settrace(None)
+
+
 def test_other_functions_lines_do_not_reach_the_hook():
     def busy():
         total = 0

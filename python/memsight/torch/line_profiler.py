@@ -198,9 +198,9 @@ class LineProfiler:
 
     def tables(self, func: Any = None, columns: Iterable[str] = DEFAULT_COLUMNS) -> list[FunctionTable]:
         cols = self._check_columns(columns)
-        if self._hook is None:
-            return []
         keys = self.keys()
+        if not keys:  # nothing sampled yet
+            return []
         index = [keys.index(c) for c in cols]
         per_code: dict[CodeType, dict[int, tuple[int, ...]]] = {}
         for code, line, _hits, values in self._hook.records():
