@@ -357,3 +357,26 @@ def test_decorators_pass_functions_through_when_the_hook_is_not_built(monkeypatc
     with caplog.at_level(logging.ERROR, logger="memsight.torch"):
         assert lp.profile(f) is f and lp.profile_every(2)(f) is f and f() == 7
     assert "not built" in caplog.text
+
+
+def test_profile_decorates_an_nn_module_method(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(lp, "_global", mem.profiler())
+    monkeypatch.setattr(lp.atexit, "register", lambda *a: None)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        @lp.profile
+        def forward(self, x):
+            mem.alloc(2048)
+            return self.lin(x)
+
+    Net()(torch.ones(1, 4))
+    prof = lp._global
+    prof.disable()
+    text = str(prof.display(Net.forward))
+    assert text.startswith("## test_profile_decorates_an_nn_module_method.<locals>.Net.forward\n")
+    assert "2.00K" in text
