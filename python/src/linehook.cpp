@@ -19,45 +19,26 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <new>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include "linehook_state.h"
 
 namespace {
 
-enum class Fold : std::uint8_t { kLatest, kMax, kSum };
-
-struct Active {
-  PyObject* key;   // the frame (trace path) or the code object (monitoring path), borrowed
-  PyObject* code;  // borrowed: owned by State::first_line
-  int prev_line;
-  bool has_acc;
-  std::vector<std::int64_t> acc;
-};
-
-struct LineStats {
-  std::int64_t hits = 0;
-  std::vector<std::int64_t> values;
-};
-
-struct State {
-  std::unordered_map<PyObject*, int> first_line;  // owned references to code objects
-  std::vector<std::string> keys;
-  std::vector<Fold> folds;
-  std::vector<std::int64_t> sample;
-  std::vector<Active> stack;
-  std::unordered_map<PyObject*, std::map<int, LineStats>> stats;
-  bool enabled = false;
-  bool tracing = false;
-  unsigned long owner = 0;  // the thread whose events are recorded
-  Py_tracefunc saved_func = nullptr;
-  PyObject* saved_obj = nullptr;  // owned
-  std::string error;
-  std::int64_t samples = 0;
-  std::int64_t events = 0;
-};
+using memsight::linehook::Active;
+using memsight::linehook::drop_codes;
+using memsight::linehook::fail;
+using memsight::linehook::flatten;
+using memsight::linehook::Fold;
+using memsight::linehook::fold_for;
+using memsight::linehook::fold_into;
+using memsight::linehook::LineStats;
+using memsight::linehook::mine;
+using memsight::linehook::push;
+using memsight::linehook::State;
+using memsight::linehook::top_is;
 
 struct Hook {
   PyObject_HEAD State* st;
@@ -67,76 +48,6 @@ struct Hook {
 };
 
 PyObject* g_f_trace_lines = nullptr;
-
-Fold fold_for(const std::string& key) {
-  auto ends = [&key](const char* suffix) {
-    const std::string s(suffix);
-    return key.size() >= s.size() && key.compare(key.size() - s.size(), s.size(), s) == 0;
-  };
-  if (ends(".peak")) return Fold::kMax;
-  if (ends("allocated") || ends("freed")) return Fold::kSum;
-  return Fold::kLatest;
-}
-
-// Appends the integer leaves of a (nested) dict to out; names them when keys != nullptr.
-bool flatten(PyObject* dict, const std::string& prefix, std::vector<std::int64_t>& out,
-             std::vector<std::string>* keys) {
-  PyObject* k = nullptr;
-  PyObject* v = nullptr;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(dict, &pos, &k, &v)) {
-    std::string name;
-    if (keys != nullptr) {
-      const char* s = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : nullptr;
-      if (s == nullptr) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "memory statistics must have string keys");
-        return false;
-      }
-      name = prefix + s;
-    }
-    if (PyDict_Check(v)) {
-      if (!flatten(v, name + ".", out, keys)) return false;
-      continue;
-    }
-    std::int64_t x = 0;
-    if (PyFloat_Check(v)) {
-      x = static_cast<std::int64_t>(PyFloat_AS_DOUBLE(v));
-    } else {
-      int overflow = 0;
-      x = PyLong_AsLongLongAndOverflow(v, &overflow);
-      if (x == -1 && PyErr_Occurred()) return false;
-      if (overflow != 0) x = overflow > 0 ? INT64_MAX : INT64_MIN;  // e.g. an unset size limit
-    }
-    out.push_back(x);
-    if (keys != nullptr) keys->push_back(name);
-  }
-  return true;
-}
-
-// Records the pending exception and stops sampling; the job itself goes on.
-// KeyboardInterrupt and SystemExit are left pending (returns false): they stop the job.
-bool fail(State& st, const char* what) {
-  if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) || PyErr_ExceptionMatches(PyExc_SystemExit))
-    return false;
-  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
-  PyErr_Fetch(&type, &value, &tb);
-  std::string msg = what;
-  if (value != nullptr) {
-    PyObject* s = PyObject_Str(value);
-    const char* c = s != nullptr ? PyUnicode_AsUTF8(s) : nullptr;
-    if (c != nullptr) msg += std::string(": ") + c;
-    Py_XDECREF(s);
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
-  PyErr_Clear();
-  if (st.error.empty()) st.error = msg;
-  st.enabled = false;
-  st.stack.clear();
-  return true;
-}
 
 // 1: sampled; 0: failed, recorded; -1: an exception must propagate.
 int take_sample(Hook* self) {
@@ -175,28 +86,6 @@ int run_resetters(Hook* self) {
   return 0;
 }
 
-void fold_into(std::vector<std::int64_t>& acc, bool& has, const State& st) {
-  if (!has) {
-    acc = st.sample;
-    has = true;
-    return;
-  }
-  for (std::size_t i = 0; i < acc.size(); ++i) {
-    const std::int64_t v = st.sample[i];
-    switch (st.folds[i]) {
-      case Fold::kMax:
-        acc[i] = std::max(acc[i], v);
-        break;
-      case Fold::kSum:
-        acc[i] += v;
-        break;
-      case Fold::kLatest:
-        acc[i] = v;
-        break;
-    }
-  }
-}
-
 // A new line, or the end (leaving), of the innermost profiled frame. -1: exception pending.
 int on_event(Hook* self, int line, bool leaving) {
   State& st = *self->st;
@@ -220,18 +109,6 @@ int on_event(Hook* self, int line, bool leaving) {
   }
   return run_resetters(self);
 }
-
-void push(State& st, PyObject* key, PyObject* code) {
-  auto it = st.first_line.find(code);
-  if (it == st.first_line.end()) return;
-  st.stack.push_back(Active{key, it->first, it->second, false, {}});
-}
-
-bool top_is(const State& st, PyObject* key) {
-  return !st.stack.empty() && st.stack.back().key == key;
-}
-
-bool mine(const State& st) { return st.enabled && PyThread_get_thread_ident() == st.owner; }
 
 int trace(PyObject* obj, PyFrameObject* frame, int what, PyObject* arg) {
   auto* self = reinterpret_cast<Hook*>(obj);
@@ -308,11 +185,6 @@ int hook_init(PyObject* obj, PyObject* args, PyObject* kwargs) {
     Py_SETREF(self->device, device);
   }
   return 0;
-}
-
-void drop_codes(State& st) {
-  for (auto& kv : st.first_line) Py_DECREF(kv.first);
-  st.first_line.clear();
 }
 
 void hook_dealloc(PyObject* obj) {
