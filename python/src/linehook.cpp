@@ -47,8 +47,6 @@ struct Hook {
   PyObject* device;
 };
 
-PyObject* g_f_trace_lines = nullptr;
-
 // 1: sampled; 0: failed, recorded; -1: an exception must propagate.
 int take_sample(Hook* self) {
   State& st = *self->st;
@@ -121,12 +119,10 @@ int trace(PyObject* obj, PyFrameObject* frame, int what, PyObject* arg) {
     case PyTrace_CALL: {
       PyCodeObject* code = PyFrame_GetCode(frame);
       auto* c = reinterpret_cast<PyObject*>(code);
-      const bool ours = st.first_line.count(c) != 0;
-      if (ours) push(st, f, c);
+      // Other functions' line events still arrive (and return at once): switching them off
+      // per frame (f_trace_lines) would also hide them from a debugger attached later.
+      if (st.first_line.count(c) != 0) push(st, f, c);
       Py_DECREF(code);
-      // Lines of other functions need no event, unless a chained tracer wants them.
-      if (!ours && st.saved_func == nullptr && PyObject_SetAttr(f, g_f_trace_lines, Py_False) < 0)
-        PyErr_Clear();
       return 0;
     }
     case PyTrace_LINE:
@@ -476,8 +472,6 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
 }  // namespace
 
 PyMODINIT_FUNC PyInit__linehook() {
-  g_f_trace_lines = PyUnicode_InternFromString("f_trace_lines");
-  if (g_f_trace_lines == nullptr) return nullptr;
   PyObject* m = PyModule_Create(&module_def);
   if (m == nullptr) return nullptr;
   PyObject* type = PyType_FromSpec(&hook_spec);

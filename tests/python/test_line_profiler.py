@@ -220,7 +220,30 @@ def test_profilers_left_out_of_order_leave_no_tracer_behind():
         sys.settrace(None)
 
 
-def test_other_functions_lines_do_not_reach_the_hook():
+def test_a_debugger_attached_while_profiling_sees_every_line():
+    seen = []
+
+    def debugger(frame, event, arg):
+        seen.append((event, frame.f_lineno))
+        return debugger
+
+    def stops_here():
+        sys.settrace(debugger)  # what breakpoint() does
+        sys._getframe().f_trace = debugger
+        a = 1
+        b = a + 1
+        return b
+
+    try:
+        with mem.profiler(inner):
+            stops_here()
+    finally:
+        sys.settrace(None)
+    first = stops_here.__code__.co_firstlineno
+    assert ("line", first + 3) in seen and ("line", first + 4) in seen
+
+
+def test_only_the_profiled_functions_lines_are_sampled():
     def busy():
         total = 0
         for i in range(2000):
@@ -231,7 +254,7 @@ def test_other_functions_lines_do_not_reach_the_hook():
         busy()
         inner()
     assert prof.hook.samples == 3
-    assert prof.hook.events < 100
+    assert prof.hook.depth == 0
 
 
 def test_a_failing_sampler_is_logged_and_the_job_goes_on(caplog):

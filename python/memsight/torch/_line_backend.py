@@ -6,9 +6,8 @@ Two ways, the same bookkeeping:
   profiled code objects only, under a free tool id; other code runs at full
   speed and ``sys.settrace`` users (debuggers, coverage) are untouched.
 * ``settrace`` (any version): a C trace function on the current thread. It
-  chains to the tracer that was installed before it, switches line events
-  off in frames it does not profile, and on stop puts the previous tracer
-  back (leaving any tracer installed since in place).
+  chains to the tracer that was installed before it and on stop puts that
+  tracer back (leaving any tracer installed since in place).
 
 ``MEMSIGHT_LINE_BACKEND=settrace`` forces the second on 3.12+.
 """
