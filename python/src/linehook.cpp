@@ -25,20 +25,8 @@
 
 #include "linehook_state.h"
 
+namespace memsight::linehook {
 namespace {
-
-using memsight::linehook::Active;
-using memsight::linehook::drop_codes;
-using memsight::linehook::fail;
-using memsight::linehook::flatten;
-using memsight::linehook::Fold;
-using memsight::linehook::fold_for;
-using memsight::linehook::fold_into;
-using memsight::linehook::LineStats;
-using memsight::linehook::mine;
-using memsight::linehook::push;
-using memsight::linehook::State;
-using memsight::linehook::top_is;
 
 struct Hook {
   PyObject_HEAD State* st;
@@ -287,24 +275,28 @@ PyObject* hook_on_start(PyObject* obj, PyObject* const* args, Py_ssize_t n) {
   Py_RETURN_NONE;
 }
 
-PyObject* hook_on_line(PyObject* obj, PyObject* const* args, Py_ssize_t n) {
+// A sys.monitoring event of the innermost profiled frame: a new line (args: code, line) or
+// its end (args: code, offset, value).
+PyObject* monitor_event(PyObject* obj, PyObject* const* args, Py_ssize_t n, bool leaving) {
   auto* self = reinterpret_cast<Hook*>(obj);
   State& st = *self->st;
-  if (!mine(st) || n < 2 || !top_is(st, args[0])) Py_RETURN_NONE;
+  if (!mine(st) || n < (leaving ? 1 : 2) || !top_is(st, args[0])) Py_RETURN_NONE;
   st.events++;
-  const long line = PyLong_AsLong(args[1]);
-  if (line == -1 && PyErr_Occurred()) return nullptr;
-  if (on_event(self, static_cast<int>(line), false) < 0) return nullptr;
+  long line = 0;
+  if (!leaving) {
+    line = PyLong_AsLong(args[1]);
+    if (line == -1 && PyErr_Occurred()) return nullptr;
+  }
+  if (on_event(self, static_cast<int>(line), leaving) < 0) return nullptr;
   Py_RETURN_NONE;
 }
 
+PyObject* hook_on_line(PyObject* obj, PyObject* const* args, Py_ssize_t n) {
+  return monitor_event(obj, args, n, false);
+}
+
 PyObject* hook_on_leave(PyObject* obj, PyObject* const* args, Py_ssize_t n) {
-  auto* self = reinterpret_cast<Hook*>(obj);
-  State& st = *self->st;
-  if (!mine(st) || n < 1 || !top_is(st, args[0])) Py_RETURN_NONE;
-  st.events++;
-  if (on_event(self, 0, true) < 0) return nullptr;
-  Py_RETURN_NONE;
+  return monitor_event(obj, args, n, true);
 }
 
 PyObject* hook_keys(PyObject* obj, PyObject*) {
@@ -470,11 +462,12 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
                           nullptr};
 
 }  // namespace
+}  // namespace memsight::linehook
 
 PyMODINIT_FUNC PyInit__linehook() {
-  PyObject* m = PyModule_Create(&module_def);
+  PyObject* m = PyModule_Create(&memsight::linehook::module_def);
   if (m == nullptr) return nullptr;
-  PyObject* type = PyType_FromSpec(&hook_spec);
+  PyObject* type = PyType_FromSpec(&memsight::linehook::hook_spec);
   if (type == nullptr || PyModule_AddObject(m, "Hook", type) < 0) {
     Py_XDECREF(type);
     Py_DECREF(m);
