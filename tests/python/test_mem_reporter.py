@@ -164,3 +164,13 @@ def test_wrapper_subclasses_are_listed_with_no_bytes_and_their_inner_tensor_coun
     assert mine.nbytes == 0 and mine.note == "Wrapper"
     assert stats[reporter._lookup(w.inner)].nbytes == 4096
     assert any("[Wrapper]" in ln for ln in lines)
+
+
+def test_fake_tensors_are_listed_without_bytes():
+    fake_tensor = pytest.importorskip("torch._subclasses.fake_tensor")
+    mode = fake_tensor.FakeTensorMode()
+    fake = mode.from_tensor(torch.ones(1000))
+    reporter = MemReporter()
+    report(reporter)
+    stat = next(s for dev in reporter.device_tensor_stat.values() for s in dev if s.name == reporter._lookup(fake))
+    assert stat.nbytes == 0 and stat.note == "FakeTensor"

@@ -178,7 +178,10 @@ class MemReporter:
     def allocated(self, device: Any) -> int | None:
         if device.type != "cuda":
             return None
-        return int(self._torch.cuda.memory_allocated(device))
+        try:
+            return int(self._torch.cuda.memory_allocated(device))
+        except Exception:  # noqa: BLE001 - e.g. fake CUDA tensors on a machine without CUDA
+            return None
 
     def report(self, verbose: bool = False, device: Any = None, stream: IO[str] | None = None) -> None:
         """Print the census; ``verbose`` shows shared storages as ``name(->owner)``."""
