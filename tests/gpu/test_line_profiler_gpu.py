@@ -62,6 +62,42 @@ def test_backend_per_line_peaks_and_nesting(backend, monkeypatch):
     print(f"\nline profiler backend {backend} on Python {sys.version.split()[0]}: ok")
 
 
+def reference_peaks(func):
+    """pytorch_memlab's way, in pure Python: settrace, memory_stats() at every line, reset."""
+    import torch
+
+    code, out = func.__code__, {}
+    prev = [code.co_firstlineno]
+
+    def trace(frame, event, arg):
+        if event == "call":
+            return trace
+        if frame.f_code is code and event in ("line", "return"):
+            peak = torch.cuda.memory_stats()["active_bytes.all.peak"]
+            out[prev[0]] = max(out.get(prev[0], 0), peak)
+            torch.cuda.reset_peak_memory_stats()
+            prev[0] = frame.f_lineno if event == "line" else code.co_firstlineno
+        return trace
+
+    torch.cuda.reset_peak_memory_stats()
+    sys.settrace(trace)
+    try:
+        func()
+    finally:
+        sys.settrace(None)
+    return {line - code.co_firstlineno: v for line, v in out.items()}
+
+
+def test_same_numbers_as_the_pure_python_reference():
+    from memsight.torch import LineProfiler
+
+    expected = reference_peaks(two_steps)
+    with LineProfiler(two_steps) as prof:
+        two_steps()
+    got = {k: v for k, v in peaks(prof, two_steps).items() if v is not None}
+    assert got == expected
+
+
 def test_allocations_per_line_with_history():
     import torch
 
