@@ -32,6 +32,15 @@ from .snapshot import (
     loads,
 )
 
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext memsight``: registers the ``%mlrun`` / ``%%mlrun`` line-profiler magics."""
+    from ._magics import load_ipython_extension as load
+
+    load(ipython)
+
+
 __all__ = [
     "Comparison",
     "EngineNotBuiltError",

@@ -7,7 +7,7 @@ PY=${PYTHON:-$(command -v python3)}
 mkdir -p build
 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMSIGHT_TESTS=OFF \
   -DPython3_EXECUTABLE="$PY" >build/gpu-configure.log 2>&1 || { tail -30 build/gpu-configure.log; exit 1; }
-cmake --build build/gpu --target memsight _core
+cmake --build build/gpu --target memsight _core _linehook
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" MEMSIGHT_BIN="$PWD/build/gpu/memsight"
-"$PY" -c "import memsight._core"  # fail loudly if the module did not build
+"$PY" -c "import memsight._core, memsight._linehook"  # fail loudly if a module did not build
 exec "$PY" -m pytest -q -rs tests/gpu "$@"

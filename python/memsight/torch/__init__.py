@@ -19,11 +19,29 @@ Per-phase profiling of chosen calls (see docs/memprofiler.md)::
 
     prof = memsight.torch.MemProfiler(collect_funcs={"default": ["train_step"]}).connect(model)
     train_step = prof.profile(train_step)
+
+Which line took the memory, which tensors hold it, and lending the GPU::
+
+    with memsight.torch.LineProfiler(train_step) as prof:
+        train_step()
+    prof.print_stats()
+    memsight.torch.MemReporter(model).report()
+    with memsight.torch.Courtesy():
+        ...  # CUDA tensors wait in host memory
 """
 
 from __future__ import annotations
 
 from .callback import Callback, CallbackProtocol, Callbacks
+from .courtesy import Courtesy
+from .line_profiler import (
+    LineProfiler,
+    clear_global_line_profiler,
+    profile,
+    profile_every,
+    set_target_gpu,
+)
+from .mem_reporter import MemReporter
 from .memory_monitor import MEMORY_KEYS, MemoryMonitor, memory_report
 from .memory_snapshot import MemorySnapshot
 from .memprofiler import MemProfiler, memprofilable
@@ -62,6 +80,9 @@ __all__ = [
     "Callback",
     "CallbackProtocol",
     "Callbacks",
+    "Courtesy",
+    "LineProfiler",
+    "MemReporter",
     "MemoryMonitor",
     "MemorySnapshot",
     "CudaAllocatorHistoryOptions",
@@ -76,6 +97,7 @@ __all__ = [
     "Recording",
     "TrainState",
     "Uploader",
+    "clear_global_line_profiler",
     "dist_info",
     "dump",
     "ensure_folder_is_empty",
@@ -86,9 +108,12 @@ __all__ = [
     "memprofilable",
     "parse_uri",
     "partial_format",
+    "profile",
+    "profile_every",
     "record",
     "recorder",
     "set_default_destination",
+    "set_target_gpu",
     "snapshot",
     "start_recording",
     "stop_recording",
