@@ -181,9 +181,9 @@ def w_capped_oom():
 
 def w_graph_tree():
     # torch.compile's CUDA graph trees (private pools, replays), inference.
+    begin(stacks="python")
     m = model(256, 2)
     f = torch.compile(m, mode="reduce-overhead")
-    begin(stacks="python")
     keep = []
     with torch.no_grad():
         for _ in range(5):

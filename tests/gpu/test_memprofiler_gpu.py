@@ -76,7 +76,7 @@ def test_training_run_collects_every_angle(tmp_path):
             assert f"cuda_alloc_rank_0.train_step.{it}.{ctx}.pickle" in names
     assert not any(".train_step.1." in n or ".train_step.4." in n for n in names)
     snap = memsight.load(str(folder / "cuda_alloc_rank_0.train_step.2.end.pickle"))
-    assert snap.segment_count() > 0 and snap.trace_entry_count() > 0  # the engine reads it
+    assert snap.segment_count > 0 and snap.trace_entry_count > 0  # the engine reads it
     with open(folder / "cuda_alloc_rank_0.train_step.2.end.pickle", "rb") as f:
         raw = pickle.load(f)
     assert raw["segments"] and raw["device_traces"]
