@@ -19,9 +19,10 @@ bool is_python_file(std::string_view file) {
 bool is_library_python(std::string_view file) {
   // torch.profiler names torch's files relative to site-packages.
   if (file.starts_with("torch/")) return true;
+  // torch.compile's generated code (inductor's cache) is torch's too.
   static constexpr std::string_view kParts[] = {
-      "/site-packages/", "/dist-packages/", "/torch/",       "\\site-packages\\",
-      "\\torch\\",       "/lib/python",     "/lib64/python", "\\Lib\\"};
+      "/site-packages/", "/dist-packages/", "/torch/", "\\site-packages\\", "\\torch\\",
+      "/lib/python",     "/lib64/python",   "\\Lib\\", "/torchinductor_"};
   if (file.starts_with("<frozen") || file.starts_with("<eval_with_key>")) return true;
   return std::any_of(std::begin(kParts), std::end(kParts),
                      [&](std::string_view p) { return contains(file, p); });

@@ -163,7 +163,7 @@ def test_summary_numbers_are_torchs_counters(run, name):
 
 
 def test_recorded_workloads_cover_the_hard_cases():
-    assert {"default_stacks", "python_stacks", "record_stream", "frag_oom", "capped_oom", "rounding",
+    assert {"default_stacks", "python_stacks", "record_stream", "frag_oom", "capped_oom", "rounding", "graph_tree",
             "expandable_counters", "fsdp2_rank0", "fsdp2_rank1"} <= set(RECORDED)
     # record_stream: a block waiting on the side stream is active, not allocated
     m = json.loads((COUNTERS / "record_stream.stats.json").read_text())["devices"]["0"]["memory_stats"]
