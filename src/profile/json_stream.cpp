@@ -1,7 +1,9 @@
 #include "profile/json_stream.h"
 
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 
 #include "memsight/error.h"
 
@@ -49,13 +51,7 @@ Reader::Reader(ByteSource& src) : src_(src) {
 
 bool Reader::fill(size_t need) {
   if (pos_ + need <= data_.size()) return true;
-  if (mapped_) {
-    if (offset() - released_ >= kReleaseEvery) {
-      released_ = offset() & ~(kReleaseEvery - 1);
-      src_.release(released_);
-    }
-    return false;
-  }
+  if (mapped_) return false;
   if (eof_) return false;
   // Keep only what is not yet consumed, then read until enough is there.
   buf_.erase(0, pos_);
@@ -72,14 +68,14 @@ bool Reader::fill(size_t need) {
   return buf_.size() >= need;
 }
 
-char Reader::peek_char() {
+char Reader::peek_char_refill() {
   for (;;) {
+    if (!fill(1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
     while (pos_ < data_.size()) {
       char c = data_[pos_];
       if (!is_space(c)) return c;
       ++pos_;
     }
-    if (!fill(1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
   }
 }
 
@@ -138,37 +134,71 @@ void Reader::end_of_container(char close) {
   --depth_;
 }
 
-bool Reader::next_key(std::string& key) {
+// Before an item of the container at depth_: its ',' (none before the
+// first); false, with the container closed, at the closing bracket.
+bool Reader::before_item(char close) {
+  if (mapped_ && offset() - released_ >= kReleaseEvery) {  // give back what is behind
+    released_ = offset() & ~(kReleaseEvery - 1);
+    src_.release(released_);
+  }
   char c = peek_char();
   uint64_t bit = uint64_t{1} << (depth_ - 1);
-  if (c == '}') {
-    end_of_container('}');
+  if (c == close) {
+    end_of_container(close);
     return false;
   }
   if (first_bits_ & bit) {
     first_bits_ &= ~bit;
   } else {
-    expect(',');
+    if (c != ',') fail(std::string("expected ',' or '") + close + "'");
+    ++pos_;
   }
-  if (peek_char() != '"') fail("expected a key");
-  string(key);
-  expect(':');
   return true;
 }
 
-bool Reader::next_item() {
-  char c = peek_char();
-  uint64_t bit = uint64_t{1} << (depth_ - 1);
-  if (c == ']') {
-    end_of_container(']');
-    return false;
-  }
-  if (first_bits_ & bit) {
-    first_bits_ &= ~bit;
-  } else {
-    expect(',');
-  }
+bool Reader::next_key(std::string& key) {
+  std::string_view k;
+  if (!next_key_view(k)) return false;
+  key.assign(k);
   return true;
+}
+
+bool Reader::next_key_view(std::string_view& key) {
+  if (!before_item('}')) return false;
+  if (peek_char() != '"') fail("expected a key");
+  key = string_view();
+  if (!mapped_ && (pos_ >= data_.size() || data_[pos_] != ':')) {
+    key_ = key;  // reading on to the ':' may move the window under the view
+    key = key_;
+  }
+  if (peek_char() != ':') fail("expected ':'");
+  ++pos_;
+  return true;
+}
+
+bool Reader::next_item() { return before_item(']'); }
+
+std::string_view Reader::string_view() {
+  if (peek_char() != '"') fail("expected '\"'");
+  // Fast path: no escape before the closing quote, all of it in view.
+  const char* begin = data_.data() + pos_ + 1;
+  const char* end = data_.data() + data_.size();
+  if (begin <= end) {
+    auto* q = static_cast<const char*>(std::memchr(begin, '"', static_cast<size_t>(end - begin)));
+    if (q && !std::memchr(begin, '\\', static_cast<size_t>(q - begin))) {
+      // (written so the compiler checks 16+ bytes at a time)
+      const auto* u = reinterpret_cast<const unsigned char*>(begin);
+      size_t len = static_cast<size_t>(q - begin);
+      unsigned char control = 0;
+      for (size_t k = 0; k < len; ++k) control |= static_cast<unsigned char>(u[k] < 0x20);
+      if (!control) {
+        pos_ = static_cast<size_t>(q - data_.data()) + 1;
+        return {begin, static_cast<size_t>(q - begin)};
+      }
+    }
+  }
+  string(scratch_);
+  return scratch_;
 }
 
 void Reader::string(std::string& out) {
@@ -254,6 +284,35 @@ void Reader::string(std::string& out) {
 
 double Reader::number() {
   peek_char();
+  // Fast path: [-]digits[.digits], at most 18 digits, all in view.
+  {
+    static constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8, 1e9,
+                                        1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18};
+    size_t i = pos_, n = data_.size();
+    bool neg = i < n && data_[i] == '-';
+    i += neg;
+    uint64_t m = 0;
+    int digits = 0, frac = -1;
+    for (; i < n; ++i) {
+      char c = data_[i];
+      if (c >= '0' && c <= '9') {
+        m = m * 10 + static_cast<uint64_t>(c - '0');
+        ++digits;
+        if (frac >= 0) ++frac;
+      } else if (c == '.' && frac < 0) {
+        frac = 0;
+      } else {
+        break;
+      }
+    }
+    bool ends = i < n && data_[i] != 'e' && data_[i] != 'E' && data_[i] != '.';
+    if (ends && digits > 0 && digits <= 18 && frac != 0) {
+      pos_ = i;
+      double v = static_cast<double>(m);
+      if (frac > 0) v /= kPow10[frac];
+      return neg ? -v : v;
+    }
+  }
   char tmp[64];
   size_t n = 0;
   for (;;) {
@@ -302,41 +361,63 @@ void Reader::null() {
 void Reader::skip() {
   char c = peek_char();
   if (c == '"') {
-    std::string ignored;
-    string(ignored);
+    string_view();
+    return;
+  }
+  if (c == 't' || c == 'f') {
+    boolean();
+    return;
+  }
+  if (c == 'n') {
+    null();
     return;
   }
   if (c != '{' && c != '[') {
-    std::string ignored;
-    scalar_text(ignored);
+    number();  // checked, not kept
     return;
   }
-  // A container: count brackets outside strings; nothing is kept.
+  // A container: count brackets outside strings; nothing is kept. Inside a
+  // string only its closing quote matters (found with memchr, then checked
+  // for an escaping backslash); outside, only brackets and quotes.
+  static const auto kStructural = [] {
+    std::array<bool, 256> t{};
+    for (unsigned char c : std::string_view("\"{}[]")) t[c] = true;
+    return t;
+  }();
   size_t depth = 0;
   bool in_string = false;
   for (;;) {
     const char* p = data_.data();
     size_t n = data_.size(), i = pos_;
-    for (; i < n; ++i) {
-      char ch = p[i];
+    while (i < n) {
       if (in_string) {
-        if (ch == '\\') {
-          if (i + 1 >= n) break;  // the escaped byte is in the next chunk
-          ++i;
-        } else if (ch == '"') {
-          in_string = false;
+        // The next quote, unless a backslash comes first: then step over
+        // the escape (both bytes must be in view) and look again.
+        auto* q = static_cast<const char*>(std::memchr(p + i, '"', n - i));
+        size_t upto = q ? static_cast<size_t>(q - p) : n;
+        auto* b = static_cast<const char*>(std::memchr(p + i, '\\', upto - i));
+        if (b) {
+          i = static_cast<size_t>(b - p);
+          if (i + 1 >= n) break;  // the escaped byte is in the next read
+          i += 2;
+          continue;
         }
+        i = upto;
+        if (!q) break;
+        ++i;
+        in_string = false;
         continue;
       }
+      while (i < n && !kStructural[static_cast<unsigned char>(p[i])]) ++i;
+      if (i == n) break;
+      char ch = p[i++];
       if (ch == '"') {
         in_string = true;
       } else if (ch == '{' || ch == '[') {
         ++depth;
-      } else if (ch == '}' || ch == ']') {
-        if (--depth == 0) {
-          pos_ = i + 1;
-          return;
-        }
+      } else if (--depth == 0) {
+        pos_ = i;
+        return;
       }
     }
     pos_ = i;

@@ -29,12 +29,17 @@ class Reader {
   // Objects: begin_object(), then next_key(k) until it returns false.
   void begin_object();
   bool next_key(std::string& key);
+  // The same, the key as a view: into the input when it has no escapes,
+  // else into a buffer of the reader's. Valid until the next call.
+  bool next_key_view(std::string_view& key);
   // Arrays: begin_array(), then next_item() until it returns false.
   void begin_array();
   bool next_item();
   // Scalars. string() unescapes into `out`; number() parses a JSON number
   // (an integer exactly up to 2^53); boolean and null are checked.
   void string(std::string& out);
+  // A string as a view (as next_key_view), valid until the next call.
+  std::string_view string_view();
   double number();
   int64_t integer();  // a number that must be integral
   bool boolean();
@@ -50,9 +55,19 @@ class Reader {
   uint64_t offset() const { return base_ + pos_; }
 
  private:
-  char peek_char();        // skips white space; throws at the end of input
-  char next_char();        // consumes it
-  bool fill(size_t need);  // makes `need` bytes available at pos_; false at the end
+  // Skips white space; throws at the end of input.
+  char peek_char() {
+    while (pos_ < data_.size()) {
+      char c = data_[pos_];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c;
+      ++pos_;
+    }
+    return peek_char_refill();
+  }
+  char peek_char_refill();
+  bool before_item(char close);  // ',' handling; false at the closing bracket
+  char next_char();              // consumes it
+  bool fill(size_t need);        // makes `need` bytes available at pos_; false at the end
   [[noreturn]] void fail(const std::string& what) const;
   void expect(char c);
   void literal(std::string_view word);
@@ -64,6 +79,7 @@ class Reader {
   size_t pos_ = 0;
   uint64_t base_ = 0;  // offset of data_[0] in the input
   bool mapped_ = false, eof_ = false;
+  std::string scratch_, key_;
   uint64_t released_ = 0;
   // Whether the container just opened has had an item (for ',' handling),
   // a bit per nesting level.

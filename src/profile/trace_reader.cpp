@@ -14,7 +14,7 @@ namespace {
 
 enum class Cat { Other, CpuOp, Annotation, Python, Instant, Kernel, Launch };
 
-Cat category(const std::string& c) {
+Cat category(std::string_view c) {
   if (c == "cpu_op") return Cat::CpuOp;
   if (c == "user_annotation") return Cat::Annotation;
   if (c == "python_function") return Cat::Python;
@@ -48,13 +48,14 @@ struct Event {
   int64_t bytes = 0, addr = 0, total_allocated = 0, total_reserved = 0;
 };
 
-void read_args(json::Reader& r, Event& e, std::string& key) {
+void read_args(json::Reader& r, Event& e) {
   if (r.peek() != json::Kind::Object) {
     r.skip();
     return;
   }
   r.begin_object();
-  while (r.next_key(key)) {
+  std::string_view key;
+  while (r.next_key_view(key)) {
     if (key == "Total Allocated")
       e.total_allocated = int_or(r, 0);
     else if (key == "Total Reserved")
@@ -78,47 +79,53 @@ void read_args(json::Reader& r, Event& e, std::string& key) {
   }
 }
 
-void read_event(json::Reader& r, ProfileTrace& t, Event& e, std::string& key, std::string& tmp) {
+void read_event(json::Reader& r, ProfileTrace& t, Event& e, std::string& tmp) {
   e = Event{};
   if (r.peek() != json::Kind::Object) {
     r.skip();
     return;
   }
   r.begin_object();
-  while (r.next_key(key)) {
-    switch (key.size() ? key[0] : 0) {
+  std::string_view k;
+  while (r.next_key_view(k)) {
+    switch (k.size() ? k[0] : 0) {
       case 'c':
-        if (key == "cat") {
-          r.scalar_text(tmp);
-          e.cat = category(tmp);
+        if (k == "cat") {
+          if (r.peek() == json::Kind::String)
+            e.cat = category(r.string_view());
+          else
+            r.skip();
           continue;
         }
         break;
       case 'n':
-        if (key == "name") {
-          r.scalar_text(e.name);
+        if (k == "name") {
+          if (r.peek() == json::Kind::String)
+            e.name.assign(r.string_view());
+          else
+            r.scalar_text(e.name);
           continue;
         }
         break;
       case 't':
-        if (key == "ts") {
+        if (k == "ts") {
           e.ts = r.peek() == json::Kind::Number ? r.number() : (r.skip(), 0.0);
           continue;
         }
-        if (key == "tid") {
+        if (k == "tid") {
           e.tid = thread_id(r, tmp);
           continue;
         }
         break;
       case 'd':
-        if (key == "dur") {
+        if (k == "dur") {
           e.dur = r.peek() == json::Kind::Number ? r.number() : (r.skip(), 0.0);
           continue;
         }
         break;
       case 'a':
-        if (key == "args") {
-          read_args(r, e, key);
+        if (k == "args") {
+          read_args(r, e);
           continue;
         }
         break;
@@ -185,12 +192,12 @@ void read_device_properties(json::Reader& r, ProfileTrace& t, std::string& key, 
   (void)tmp;
 }
 
-void read_events(json::Reader& r, ProfileTrace& t, std::string& key, std::string& tmp) {
+void read_events(json::Reader& r, ProfileTrace& t, std::string& tmp) {
   if (r.peek() != json::Kind::Array)
     throw Error("not a torch.profiler trace: traceEvents is not a list");
   r.begin_array();
   Event e;
-  while (r.next_item()) read_event(r, t, e, key, tmp);
+  while (r.next_item()) read_event(r, t, e, tmp);
 }
 
 }  // namespace
@@ -203,13 +210,13 @@ ProfileTrace read_profile_trace(const std::string& path) {
   bool events = false;
   json::Kind top = r.peek();
   if (top == json::Kind::Array) {  // a bare event list is a valid Chrome trace too
-    read_events(r, t, key, tmp);
+    read_events(r, t, tmp);
     events = true;
   } else if (top == json::Kind::Object) {
     r.begin_object();
     while (r.next_key(key)) {
       if (key == "traceEvents") {
-        read_events(r, t, key, tmp);
+        read_events(r, t, tmp);
         events = true;
       } else if (key == "deviceProperties") {
         read_device_properties(r, t, key, tmp);
