@@ -3,6 +3,7 @@
 // wheel zoom, drag pan and double-click reset. The pure parts (stacking,
 // ticks, lookup) are exported for the node tests.
 
+import { upperBound } from './format.js';
 import { fitCanvas, frameScheduler } from './ui.js';
 
 // Cumulative sums of the series, bottom first: out[k][i] = sum of series 0..k at i.
@@ -20,14 +21,7 @@ export function stackSeries(series) {
 
 // The index of the last point at or before x (ts ascending); 0 before the first.
 export function indexAt(ts, x) {
-  let lo = 0;
-  let hi = ts.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (ts[mid] <= x) lo = mid + 1;
-    else hi = mid;
-  }
-  return Math.max(0, lo - 1);
+  return Math.max(0, upperBound(ts, x) - 1);
 }
 
 // About n round tick values covering [lo, hi].

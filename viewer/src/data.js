@@ -2,7 +2,7 @@
 // columns (format: docs/formats.md). Decoding copies nothing it need not:
 // columns are typed-array views on the decompressed buffer.
 
-import { A, FRAME_KINDS, formatAddr, formatFrames, isSegmentAction } from './format.js';
+import { A, FRAME_KINDS, formatAddr, formatFrames, isSegmentAction, upperBound } from './format.js';
 
 const B64 = new Uint8Array(256).fill(255);
 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
@@ -301,15 +301,7 @@ export class DeviceData {
   // The event holding trace entry `e` (the last event at or before it).
   eventOfEntry(e) {
     if (e < 0) return e;
-    const a = this.ev.entry;
-    let lo = 0;
-    let hi = this.n;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (a[mid] <= e) lo = mid + 1;
-      else hi = mid;
-    }
-    return Math.max(0, lo - 1);
+    return Math.max(0, upperBound(this.ev.entry, e, this.n) - 1);
   }
 
   eventName(i) {
@@ -320,14 +312,7 @@ export class DeviceData {
   // Index of the snapshot segment holding addr (segments are address-sorted), or -1.
   segmentAt(addr) {
     const a = this.seg.addr;
-    let lo = 0;
-    let hi = a.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (a[mid] <= addr) lo = mid + 1;
-      else hi = mid;
-    }
-    const s = lo - 1;
+    const s = upperBound(a, addr) - 1;
     return s >= 0 && addr < a[s] + this.seg.size[s] ? s : -1;
   }
 

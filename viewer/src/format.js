@@ -99,6 +99,18 @@ export const NO_FRAMES_TEXT = [
   '  - its allocation fell out of the history ring buffer (max_entries).',
 ].join('\n');
 
+// How many of the first n values of the ascending array a are <= x.
+export function upperBound(a, x, n = a.length) {
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (a[mid] <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 // Frame kinds by the engine's number (page column frames.kind).
 export const FRAME_KINDS = ['user', 'library', 'internal', 'native'];
 
