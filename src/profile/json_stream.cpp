@@ -138,8 +138,9 @@ void Reader::end_of_container(char close) {
 // first); false, with the container closed, at the closing bracket.
 bool Reader::before_item(char close) {
   if (mapped_ && offset() - released_ >= kReleaseEvery) {  // give back what is behind
-    released_ = offset() & ~(kReleaseEvery - 1);
-    src_.release(released_);
+    uint64_t upto = offset() & ~(kReleaseEvery - 1);
+    src_.drop(released_, upto);  // only this reader's own range: safe beside other readers
+    released_ = upto;
   }
   char c = peek_char();
   uint64_t bit = uint64_t{1} << (depth_ - 1);
@@ -450,6 +451,34 @@ void Reader::scalar_text(std::string& out) {
       skip();
       out.clear();
   }
+}
+
+void Reader::enter_array_at(size_t pos) {
+  if (!mapped_ || pos > data_.size() || depth_ >= kMaxDepth) fail("cannot read from there");
+  pos_ = pos;
+  released_ = pos;
+  ++depth_;
+  first_bits_ |= uint64_t{1} << (depth_ - 1);
+}
+
+void Reader::seek_item(size_t pos) {
+  if (!mapped_ || pos > data_.size() || depth_ == 0) fail("cannot read from there");
+  pos_ = pos;
+  released_ = std::max<uint64_t>(released_, pos & ~(kReleaseEvery - 1));
+  first_bits_ |= uint64_t{1} << (depth_ - 1);
+}
+
+void Reader::leave_array_at(size_t pos) {
+  if (!mapped_ || pos > data_.size() || depth_ == 0) fail("cannot read from there");
+  pos_ = pos;
+  first_bits_ &= ~(uint64_t{1} << (depth_ - 1));
+  --depth_;
+}
+
+size_t Reader::next_item_at() {
+  if (!before_item(']')) return std::string_view::npos;
+  peek_char();
+  return pos_;
 }
 
 void Reader::finish() {

@@ -54,6 +54,20 @@ class Reader {
 
   uint64_t offset() const { return base_ + pos_; }
 
+  // Reading one big array of a mapped input on several threads (each with a
+  // reader of its own over the same source): enter_array_at starts a reader
+  // at an item's first byte inside the array, as if just after '[' or ',';
+  // next_item_at is next_item that says where the item starts (npos at the
+  // end of the array) without reading it; seek_item puts a reader inside the
+  // array at another item's start; leave_array_at puts it just after the
+  // array's ']'. Only for mapped input.
+  void enter_array_at(size_t pos);
+  size_t next_item_at();
+  void seek_item(size_t pos);
+  void leave_array_at(size_t pos);
+  bool mapped() const { return mapped_; }
+  std::string_view input() const { return data_; }
+
  private:
   // Skips white space; throws at the end of input.
   char peek_char() {

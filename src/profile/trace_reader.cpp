@@ -1,15 +1,25 @@
 // read_profile_trace: one pass over a torch.profiler Chrome trace, keeping a
 // few numbers per event of the kinds the report needs (docs/formats.md,
 // "torch.profiler traces"). Everything else is skipped without being built.
+#include "profile/trace_reader.h"
+
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "memsight/error.h"
 #include "memsight/profile.h"
 #include "pickle/source.h"
+#include "pickle/unpickler.h"
 #include "profile/json_stream.h"
 
 namespace memsight {
+
+namespace profile_stats {
+std::atomic<uint64_t> parts_taken{0};
+}  // namespace profile_stats
+
 namespace {
 
 enum class Cat { Other, CpuOp, Annotation, Python, Instant, Kernel, Launch };
@@ -192,12 +202,118 @@ void read_device_properties(json::Reader& r, ProfileTrace& t, std::string& key, 
   (void)tmp;
 }
 
-void read_events(json::Reader& r, ProfileTrace& t, std::string& tmp) {
+// Items of the event list from the reader's position until the item that
+// starts at or after `stop` (not read). Returns where that item starts, or
+// npos when the list ended first.
+size_t read_events_until(json::Reader& r, ProfileTrace& t, size_t stop) {
+  Event e;
+  std::string tmp;
+  for (;;) {
+    size_t at = r.next_item_at();
+    if (at == std::string_view::npos || at >= stop) return at;
+    read_event(r, t, e, tmp);
+  }
+}
+
+// A likely item start at or after `from`: a '{' after a ',' after a '}'
+// (white space aside). It may lie inside a string; the reading checks.
+size_t candidate(std::string_view d, size_t from) {
+  for (size_t i = d.find('{', from); i != std::string_view::npos; i = d.find('{', i + 1)) {
+    size_t j = i;
+    while (j > from &&
+           (d[j - 1] == ' ' || d[j - 1] == '\n' || d[j - 1] == '\r' || d[j - 1] == '\t'))
+      --j;
+    if (j == from || d[j - 1] != ',') continue;
+    --j;
+    while (j > from &&
+           (d[j - 1] == ' ' || d[j - 1] == '\n' || d[j - 1] == '\r' || d[j - 1] == '\t'))
+      --j;
+    if (j > from && d[j - 1] == '}') return i;
+  }
+  return std::string_view::npos;
+}
+
+void append(ProfileTrace& t, ProfileTrace&& part) {
+  std::vector<StrId> id(part.names.size());
+  for (StrId i = 0; i < part.names.size(); ++i) id[i] = t.names.intern(part.names.get(i));
+  for (auto& o : part.ops) t.ops.push_back({o.tid, o.ts, o.dur, id[o.name]});
+  for (auto& o : part.annotations) t.annotations.push_back({o.tid, o.ts, o.dur, id[o.name]});
+  for (auto& p : part.pycalls)
+    t.pycalls.push_back({p.tid, p.ts, p.dur, id[p.name], p.id, p.parent});
+  for (auto& k : part.kernels)
+    t.kernels.push_back({k.ts, k.dur, id[k.name], k.correlation, k.device});
+  t.mems.insert(t.mems.end(), part.mems.begin(), part.mems.end());
+  t.launches.insert(t.launches.end(), part.launches.begin(), part.launches.end());
+  t.events += part.events;
+}
+
+// The event list of a big mapped trace, on several threads: the list is cut
+// at likely item starts; each thread reads from its cut to the next. The
+// main thread reads the first part, and takes a thread's part when it lands
+// exactly on that thread's cut (then the cut was a real item start);
+// otherwise it reads that part itself. The result is the one-thread read's.
+void read_events(json::Reader& r, ByteSource& src, ProfileTrace& t) {
   if (r.peek() != json::Kind::Array)
     throw Error("not a torch.profiler trace: traceEvents is not a list");
   r.begin_array();
-  Event e;
-  while (r.next_item()) read_event(r, t, e, tmp);
+  std::string_view d = r.input();
+  size_t start = static_cast<size_t>(r.offset());
+  size_t threads = std::min<size_t>(skip_stats::reader_threads(), 32);
+  constexpr size_t kMinShare = 8 << 20;
+  if (!r.mapped() || threads < 2 || d.size() - start < 2 * kMinShare) {
+    read_events_until(r, t, std::string_view::npos);
+    return;
+  }
+  threads = std::min(threads, (d.size() - start) / kMinShare);
+  std::vector<size_t> cuts{start};
+  for (size_t k = 1; k < threads; ++k) {
+    size_t c = candidate(d, std::max(cuts.back() + 1, start + (d.size() - start) * k / threads));
+    if (c == std::string_view::npos) break;
+    cuts.push_back(c);
+  }
+  cuts.push_back(std::string_view::npos);
+  struct Part {
+    ProfileTrace trace;
+    size_t end = 0;    // where it stopped: the next cut, past it, or npos (list ended)
+    size_t after = 0;  // with end == npos: the offset just after the list's ']'
+    bool ok = false;   // read without an error
+  };
+  std::vector<Part> parts(cuts.size() - 1);
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k + 1 < cuts.size(); ++k)
+    pool.emplace_back([&, k] {
+      try {
+        json::Reader w(src);
+        w.enter_array_at(cuts[k]);
+        parts[k].end = read_events_until(w, parts[k].trace, cuts[k + 1]);
+        parts[k].after = static_cast<size_t>(w.offset());
+        parts[k].ok = true;
+      } catch (...) {  // a cut inside a string, or bad input: the main thread reads it
+      }
+    });
+  size_t at = read_events_until(r, t, cuts[1]);
+  for (size_t k = 1; k + 1 < cuts.size() && at != std::string_view::npos; ++k) {
+    pool[k - 1].join();
+    if (at == cuts[k] && parts[k].ok) {
+      append(t, std::move(parts[k].trace));
+      ++profile_stats::parts_taken;
+      at = parts[k].end;
+      if (at == std::string_view::npos)
+        r.leave_array_at(parts[k].after);
+      else
+        r.seek_item(at);
+      continue;
+    }
+    if (at > cuts[k + 1]) continue;  // the main thread is already past this part
+    r.seek_item(at);
+    at = read_events_until(r, t, cuts[k + 1]);
+  }
+  for (auto& th : pool)
+    if (th.joinable()) th.join();
+  if (at != std::string_view::npos) {  // past the last cut
+    r.seek_item(at);
+    read_events_until(r, t, std::string_view::npos);
+  }
 }
 
 }  // namespace
@@ -210,13 +326,13 @@ ProfileTrace read_profile_trace(const std::string& path) {
   bool events = false;
   json::Kind top = r.peek();
   if (top == json::Kind::Array) {  // a bare event list is a valid Chrome trace too
-    read_events(r, t, tmp);
+    read_events(r, *src, t);
     events = true;
   } else if (top == json::Kind::Object) {
     r.begin_object();
     while (r.next_key(key)) {
       if (key == "traceEvents") {
-        read_events(r, t, tmp);
+        read_events(r, *src, t);
         events = true;
       } else if (key == "deviceProperties") {
         read_device_properties(r, t, key, tmp);
