@@ -53,8 +53,10 @@ int cmd_compare(const std::vector<std::string>& argv) {
   Comparison c = compare(before, after);
   std::string out = a.get("--output", "output.svg");
   // The set lines go to stdout unless the folded text itself does.
-  std::fputs(c.stdout_text.c_str(), out == "-" ? stderr : stdout);
-  std::fflush(stdout);
+  if (out == "-")
+    std::fputs(c.stdout_text.c_str(), stderr);
+  else
+    write_stdout(c.stdout_text);
   write_flamegraph(c.folded, out, "Segments only in one snapshot");
   return 0;
 }

@@ -417,11 +417,15 @@ void Builder::finish(Unpickler& vm, Val root) {
   if (root.tag() != Val::Dict)
     throw Error("not a memory snapshot: the pickle holds " + type_name(root) +
                 ", expected a dict with 'segments' and 'device_traces'");
-  const auto items = vm.node(root).items;
+  // No node is created from here on, so the reference stays valid.
+  const std::vector<Val>& items = vm.node(root).items;
   bool has_segments = false;
   Val traces{};
   bool has_traces = false;
   std::vector<std::string> keys;
+  // Sized once: a file of many unknown keys costs a fixed amount per key.
+  keys.reserve(items.size() / 2);
+  snap_.top_level.reserve(items.size() / 2);
   for (size_t i = 0; i + 1 < items.size(); i += 2) {
     if (items[i].tag() != Val::Str)
       throw Error("not a memory snapshot: a top-level key is " + type_name(items[i]));
@@ -738,14 +742,16 @@ Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope
 Snapshot read_snapshot_file(const std::string& path, const Progress& progress, ReadScope scope) {
   // Standard input cannot be read twice, so it is always read in full.
   if (path == "-") scope = ReadScope::Everything;
+  // Every message names the input once, here.
+  const std::string name = path == "-" ? "standard input" : path;
   try {
     return read_with_fallback([&] { return open_source(path); }, progress, scope);
   } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
+    throw Error(name + ": " + e.what());
   } catch (const std::bad_alloc&) {
-    throw Error(path + ": out of memory while reading the snapshot");
+    throw Error(name + ": out of memory while reading the snapshot");
   } catch (const std::length_error& e) {
-    throw Error(path + ": " + e.what());
+    throw Error(name + ": " + e.what());
   }
 }
 
