@@ -17,6 +17,7 @@ from typing import Any, Union
 
 from ._engine import core
 from ._errors import MemsightError
+from ._plain import explain
 from ._errors import MemsightError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -50,7 +51,8 @@ def _fspath(path: PathLike) -> str:
 
 def _write_text(path: PathLike, text: str) -> str:
     p = _fspath(path)
-    core().write_file_atomic(p, text.encode("utf-8"))
+    # Undecodable bytes of the snapshot's strings come back as they were read.
+    core().write_file_atomic(p, text.encode("utf-8", "surrogateescape"))
     return p
 
 
@@ -355,8 +357,28 @@ def loads(data: bytes | bytearray | memoryview) -> Snapshot:
 
 
 def from_dict(data: Any) -> Snapshot:
-    """A snapshot from the dict ``torch.cuda.memory._snapshot()`` returned."""
-    return loads(pickle.dumps(data, protocol=4))
+    """A snapshot from the dict ``torch.cuda.memory._snapshot()`` returned.
+
+    Raises :class:`memsight.MemsightError` naming the place of the first value
+    that is not plain data (an object, a generator, a str with a lone
+    surrogate), of a container that contains itself, or of nesting deeper
+    than 1000 levels.
+    """
+    try:
+        data_bytes = pickle.dumps(data, protocol=4)
+    except (TypeError, AttributeError, RecursionError, pickle.PicklingError) as e:
+        raise explain(data) or MemsightError(f"cannot pickle the snapshot: {e}") from None
+    # Cheap checks first; the full walk runs only on what the engine refuses
+    # or on text the engine would keep but not encode.
+    if b"\xed" in data_bytes:  # UTF-8 of U+D000-U+DFFF, lone surrogates among them
+        if (err := explain(data)) is not None:
+            raise err
+    try:
+        return loads(data_bytes)
+    except MemsightError:
+        if (err := explain(data)) is not None:
+            raise err from None
+        raise
 
 
 def compare(before: Snapshot | PathLike, after: Snapshot | PathLike) -> Comparison:

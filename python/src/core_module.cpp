@@ -29,11 +29,34 @@ using SnapshotPtr = std::shared_ptr<Snapshot>;
 
 namespace {
 
-// Runs `f` without the GIL and returns its std::string result.
+// Engine text as a Python str. Strings are kept as the bytes the pickle
+// held, and Python's pickle writes a lone surrogate as its 3-byte form, which
+// is not UTF-8: such bytes become surrogate escapes, so the str encoded with
+// errors="surrogateescape" gives exactly the CLI's bytes.
+py::str text(const std::string& s) {
+  PyObject* o =
+      PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+// The reverse of text(), for text the package hands back (folded stacks).
+std::string from_text(const py::str& s) {
+  PyObject* o = PyUnicode_AsEncodedString(s.ptr(), "utf-8", "surrogateescape");
+  if (!o) throw py::error_already_set();
+  auto b = py::reinterpret_steal<py::bytes>(o);
+  return std::string(b);
+}
+
+// Runs `f` without the GIL and returns its std::string result as text.
 template <class F>
-std::string released(F&& f) {
-  py::gil_scoped_release nogil;
-  return f();
+py::str released(F&& f) {
+  std::string out;
+  {
+    py::gil_scoped_release nogil;
+    out = f();
+  }
+  return text(out);
 }
 
 // Bytes-like input (bytes, bytearray, memoryview) as a view; the caller keeps
@@ -109,7 +132,11 @@ PYBIND11_MODULE(_core, m) {
            [](const Snapshot& s) { return released([&] { return memsight::folded_segments(s); }); })
       .def("pickle",
            [](const Snapshot& s) {
-             std::string bytes = released([&] { return memsight::pickle_snapshot(s); });
+             std::string bytes;
+             {
+               py::gil_scoped_release nogil;
+               bytes = memsight::pickle_snapshot(s);
+             }
              return py::bytes(bytes);
            })
       .def(
@@ -136,19 +163,19 @@ PYBIND11_MODULE(_core, m) {
                out.first = memsight::summary_text(s, sum);
                out.second = memsight::summary_json(s, sum);
              }
-             return out;
+             return py::make_tuple(text(out.first), text(out.second));
            })
       .def(
           "render_html",
           [](const Snapshot& s, const std::string& view, const std::string& title,
-             const std::string& source_name, uint64_t source_bytes, const std::string& summary_json,
+             const std::string& source_name, uint64_t source_bytes, const py::str& summary_json,
              int device) {
             memsight::HtmlOptions opts;
             if (!view.empty()) opts.view = view;
             opts.title = title;
             opts.source_name = source_name;
             opts.source_bytes = source_bytes;
-            opts.summary_json = summary_json;
+            opts.summary_json = from_text(summary_json);
             opts.device = device;
             return released([&] { return memsight::render_html(s, opts); });
           },
@@ -168,13 +195,14 @@ PYBIND11_MODULE(_core, m) {
           py::gil_scoped_release nogil;
           c = memsight::compare(before, after);
         }
-        return py::make_tuple(c.stdout_text, c.folded);
+        return py::make_tuple(text(c.stdout_text), text(c.folded));
       },
       py::arg("before"), py::arg("after"));
   m.def(
       "render_flamegraph_svg",
-      [](const std::string& folded, const std::string& title, const std::string& count_name,
+      [](const py::str& folded_text, const std::string& title, const std::string& count_name,
          int width, bool bytes) {
+        std::string folded = from_text(folded_text);
         memsight::FlamegraphOptions opts;
         opts.title = title;
         opts.count_name = count_name;

@@ -85,6 +85,22 @@ void Unpickler::skip_list() {
     if (idx >= memo_.size()) fail();
     push(kind_of(memo_at(idx)));
   };
+  // What a full read would refuse must not pass here either, whatever the
+  // protocol: the trace holds lists (one per device) and those hold dicts.
+  // `target` is the list receiving kinds[from..depth); its own parent is
+  // the item below the innermost open mark, or the item just below it.
+  auto check_items = [&](size_t target, size_t from) {
+    uint8_t want;
+    if (target == 0) {
+      want = kList;
+    } else {
+      size_t parent = nmarks && marks[nmarks - 1] <= target ? marks[nmarks - 1] - 1 : target - 1;
+      if (parent != 0) return;  // deeper than an entry list: not the reader's concern here
+      want = kDict;
+    }
+    for (size_t i = from; i < depth; ++i)
+      if (kinds[i] != want) fail();
+  };
   // The list operations of a trace, on the stack of kinds (also replayed
   // for what helper threads walked).
   auto list_op = [&](uint8_t op) {
@@ -96,11 +112,13 @@ void Unpickler::skip_list() {
       case APPEND:
         if (depth < 2 || kinds[depth - 2] != kList || (nmarks && marks[nmarks - 1] > depth - 2))
           fail();
+        check_items(depth - 2, depth - 1);
         --depth;
         break;
       case APPENDS: {
         size_t from = pop_to_mark();
         if (from == 0 || kinds[from - 1] != kList) fail();
+        check_items(from - 1, from);
         depth = from;
         break;
       }
