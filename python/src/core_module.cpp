@@ -146,6 +146,20 @@ PYBIND11_MODULE(_core, m) {
             memsight::write_snapshot_file(s, path);
           },
           py::arg("path"))
+      .def(
+          "flamegraph_svg",
+          [](const Snapshot& s, const std::string& kind, const std::string& title, int width) {
+            memsight::FlamegraphOptions opts;
+            opts.title = title;
+            opts.width = width;
+            return released([&] {
+              return memsight::render_flamegraph_svg(kind == "segments"
+                                                         ? memsight::folded_segments_lines(s)
+                                                         : memsight::folded_memory_lines(s),
+                                                     opts);
+            });
+          },
+          py::arg("kind"), py::arg("title"), py::arg("width") = 1200)
       .def("summary_text",
            [](const Snapshot& s) {
              return released([&] { return memsight::summary_text(s, memsight::summarize(s)); });

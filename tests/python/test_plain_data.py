@@ -93,3 +93,15 @@ def test_lone_surrogate_same_bytes_as_the_cli(core, tmp_path):
     cli = subprocess.run([binary, "memory", "-o", "-", str(f)], capture_output=True, check=True)
     py = str(memsight.load(f).memory()).encode("utf-8", "surrogateescape")
     assert py == cli.stdout
+
+
+def test_svg_with_a_newline_in_a_frame_name(core, tmp_path):
+    import xml.dom.minidom
+    f = surrogate_snapshot(tmp_path)
+    d = pickle.loads(f.read_bytes())
+    d["segments"][0]["blocks"][0]["frames"][0]["name"] = "two\nlines"
+    snap = memsight.from_dict(d)
+    for kind in ("memory", "segments"):
+        svg = snap.svg(kind)
+        xml.dom.minidom.parseString(svg)
+        assert "two" in svg and "lines" in svg
