@@ -78,10 +78,13 @@ Snapshot load(const std::string& path, ReadScope scope) {
 
 void write_stdout(std::string_view content) {
   errno = 0;
-  if (std::fwrite(content.data(), 1, content.size(), stdout) != content.size() ||
-      std::fflush(stdout) != 0)
+  bool ok = std::fwrite(content.data(), 1, content.size(), stdout) == content.size();
+  if (!ok || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    int err = errno;
+    std::clearerr(stdout);
     throw Error(std::string("standard output: write failed: ") +
-                (errno ? std::strerror(errno) : "unknown error"));
+                (err ? std::strerror(err) : "unknown error"));
+  }
 }
 
 uint64_t parse_size(const std::string& option, const std::string& text) {

@@ -1,7 +1,6 @@
 // memsight: GPU memory snapshots explained. Dispatches to one subcommand;
 // every user error is one line on stderr and exit status 2. Shared by the
 // executable and the Python module (`python -m memsight`).
-#include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -133,14 +132,13 @@ int run_command(const std::string& cmd, const std::vector<std::string>& rest) {
 
 // Help text to standard output: 0, or 2 with one line if it cannot be written.
 int print_help(const char* text) {
-  errno = 0;
-  if (std::fputs(text, stdout) < 0 || std::fflush(stdout) != 0) {
-    std::clearerr(stdout);
-    std::fprintf(stderr, "memsight: standard output: write failed: %s\n",
-                 errno ? std::strerror(errno) : "unknown error");
+  try {
+    memsight::cli::write_stdout(text);
+    return 0;
+  } catch (const memsight::Error& e) {
+    std::fprintf(stderr, "memsight: %s\n", e.what());
     return 2;
   }
-  return 0;
 }
 
 }  // namespace
@@ -174,13 +172,7 @@ int memsight::cli_main(const std::vector<std::string>& args) {
   try {
     rest = take_max_expanded(rest);
     int rc = run_command(cmd, rest);
-    // Whatever went to standard output must have reached it.
-    errno = 0;
-    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-      std::clearerr(stdout);
-      throw memsight::Error(std::string("standard output: write failed: ") +
-                            (errno ? std::strerror(errno) : "unknown error"));
-    }
+    memsight::cli::write_stdout("");  // whatever went to standard output must have reached it
     return rc;
   } catch (const memsight::Error& e) {
     std::fprintf(stderr, "memsight %s: %s\n", cmd.c_str(), e.what());
