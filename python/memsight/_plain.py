@@ -57,8 +57,8 @@ def explain(data: Any) -> MemsightError | None:
             continue
         if not isinstance(value, _CONTAINERS):
             return MemsightError(
-                f"{_where(chain, at)} is of type {type(value).__name__}: a snapshot holds only dicts, "
-                "lists, tuples, str, bytes, int, float, bool and None")
+                f"{_where(chain, at)} is of type {type(value).__name__}: a snapshot holds only "
+                "dicts, lists, tuples, str, bytes, int, float, bool and None")
         if id(value) in on_path:
             return MemsightError(f"{_where(chain, at)} contains itself: a snapshot is a tree")
         if depth >= MAX_DEPTH:

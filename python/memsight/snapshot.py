@@ -18,7 +18,6 @@ from typing import Any, Union
 from ._engine import core
 from ._errors import MemsightError
 from ._plain import explain
-from ._errors import MemsightError
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import lzma
-import os
 import pickle
 import subprocess
 import zlib

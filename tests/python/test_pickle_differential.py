@@ -40,7 +40,8 @@ def random_value(rng: random.Random, depth: int, shared: list[Any], protocol: in
     if kind in (7, 8):
         v: Any = [random_value(rng, depth + 1, shared, protocol) for _ in range(n)]
     elif kind in (9, 10):
-        v = {f"k{rng.randrange(50)}": random_value(rng, depth + 1, shared, protocol) for _ in range(n)}
+        v = {f"k{rng.randrange(50)}": random_value(rng, depth + 1, shared, protocol)
+             for _ in range(n)}
     else:
         v = tuple(random_value(rng, depth + 1, shared, protocol) for _ in range(n))
     shared.append(v)
