@@ -105,3 +105,12 @@ def test_svg_with_a_newline_in_a_frame_name(core, tmp_path):
         svg = snap.svg(kind)
         xml.dom.minidom.parseString(svg)
         assert "two" in svg and "lines" in svg
+
+
+def test_lone_surrogate_in_json_is_its_escape(core, tmp_path):
+    import json
+    snap = memsight.load(surrogate_snapshot(tmp_path))
+    text = snap.summary_json()
+    assert "\\udc80" in text  # JSON's own escape, so the output is valid UTF-8
+    assert "f\udc80" in json.dumps(json.loads(text), ensure_ascii=False)
+    text.encode("utf-8")  # nothing left that needs surrogateescape
