@@ -48,3 +48,12 @@ def test_directory_named_once(run, tmp_path):
 def test_help_says_fifos_wait_for_their_writer(run):
     out = run("--help").stdout.decode()
     assert "FIFO" in out and "--max-expanded" in out
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("cmd", [["trace"], ["stats"], ["memory"], ["segments"], ["view"],
+                                 ["summary", "--json"], ["convert"]])
+def test_full_output_file_is_an_error(run, cmd):
+    r = run(*cmd, SNAP, "-o", "/dev/full")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.decode() == f"memsight {cmd[0]}: /dev/full: write failed: No space left on device\n"
