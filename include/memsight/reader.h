@@ -29,7 +29,7 @@ enum class ReadScope {
 // A compressed input may expand to at most kExpansionAllowance bytes plus
 // kExpansionRatio times the compressed bytes read so far, and never past
 // kDefaultMaxExpanded; set_max_expanded(n) replaces both limits by n bytes
-// (0 restores them). Applies to every later read, in every thread.
+// (0 restores them). Applies to later reads on the calling thread.
 inline constexpr uint64_t kExpansionRatio = 100;
 inline constexpr uint64_t kExpansionAllowance = uint64_t{64} << 20;
 inline constexpr uint64_t kDefaultMaxExpanded = uint64_t{32} << 30;

@@ -333,7 +333,9 @@ class Snapshot:
         return pickle.loads(self.pickle())
 
 
-def load(path: PathLike, progress: Any = None, *, trace: bool = True) -> Snapshot:
+def load(
+    path: PathLike, progress: Any = None, *, trace: bool = True, max_expanded: int | None = None
+) -> Snapshot:
     """Reads a snapshot file: a torch pickle, optionally gzip/zstd/xz-compressed.
 
     ``progress``, if given, is called now and then as ``progress(done, total)``
@@ -341,18 +343,30 @@ def load(path: PathLike, progress: Any = None, *, trace: bool = True) -> Snapsho
     (the trace is checked, not decoded): enough for :meth:`Snapshot.stats`,
     ``segments()``, ``memory()``, ``compare()`` and ``svg()``, and several
     times faster on a big file; what needs the trace then raises
-    :class:`memsight.MemsightError`. Raises :class:`memsight.MemsightError`
-    for bad input and ``FileNotFoundError`` for a missing file.
+    :class:`memsight.MemsightError`. A compressed file may expand to 100 times
+    its compressed size plus 64 MiB, at most 32 GiB; ``max_expanded`` (bytes)
+    sets another limit, as the CLI's ``--max-expanded``. Raises
+    :class:`memsight.MemsightError` for bad input and ``FileNotFoundError``
+    for a missing file.
     """
     p = _fspath(path)
     if not os.path.exists(p):
         raise FileNotFoundError(2, "No such file or directory", p)
-    return Snapshot(core().load(p, progress, trace), source=p)
+    return Snapshot(core().load(p, progress, trace, _limit(max_expanded)), source=p)
 
 
-def loads(data: bytes | bytearray | memoryview) -> Snapshot:
-    """Reads a snapshot from pickled (optionally compressed) bytes."""
-    return Snapshot(core().loads(data))
+def _limit(max_expanded: int | None) -> int:
+    if max_expanded is None:
+        return 0
+    if isinstance(max_expanded, bool) or not isinstance(max_expanded, int) or max_expanded <= 0:
+        raise ValueError(f"max_expanded must be a positive number of bytes, got {max_expanded!r}")
+    return max_expanded
+
+
+def loads(data: bytes | bytearray | memoryview, *, max_expanded: int | None = None) -> Snapshot:
+    """Reads a snapshot from pickled (optionally compressed) bytes;
+    ``max_expanded`` as for :func:`load`."""
+    return Snapshot(core().loads(data, _limit(max_expanded)))
 
 
 def from_dict(data: Any) -> Snapshot:

@@ -66,7 +66,14 @@ std::string_view as_view(const py::buffer_info& info) {
   return {static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize)};
 }
 
-SnapshotPtr load_file(const std::string& path, const py::object& progress, bool trace) {
+// Sets this thread's expansion limit for one read (0: the defaults).
+struct ExpansionLimit {
+  explicit ExpansionLimit(uint64_t bytes) { memsight::set_max_expanded(bytes); }
+  ~ExpansionLimit() { memsight::set_max_expanded(0); }
+};
+
+SnapshotPtr load_file(const std::string& path, const py::object& progress, bool trace,
+                      uint64_t max_expanded) {
   memsight::Progress cb;
   if (!progress.is_none()) {
     cb = [progress](uint64_t done, uint64_t total) {
@@ -75,14 +82,16 @@ SnapshotPtr load_file(const std::string& path, const py::object& progress, bool 
     };
   }
   py::gil_scoped_release nogil;
+  ExpansionLimit limit(max_expanded);
   return std::make_shared<Snapshot>(memsight::read_snapshot_file(
       path, cb, trace ? memsight::ReadScope::Everything : memsight::ReadScope::SegmentsOnly));
 }
 
-SnapshotPtr load_bytes(const py::buffer& data) {
+SnapshotPtr load_bytes(const py::buffer& data, uint64_t max_expanded) {
   py::buffer_info info = data.request();
   std::string_view view = as_view(info);
   py::gil_scoped_release nogil;
+  ExpansionLimit limit(max_expanded);
   return std::make_shared<Snapshot>(memsight::read_snapshot_bytes(view));
 }
 
@@ -197,10 +206,11 @@ PYBIND11_MODULE(_core, m) {
           py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1);
 
   m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
-        py::arg("trace") = true,
+        py::arg("trace") = true, py::arg("max_expanded") = 0,
         "Reads a snapshot file (pickle, optionally gzip/zstd/xz-compressed); with "
         "trace=False the trace is checked but not decoded.");
-  m.def("loads", &load_bytes, py::arg("data"), "Reads a snapshot from pickled bytes.");
+  m.def("loads", &load_bytes, py::arg("data"), py::arg("max_expanded") = 0,
+        "Reads a snapshot from pickled bytes.");
   m.def(
       "compare",
       [](const Snapshot& before, const Snapshot& after) {

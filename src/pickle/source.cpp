@@ -10,7 +10,6 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -268,7 +267,9 @@ class XzSource : public ByteSource {
 // Stops a decompressor whose output runs far past its input: a few bytes
 // of gzip or zstd can claim gigabytes. The limit grows with the compressed
 // bytes read so far, so a stream is judged before it has been read whole.
-std::atomic<uint64_t> g_max_expanded{0};
+// Per thread: a read runs on its caller's thread (helper threads only ever
+// see mapped, uncompressed input), and Python may read in several threads.
+thread_local uint64_t t_max_expanded = 0;
 
 class ExpansionLimit : public ByteSource {
  public:
@@ -292,13 +293,12 @@ class ExpansionLimit : public ByteSource {
 
  private:
   uint64_t limit() const {
-    uint64_t cap = g_max_expanded.load(std::memory_order_relaxed);
-    if (cap) return cap;
+    if (t_max_expanded) return t_max_expanded;
     return std::min(kDefaultMaxExpanded,
                     kExpansionAllowance + kExpansionRatio * inner_->consumed());
   }
   [[noreturn]] void fail() const {
-    bool custom = g_max_expanded.load(std::memory_order_relaxed) != 0;
+    bool custom = t_max_expanded != 0;
     throw Error(std::string(inner_->compression()) + ": the input expands to more than " +
                 std::to_string(out_ - 1) + " bytes" +
                 (custom ? std::string(", the --max-expanded limit")
@@ -339,7 +339,7 @@ std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
 
 }  // namespace
 
-void set_max_expanded(uint64_t bytes) { g_max_expanded.store(bytes, std::memory_order_relaxed); }
+void set_max_expanded(uint64_t bytes) { t_max_expanded = bytes; }
 
 std::unique_ptr<ByteSource> open_source(const std::string& path) {
   if (path == "-") return wrap(std::make_unique<RawSource>(0, 0));

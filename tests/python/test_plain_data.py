@@ -114,3 +114,21 @@ def test_lone_surrogate_in_json_is_its_escape(core, tmp_path):
     assert "\\udc80" in text  # JSON's own escape, so the output is valid UTF-8
     assert "f\udc80" in json.dumps(json.loads(text), ensure_ascii=False)
     text.encode("utf-8")  # nothing left that needs surrogateescape
+
+
+def test_max_expanded_in_python(core, tmp_path):
+    import gzip
+    data = pickle.dumps({"segments": [], "device_traces": [[]], "blob": b"\0" * (8 << 20)},
+                        protocol=4)
+    gz = gzip.compress(data)
+    f = tmp_path / "s.pickle.gz"
+    f.write_bytes(gz)
+    with pytest.raises(memsight.MemsightError, match="the --max-expanded limit"):
+        memsight.loads(gz, max_expanded=1 << 20)
+    with pytest.raises(memsight.MemsightError, match="the --max-expanded limit"):
+        memsight.load(f, max_expanded=1 << 20)
+    # The limit was for that read only.
+    assert memsight.loads(gz).to_dict()["blob"] == b"\0" * (8 << 20)
+    assert memsight.load(f, max_expanded=16 << 20).to_dict()["blob"] == b"\0" * (8 << 20)
+    with pytest.raises(ValueError, match="max_expanded must be a positive number"):
+        memsight.loads(gz, max_expanded=0)
