@@ -138,7 +138,15 @@ void Unpickler::skip_list() {
   struct SeqMemo {
     Unpickler& vm;
     void slot(uint8_t kind) { vm.memo_push(Val::make(Val::Skipped, kind)); }
-    void str(std::string_view sv) { vm.memo_push(Val::make(Val::Str, vm.intern_recent(sv))); }
+    void str(std::string_view sv) {
+      StrId id;
+      try {
+        id = vm.intern_recent(sv);
+      } catch (const Error&) {
+        throw NeedsFullRead{};  // a bad string: the full read gives the error
+      }
+      vm.memo_push(Val::make(Val::Str, id));
+    }
     bool ref(uint32_t idx) const { return idx < vm.memo_.size(); }
   } seq{*this};
 

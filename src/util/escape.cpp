@@ -4,13 +4,6 @@
 
 namespace memsight {
 
-namespace {
-
-constexpr char kHex[] = "0123456789abcdef";
-
-// The length of the well-formed UTF-8 sequence at s[i], 0 if there is none.
-// A surrogate's 3-byte form (how Python's pickle writes a lone surrogate)
-// is measured too, and its code point returned in `surrogate`.
 size_t utf8_length(std::string_view s, size_t i, uint32_t& surrogate) {
   surrogate = 0;
   auto c = static_cast<unsigned char>(s[i]);
@@ -26,6 +19,24 @@ size_t utf8_length(std::string_view s, size_t i, uint32_t& surrogate) {
   if (cp >= 0xD800 && cp <= 0xDFFF) surrogate = cp;
   return len;
 }
+
+bool is_pickle_text(std::string_view s) {
+  uint32_t surrogate = 0;
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = utf8_length(s, i, surrogate);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
 
 void append_u_escape(std::string& out, uint32_t cp) {
   out += "\\u";
