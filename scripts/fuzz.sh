@@ -10,10 +10,14 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:?usage: scripts/fuzz.sh SECONDS [TARGET...]}
 shift
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(unpickler snapshot source roundtrip)
+if [ ${#TARGETS[@]} -eq 0 ]; then
+  TARGETS=(unpickler snapshot source roundtrip)
+  [ -x build/fuzz/fuzz_profile ] && TARGETS+=(profile)
+fi
 for t in "${TARGETS[@]}"; do
   case "$t" in
     source) dict=tests/fuzz/dict/source.dict; seeds=tests/fuzz/corpus/source ;;
+    profile) dict=tests/fuzz/dict/profile.dict; seeds=tests/fuzz/corpus/profile ;;
     roundtrip) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/snapshot ;;
     *) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/$t ;;
   esac
