@@ -224,9 +224,14 @@ void Unpickler::skip_list() {
         // Strings keep their value: the keys of later values (allocator
         // settings, annotations) are often memo reads of trace keys.
         Val v = Val::make(Val::Skipped, kinds[depth - 1]);
-        if (q - 1 == str_end)
-          v = Val::make(Val::Str,
-                        intern_recent({reinterpret_cast<const char*>(str_end - str_len), str_len}));
+        if (q - 1 == str_end) {
+          try {
+            v = Val::make(Val::Str, intern_recent({reinterpret_cast<const char*>(str_end - str_len),
+                                                   str_len}));
+          } catch (const Error&) {
+            fail();  // a bad string: the full read gives the error, where it is
+          }
+        }
         memo_push(v);
         break;
       }
