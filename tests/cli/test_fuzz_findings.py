@@ -32,7 +32,8 @@ def test_str_that_is_not_utf8_is_refused(run, tmp_path):
     f.write_bytes(bad)
     r = run("summary", f)
     assert r.returncode == 2
-    assert r.stderr.decode() == f"memsight summary: {f}: corrupted pickle: a str is not valid UTF-8\n"
+    err = r.stderr.decode()
+    assert err == f"memsight summary: {f}: corrupted pickle: a str is not valid UTF-8\n"
 
 
 def test_duplicate_key_in_an_entry_reads_as_python_reads_it(run, tmp_path):

@@ -56,4 +56,5 @@ def test_help_says_fifos_wait_for_their_writer(run):
 def test_full_output_file_is_an_error(run, cmd):
     r = run(*cmd, SNAP, "-o", "/dev/full")
     assert r.returncode == 2, r.stderr
-    assert r.stderr.decode() == f"memsight {cmd[0]}: /dev/full: write failed: No space left on device\n"
+    expected = f"memsight {cmd[0]}: /dev/full: write failed: No space left on device\n"
+    assert r.stderr.decode() == expected
