@@ -18,13 +18,10 @@ cmake --preset asan >/dev/null
 cmake --build --preset asan
 ctest --test-dir build/asan --output-on-failure -j2
 
-echo "== fuzzing the snapshot reader for ${FUZZ_SECONDS}s"
+echo "== fuzzing each reader for ${FUZZ_SECONDS}s (coverage at start and end)"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
-mkdir -p build/fuzz/corpus
-cp tests/data/*.pickle build/fuzz/corpus/
-build/fuzz/fuzz_snapshot build/fuzz/corpus tests/fuzz/seeds -max_total_time="${FUZZ_SECONDS}" \
-  -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 2>&1 | tail -n 12
+scripts/fuzz.sh "${FUZZ_SECONDS}"
 
 if [ -d viewer/test ]; then
   echo "== viewer unit tests (node)"

@@ -9,6 +9,8 @@
 
 #include "memsight/frames.h"
 
+#include "memsight/text_tools.h"
+
 namespace memsight {
 
 struct FlamegraphOptions {
@@ -24,5 +26,9 @@ struct FlamegraphOptions {
 
 // Throws memsight::Error on malformed input lines.
 std::string render_flamegraph_svg(std::string_view folded, const FlamegraphOptions& opts = {});
+// The same from stacks given as data (no text is parsed, so a frame name may
+// hold any byte but ';', which separates frames as in folded text); lines
+// with a count of 0 or less are left out, as flamegraph.pl leaves them.
+std::string render_flamegraph_svg(const Folded& folded, const FlamegraphOptions& opts = {});
 
 }  // namespace memsight

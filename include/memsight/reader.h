@@ -26,6 +26,15 @@ enum class ReadScope {
   SegmentsOnly,
 };
 
+// A compressed input may expand to at most kExpansionAllowance bytes plus
+// kExpansionRatio times the compressed bytes read so far, and never past
+// kDefaultMaxExpanded; set_max_expanded(n) replaces both limits by n bytes
+// (0 restores them). Applies to later reads on the calling thread.
+inline constexpr uint64_t kExpansionRatio = 100;
+inline constexpr uint64_t kExpansionAllowance = uint64_t{64} << 20;
+inline constexpr uint64_t kDefaultMaxExpanded = uint64_t{32} << 30;
+void set_max_expanded(uint64_t bytes);
+
 // Reads a snapshot pickle (protocols 2-5), plain or gzip/zstd/xz-compressed
 // (detected by magic bytes). Never runs code: opcodes that import or call
 // are refused. Throws memsight::Error with a one-line message.

@@ -3,7 +3,9 @@
 // the torch function returns (the CLI prints it with one more newline, as
 // torch's CLI does).
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "memsight/snapshot.h"
 
@@ -17,9 +19,24 @@ std::string trace_text(const Snapshot& snap);       // `trace`
 std::string folded_memory(const Snapshot& snap);    // `memory` (folded stacks)
 std::string folded_segments(const Snapshot& snap);  // `segments` (folded stacks)
 
+// Folded stacks as data: the torch-identical text, and where each line's
+// stack lies in it with its count, so a renderer never re-parses the text
+// (a frame name may hold a newline or a space).
+struct FoldedLine {
+  size_t begin = 0, size = 0;  // the stack: text.substr(begin, size)
+  int64_t count = 0;           // negative for torch's "<gaps>" of stale sizes
+};
+struct Folded {
+  std::string text;
+  std::vector<FoldedLine> lines;
+};
+Folded folded_memory_lines(const Snapshot& snap);
+Folded folded_segments_lines(const Snapshot& snap);
+
 struct Comparison {
-  std::string stdout_text;  // "only_before = [...]\nonly_after = [...]\n"
-  std::string folded;       // folded stacks of the segments only in one side
+  std::string stdout_text;               // "only_before = [...]\nonly_after = [...]\n"
+  std::string folded;                    // folded stacks of the segments only in one side
+  std::vector<FoldedLine> folded_lines;  // their lines, as in Folded
 };
 Comparison compare(const Snapshot& before, const Snapshot& after);
 

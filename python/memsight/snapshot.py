@@ -17,6 +17,7 @@ from typing import Any, Union
 
 from ._engine import core
 from ._errors import MemsightError
+from ._plain import explain
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -49,7 +50,8 @@ def _fspath(path: PathLike) -> str:
 
 def _write_text(path: PathLike, text: str) -> str:
     p = _fspath(path)
-    core().write_file_atomic(p, text.encode("utf-8"))
+    # Undecodable bytes of the snapshot's strings come back as they were read.
+    core().write_file_atomic(p, text.encode("utf-8", "surrogateescape"))
     return p
 
 
@@ -319,8 +321,8 @@ class Snapshot:
         """A flamegraph SVG: ``kind`` is ``segments`` or ``memory``."""
         if kind not in SVG_KINDS:
             raise ValueError(f"unknown flamegraph kind {kind!r}: expected one of {sorted(SVG_KINDS)}")
-        folded = self.segments() if kind == "segments" else self.memory()
-        return folded.svg(title=title, width=width)
+        # Drawn from the stacks as data: any frame name works, a newline too.
+        return self._snap.flamegraph_svg(kind, title or SVG_KINDS[kind], width)
 
     def to_svg(
         self, path: PathLike, kind: str = "segments", title: str | None = None, width: int = 1200
@@ -389,7 +391,9 @@ def _frame_pairs(frames: Any) -> list[tuple[str, str]]:
     return pairs
 
 
-def load(path: PathLike, progress: Any = None, *, trace: bool = True) -> Snapshot:
+def load(
+    path: PathLike, progress: Any = None, *, trace: bool = True, max_expanded: int | None = None
+) -> Snapshot:
     """Reads a snapshot file: a torch pickle, optionally gzip/zstd/xz-compressed.
 
     ``progress``, if given, is called now and then as ``progress(done, total)``
@@ -397,23 +401,55 @@ def load(path: PathLike, progress: Any = None, *, trace: bool = True) -> Snapsho
     (the trace is checked, not decoded): enough for :meth:`Snapshot.stats`,
     ``segments()``, ``memory()``, ``compare()`` and ``svg()``, and several
     times faster on a big file; what needs the trace then raises
-    :class:`memsight.MemsightError`. Raises :class:`memsight.MemsightError`
-    for bad input and ``FileNotFoundError`` for a missing file.
+    :class:`memsight.MemsightError`. A compressed file may expand to 100 times
+    its compressed size plus 64 MiB, at most 32 GiB; ``max_expanded`` (bytes)
+    sets another limit, as the CLI's ``--max-expanded``. Raises
+    :class:`memsight.MemsightError` for bad input and ``FileNotFoundError``
+    for a missing file.
     """
     p = _fspath(path)
     if not os.path.exists(p):
         raise FileNotFoundError(2, "No such file or directory", p)
-    return Snapshot(core().load(p, progress, trace), source=p)
+    return Snapshot(core().load(p, progress, trace, _limit(max_expanded)), source=p)
 
 
-def loads(data: bytes | bytearray | memoryview) -> Snapshot:
-    """Reads a snapshot from pickled (optionally compressed) bytes."""
-    return Snapshot(core().loads(data))
+def _limit(max_expanded: int | None) -> int:
+    if max_expanded is None:
+        return 0
+    if isinstance(max_expanded, bool) or not isinstance(max_expanded, int) or max_expanded <= 0:
+        raise ValueError(f"max_expanded must be a positive number of bytes, got {max_expanded!r}")
+    return max_expanded
+
+
+def loads(data: bytes | bytearray | memoryview, *, max_expanded: int | None = None) -> Snapshot:
+    """Reads a snapshot from pickled (optionally compressed) bytes;
+    ``max_expanded`` as for :func:`load`."""
+    return Snapshot(core().loads(data, _limit(max_expanded)))
 
 
 def from_dict(data: Any) -> Snapshot:
-    """A snapshot from the dict ``torch.cuda.memory._snapshot()`` returned."""
-    return loads(pickle.dumps(data, protocol=4))
+    """A snapshot from the dict ``torch.cuda.memory._snapshot()`` returned.
+
+    Raises :class:`memsight.MemsightError` naming the place of the first value
+    that is not plain data (an object, a generator, a str with a lone
+    surrogate), of a container that contains itself, or of nesting deeper
+    than 1000 levels.
+    """
+    try:
+        data_bytes = pickle.dumps(data, protocol=4)
+    except (TypeError, AttributeError, RecursionError, pickle.PicklingError) as e:
+        raise explain(data) or MemsightError(f"cannot pickle the snapshot: {e}") from None
+    # Cheap checks first; the full walk runs only on what the engine refuses
+    # or on text the engine would keep but not encode.
+    if b"\xed" in data_bytes:  # UTF-8 of U+D000-U+DFFF, lone surrogates among them
+        if (err := explain(data)) is not None:
+            raise err
+    try:
+        return loads(data_bytes)
+    except MemsightError:
+        if (err := explain(data)) is not None:
+            raise err from None
+        raise
 
 
 def compare(before: Snapshot | PathLike, after: Snapshot | PathLike) -> Comparison:

@@ -31,11 +31,34 @@ using SnapshotPtr = std::shared_ptr<Snapshot>;
 
 namespace {
 
-// Runs `f` without the GIL and returns its std::string result.
+// Engine text as a Python str. Strings are kept as the bytes the pickle
+// held, and Python's pickle writes a lone surrogate as its 3-byte form, which
+// is not UTF-8: such bytes become surrogate escapes, so the str encoded with
+// errors="surrogateescape" gives exactly the CLI's bytes.
+py::str text(const std::string& s) {
+  PyObject* o =
+      PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+// The reverse of text(), for text the package hands back (folded stacks).
+std::string from_text(const py::str& s) {
+  PyObject* o = PyUnicode_AsEncodedString(s.ptr(), "utf-8", "surrogateescape");
+  if (!o) throw py::error_already_set();
+  auto b = py::reinterpret_steal<py::bytes>(o);
+  return std::string(b);
+}
+
+// Runs `f` without the GIL and returns its std::string result as text.
 template <class F>
-std::string released(F&& f) {
-  py::gil_scoped_release nogil;
-  return f();
+py::str released(F&& f) {
+  std::string out;
+  {
+    py::gil_scoped_release nogil;
+    out = f();
+  }
+  return text(out);
 }
 
 // Bytes-like input (bytes, bytearray, memoryview) as a view; the caller keeps
@@ -45,7 +68,14 @@ std::string_view as_view(const py::buffer_info& info) {
   return {static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize)};
 }
 
-SnapshotPtr load_file(const std::string& path, const py::object& progress, bool trace) {
+// Sets this thread's expansion limit for one read (0: the defaults).
+struct ExpansionLimit {
+  explicit ExpansionLimit(uint64_t bytes) { memsight::set_max_expanded(bytes); }
+  ~ExpansionLimit() { memsight::set_max_expanded(0); }
+};
+
+SnapshotPtr load_file(const std::string& path, const py::object& progress, bool trace,
+                      uint64_t max_expanded) {
   memsight::Progress cb;
   if (!progress.is_none()) {
     cb = [progress](uint64_t done, uint64_t total) {
@@ -54,14 +84,16 @@ SnapshotPtr load_file(const std::string& path, const py::object& progress, bool 
     };
   }
   py::gil_scoped_release nogil;
+  ExpansionLimit limit(max_expanded);
   return std::make_shared<Snapshot>(memsight::read_snapshot_file(
       path, cb, trace ? memsight::ReadScope::Everything : memsight::ReadScope::SegmentsOnly));
 }
 
-SnapshotPtr load_bytes(const py::buffer& data) {
+SnapshotPtr load_bytes(const py::buffer& data, uint64_t max_expanded) {
   py::buffer_info info = data.request();
   std::string_view view = as_view(info);
   py::gil_scoped_release nogil;
+  ExpansionLimit limit(max_expanded);
   return std::make_shared<Snapshot>(memsight::read_snapshot_bytes(view));
 }
 
@@ -111,7 +143,11 @@ PYBIND11_MODULE(_core, m) {
            [](const Snapshot& s) { return released([&] { return memsight::folded_segments(s); }); })
       .def("pickle",
            [](const Snapshot& s) {
-             std::string bytes = released([&] { return memsight::pickle_snapshot(s); });
+             std::string bytes;
+             {
+               py::gil_scoped_release nogil;
+               bytes = memsight::pickle_snapshot(s);
+             }
              return py::bytes(bytes);
            })
       .def(
@@ -121,6 +157,21 @@ PYBIND11_MODULE(_core, m) {
             memsight::write_snapshot_file(s, path);
           },
           py::arg("path"))
+      .def(
+          "flamegraph_svg",
+          [](const Snapshot& s, const std::string& kind, const std::string& title, int width) {
+            memsight::FlamegraphOptions opts;
+            opts.title = title;
+            opts.width = width;
+            opts.frame_kinds = memsight::frame_label_kinds(s);
+            return released([&] {
+              return memsight::render_flamegraph_svg(kind == "segments"
+                                                         ? memsight::folded_segments_lines(s)
+                                                         : memsight::folded_memory_lines(s),
+                                                     opts);
+            });
+          },
+          py::arg("kind"), py::arg("title"), py::arg("width") = 1200)
       .def(
           "summary_text_and_json",
           [](const Snapshot& s, const std::string& user_code, bool frames_all) {
@@ -133,13 +184,13 @@ PYBIND11_MODULE(_core, m) {
               out.first = memsight::summary_text(s, sum, frames_all);
               out.second = memsight::summary_json(s, sum);
             }
-            return out;
+            return py::make_tuple(text(out.first), text(out.second));
           },
           py::arg("user_code") = "", py::arg("frames_all") = false)
       .def(
           "render_html",
           [](const Snapshot& s, const std::string& view, const std::string& title,
-             const std::string& source_name, uint64_t source_bytes, const std::string& summary_json,
+             const std::string& source_name, uint64_t source_bytes, const py::str& summary_json,
              int device, const std::string& user_code) {
             memsight::HtmlOptions opts;
             opts.user_code = memsight::UserCode::parse(user_code);
@@ -147,7 +198,7 @@ PYBIND11_MODULE(_core, m) {
             opts.title = title;
             opts.source_name = source_name;
             opts.source_bytes = source_bytes;
-            opts.summary_json = summary_json;
+            opts.summary_json = from_text(summary_json);
             opts.device = device;
             return released([&] { return memsight::render_html(s, opts); });
           },
@@ -156,10 +207,11 @@ PYBIND11_MODULE(_core, m) {
           py::arg("user_code") = "");
 
   m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
-        py::arg("trace") = true,
+        py::arg("trace") = true, py::arg("max_expanded") = 0,
         "Reads a snapshot file (pickle, optionally gzip/zstd/xz-compressed); with "
         "trace=False the trace is checked but not decoded.");
-  m.def("loads", &load_bytes, py::arg("data"), "Reads a snapshot from pickled bytes.");
+  m.def("loads", &load_bytes, py::arg("data"), py::arg("max_expanded") = 0,
+        "Reads a snapshot from pickled bytes.");
   m.def(
       "compare",
       [](const Snapshot& before, const Snapshot& after) {
@@ -168,13 +220,14 @@ PYBIND11_MODULE(_core, m) {
           py::gil_scoped_release nogil;
           c = memsight::compare(before, after);
         }
-        return py::make_tuple(c.stdout_text, c.folded);
+        return py::make_tuple(text(c.stdout_text), text(c.folded));
       },
       py::arg("before"), py::arg("after"));
   m.def(
       "render_flamegraph_svg",
-      [](const std::string& folded, const std::string& title, const std::string& count_name,
+      [](const py::str& folded_text, const std::string& title, const std::string& count_name,
          int width, bool bytes, const Snapshot* kinds_of) {
+        std::string folded = from_text(folded_text);
         memsight::FlamegraphOptions opts;
         if (kinds_of) opts.frame_kinds = memsight::frame_label_kinds(*kinds_of);
         opts.title = title;

@@ -40,9 +40,18 @@ std::string pyvalue_frames_fragment(const PyValue& frames) {
   return out;
 }
 
+// Appends "head + tail count\n" and records the line.
+void add_line(Folded& out, const std::string& head, std::string_view tail, int64_t count) {
+  size_t begin = out.text.size();
+  out.text += head;
+  out.text += tail;
+  out.lines.push_back({begin, out.text.size() - begin, count});
+  out.text += ' ' + std::to_string(count) + '\n';
+}
+
 // torch's _write_blocks.
-void write_blocks(std::string& out, const std::string& prefix, const Snapshot& snap,
-                  const Segment& seg, StackFormatter& fmt) {
+void write_blocks(Folded& out, const std::string& prefix, const Snapshot& snap, const Segment& seg,
+                  StackFormatter& fmt) {
   for (const Block& b : snap.segment_blocks(seg)) {
     std::string head = prefix + ';' + std::string(snap.str(b.state_name)) + ';';
     int64_t accounted = 0;
@@ -50,41 +59,39 @@ void write_blocks(std::string& out, const std::string& prefix, const Snapshot& s
     if (!history) {
       if (shape_has(snap, b.shape, Field::Frames)) {
         accounted = b.requested_size;
-        out += head + fmt.fragment(b.stack);
+        add_line(out, head, fmt.fragment(b.stack), accounted);
       } else {
         accounted = shape_has(snap, b.shape, Field::RequestedSize) ? b.requested_size : b.size;
-        out += head + "<non-python>";
+        add_line(out, head, "<non-python>", accounted);
       }
-      out += ' ' + std::to_string(accounted) + '\n';
     } else if (history->kind == PyValue::Kind::List) {
       for (const PyValue& h : history->items) {
         const PyValue* rs = h.get("real_size");
         int64_t sz = rs && rs->kind == PyValue::Kind::Int ? rs->i : 0;
         accounted += sz;
         if (const PyValue* fr = h.get("frames"))
-          out += head + pyvalue_frames_fragment(*fr);
+          add_line(out, head, pyvalue_frames_fragment(*fr), sz);
         else
-          out += head + "<no-context>";
-        out += ' ' + std::to_string(sz) + '\n';
+          add_line(out, head, "<no-context>", sz);
       }
     }
     int64_t gaps = b.size - accounted;
-    if (gaps) out += head + "<gaps> " + std::to_string(gaps) + '\n';
+    if (gaps) add_line(out, head, "<gaps>", gaps);
   }
 }
 
 }  // namespace
 
-std::string folded_memory(const Snapshot& snap) {
-  std::string out;
+Folded folded_memory_lines(const Snapshot& snap) {
+  Folded out;
   StackFormatter fmt(snap);
   for (const Segment& seg : snap.segments)
     write_blocks(out, "stream_" + std::to_string(seg.stream), snap, seg, fmt);
   return out;
 }
 
-std::string folded_segments(const Snapshot& snap) {
-  std::string out;
+Folded folded_segments_lines(const Snapshot& snap) {
+  Folded out;
   StackFormatter fmt(snap);
   for (const Segment& seg : snap.segments)
     write_blocks(out,
@@ -92,6 +99,9 @@ std::string folded_segments(const Snapshot& snap) {
                  snap, seg, fmt);
   return out;
 }
+
+std::string folded_memory(const Snapshot& snap) { return folded_memory_lines(snap).text; }
+std::string folded_segments(const Snapshot& snap) { return folded_segments_lines(snap).text; }
 
 Comparison compare(const Snapshot& before, const Snapshot& after) {
   using Key = std::pair<int64_t, int64_t>;
@@ -117,18 +127,21 @@ Comparison compare(const Snapshot& before, const Snapshot& after) {
   print("only_before", kb, ka);
   print("only_after", ka, kb);
   StackFormatter fb(before), fa(after);
+  Folded folded;
   for (const Segment& seg : before.segments)
     if (!sa.count({seg.address, seg.total_size}))
-      write_blocks(c.folded,
+      write_blocks(folded,
                    "only_before;stream_" + std::to_string(seg.stream) + ";seg_" +
                        std::to_string(seg.address),
                    before, seg, fb);
   for (const Segment& seg : after.segments)
     if (!sb.count({seg.address, seg.total_size}))
       write_blocks(
-          c.folded,
+          folded,
           "only_after;stream_" + std::to_string(seg.stream) + ";seg_" + std::to_string(seg.address),
           after, seg, fa);
+  c.folded = std::move(folded.text);
+  c.folded_lines = std::move(folded.lines);
   return c;
 }
 

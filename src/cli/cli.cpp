@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <stdexcept>
 
 #include "memsight/error.h"
 #include "memsight/reader.h"
@@ -73,10 +76,42 @@ Snapshot load(const std::string& path, ReadScope scope) {
   return s;
 }
 
+void write_stdout(std::string_view content) {
+  errno = 0;
+  bool ok = std::fwrite(content.data(), 1, content.size(), stdout) == content.size();
+  if (!ok || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    int err = errno;
+    std::clearerr(stdout);
+    throw Error(std::string("standard output: write failed: ") +
+                (err ? std::strerror(err) : "unknown error"));
+  }
+}
+
+uint64_t parse_size(const std::string& option, const std::string& text) {
+  // Digits with an optional binary suffix: 512M, 8G, 1T, or plain bytes.
+  size_t end = 0;
+  uint64_t n = 0;
+  try {
+    if (text.empty() || text[0] == '-') throw std::invalid_argument(text);
+    n = std::stoull(text, &end);
+  } catch (const std::exception&) {
+    throw Error("option " + option + " needs a size such as 8G, got '" + text + "'");
+  }
+  std::string suffix = text.substr(end);
+  int shift = suffix.empty() || suffix == "B"                     ? 0
+              : suffix == "K" || suffix == "k" || suffix == "KiB" ? 10
+              : suffix == "M" || suffix == "MiB"                  ? 20
+              : suffix == "G" || suffix == "GiB"                  ? 30
+              : suffix == "T" || suffix == "TiB"                  ? 40
+                                                                  : -1;
+  if (shift < 0 || n == 0 || n > (UINT64_MAX >> shift))
+    throw Error("option " + option + " needs a size such as 8G, got '" + text + "'");
+  return n << shift;
+}
+
 void write_output(const std::string& path, const std::string& content) {
   if (path == "-") {
-    std::fwrite(content.data(), 1, content.size(), stdout);
-    std::fflush(stdout);
+    write_stdout(content);
     return;
   }
   write_file_atomic(path, content);

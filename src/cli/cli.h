@@ -2,8 +2,10 @@
 // Shared plumbing of the `memsight` subcommands: argument parsing, loading
 // with progress, writing outputs by extension.
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "memsight/reader.h"
@@ -34,6 +36,10 @@ void expect_positional(const Args& a, size_t n, const std::string& usage);
 Snapshot load(const std::string& path, ReadScope scope = ReadScope::Everything);
 // Writes to `path` ("-" for stdout) atomically.
 void write_output(const std::string& path, const std::string& content);
+// Writes to standard output and flushes; throws Error if either fails.
+void write_stdout(std::string_view content);
+// "8G", "512M", "1048576": a byte count for `option`. Throws Error.
+uint64_t parse_size(const std::string& option, const std::string& text);
 bool ends_with(const std::string& s, const std::string& suffix);
 
 int cmd_text(const std::string& name, const std::vector<std::string>& argv);

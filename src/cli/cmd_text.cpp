@@ -12,10 +12,10 @@ namespace {
 
 // segments/memory/compare: SVG flamegraph by default (as torch), folded text
 // for .folded/.txt names or "-".
-void write_flamegraph(const std::string& folded, const std::string& out, const std::string& title,
+void write_flamegraph(const Folded& folded, const std::string& out, const std::string& title,
                       std::unordered_map<std::string, FrameKind> kinds) {
   if (out == "-" || ends_with(out, ".folded") || ends_with(out, ".txt")) {
-    write_output(out, folded);
+    write_output(out, folded.text);
   } else {
     FlamegraphOptions opts;
     opts.title = title;
@@ -40,7 +40,7 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
     write_output(a.get("--output", "-"), text);
     return 0;
   }
-  std::string folded = name == "segments" ? folded_segments(snap) : folded_memory(snap);
+  Folded folded = name == "segments" ? folded_segments_lines(snap) : folded_memory_lines(snap);
   write_flamegraph(folded, a.get("--output", "output.svg"),
                    name == "segments" ? "Segments (reserved memory by segment and stack)"
                                       : "Memory (allocator blocks by stack)",
@@ -56,11 +56,14 @@ int cmd_compare(const std::vector<std::string>& argv) {
   Comparison c = compare(before, after);
   std::string out = a.get("--output", "output.svg");
   // The set lines go to stdout unless the folded text itself does.
-  std::fputs(c.stdout_text.c_str(), out == "-" ? stderr : stdout);
-  std::fflush(stdout);
+  if (out == "-")
+    std::fputs(c.stdout_text.c_str(), stderr);
+  else
+    write_stdout(c.stdout_text);
   auto kinds = frame_label_kinds(after);
   kinds.merge(frame_label_kinds(before));
-  write_flamegraph(c.folded, out, "Segments only in one snapshot", std::move(kinds));
+  write_flamegraph(Folded{c.folded, c.folded_lines}, out, "Segments only in one snapshot",
+                   std::move(kinds));
   return 0;
 }
 

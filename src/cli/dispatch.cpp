@@ -1,6 +1,7 @@
 // memsight: GPU memory snapshots explained. Dispatches to one subcommand;
 // every user error is one line on stderr and exit status 2. Shared by the
 // executable and the Python module (`python -m memsight`).
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -10,6 +11,7 @@
 #include "cli/cli.h"
 #include "memsight/cli.h"
 #include "memsight/error.h"
+#include "memsight/reader.h"
 
 namespace {
 
@@ -43,6 +45,16 @@ Beyond torch:
                              torch.profiler Chrome trace: memory and time per step
   profile --timeline TIMELINE -o timeline.html
                              torch's categorised memory timeline, interactive
+
+Options of every command that reads a snapshot:
+  --max-expanded SIZE        the most bytes a compressed snapshot may expand
+                             to (8G, 512M, ...). Default: 100 times its
+                             compressed size plus 64 MiB, at most 32 GiB;
+                             past it the read stops with an error.
+
+Memory stays proportional to the input: a length or count declared inside
+a file never reserves more than the bytes behind it. A FIFO or a terminal
+given as SNAPSHOT is read until its writer closes it, as `cat` would.
 
 Run `memsight COMMAND --help` for a command's options.
 )";
@@ -122,17 +134,65 @@ const char* command_help(const std::string& c) {
   return nullptr;
 }
 
+// Takes --max-expanded SIZE (or --max-expanded=SIZE) out of a command's
+// arguments and applies it.
+std::vector<std::string> take_max_expanded(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    std::string value;
+    if (a == "--max-expanded") {
+      if (i + 1 >= args.size()) throw memsight::Error("option --max-expanded needs a value");
+      value = args[++i];
+    } else if (a.rfind("--max-expanded=", 0) == 0) {
+      value = a.substr(std::strlen("--max-expanded="));
+    } else {
+      rest.push_back(a);
+      continue;
+    }
+    memsight::set_max_expanded(memsight::cli::parse_size("--max-expanded", value));
+  }
+  return rest;
+}
+
+int run_command(const std::string& cmd, const std::vector<std::string>& rest) {
+  using namespace memsight::cli;
+  if (cmd == "stats" || cmd == "trace" || cmd == "segments" || cmd == "memory")
+    return cmd_text(cmd, rest);
+  if (cmd == "compare") return cmd_compare(rest);
+  if (cmd == "summary") return cmd_summary(rest);
+  if (cmd == "view" || cmd == "trace-plot" || cmd == "segment-plot") return cmd_view(cmd, rest);
+  if (cmd == "profile") return cmd_profile(rest);
+  return cmd_convert(rest);
+}
+
+// Help text to standard output: 0, or 2 with one line if it cannot be written.
+int print_help(const char* text) {
+  try {
+    memsight::cli::write_stdout(text);
+    return 0;
+  } catch (const memsight::Error& e) {
+    std::fprintf(stderr, "memsight: %s\n", e.what());
+    return 2;
+  }
+}
+
 }  // namespace
 
 int memsight::cli_main(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
-    std::fflush(stdout);
-    return args.empty() ? 2 : 0;
+    if (args.empty()) {
+      std::fputs(kUsage, stderr);
+      return 2;
+    }
+    return print_help(kUsage);
   }
   if (args[0] == "--version") {
-    std::puts("memsight 0.1.0");
-    return 0;
+    return print_help("memsight 0.1.0\n");
   }
   std::string cmd = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -142,21 +202,18 @@ int memsight::cli_main(const std::vector<std::string>& args) {
     return 2;
   }
   for (const auto& a : rest) {
-    if (a == "-h" || a == "--help") {
-      std::fputs(help, stdout);
-      std::fflush(stdout);
-      return 0;
-    }
+    if (a == "-h" || a == "--help") return print_help(help);
   }
+  // Restores the default expansion limit when the command ends: the Python
+  // module runs commands in-process, one after another.
+  struct ExpansionScope {
+    ~ExpansionScope() { memsight::set_max_expanded(0); }
+  } expansion_scope;
   try {
-    using namespace memsight::cli;
-    if (cmd == "stats" || cmd == "trace" || cmd == "segments" || cmd == "memory")
-      return cmd_text(cmd, rest);
-    if (cmd == "compare") return cmd_compare(rest);
-    if (cmd == "summary") return cmd_summary(rest);
-    if (cmd == "view" || cmd == "trace-plot" || cmd == "segment-plot") return cmd_view(cmd, rest);
-    if (cmd == "convert") return cmd_convert(rest);
-    if (cmd == "profile") return cmd_profile(rest);
+    rest = take_max_expanded(rest);
+    int rc = run_command(cmd, rest);
+    memsight::cli::write_stdout("");  // whatever went to standard output must have reached it
+    return rc;
   } catch (const memsight::Error& e) {
     std::fprintf(stderr, "memsight %s: %s\n", cmd.c_str(), e.what());
     return 2;
@@ -167,5 +224,4 @@ int memsight::cli_main(const std::vector<std::string>& args) {
     std::fprintf(stderr, "memsight %s: internal error: %s\n", cmd.c_str(), e.what());
     return 1;
   }
-  return 2;
 }

@@ -342,7 +342,11 @@ bool Unpickler::par_take_over() {
       id.resolved[i] = v.idx();
     }
     id.str.resize(sh.strings.size());
-    for (size_t i = 0; i < sh.strings.size(); ++i) id.str[i] = strings_.intern(sh.strings[i]);
+    try {
+      for (size_t i = 0; i < sh.strings.size(); ++i) id.str[i] = strings_.intern(sh.strings[i]);
+    } catch (const Error&) {
+      throw RestartRead{};  // a bad string: the read on one thread reports it where it is
+    }
     id.frame.resize(sh.frames.size());
     for (size_t i = 0; i < sh.frames.size(); ++i) {
       Frame f;

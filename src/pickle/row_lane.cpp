@@ -215,7 +215,12 @@ bool Unpickler::try_row() {
   q += 2;
   flat_memo_.reset();
   flat_gets_.clear();
+  // Keys a row may lack must not leak in from an earlier one, whether that
+  // one was committed or given up half-way.
   row_.n = 0;
+  row_.addr = row_.size = row_.stream = row_.time_us = 0;
+  row_.compile_context = row_.user_metadata = 0;
+  row_.stack = 0;
   uint32_t seen = 0;
   auto bail = [&] {
     for (uint32_t id : flat_gets_) --nodes_[id].gets;
@@ -285,10 +290,6 @@ bool Unpickler::try_row() {
   }
   stack_.push_back(out);
   p_ = q;
-  // Keys a row may lack must not leak into the next one.
-  row_.addr = row_.size = row_.stream = row_.time_us = 0;
-  row_.compile_context = row_.user_metadata = 0;
-  row_.stack = 0;
   return true;
 }
 

@@ -85,6 +85,22 @@ void Unpickler::skip_list() {
     if (idx >= memo_.size()) fail();
     push(kind_of(memo_at(idx)));
   };
+  // What a full read would refuse must not pass here either, whatever the
+  // protocol: the trace holds lists (one per device) and those hold dicts.
+  // `target` is the list receiving kinds[from..depth); its own parent is
+  // the item below the innermost open mark, or the item just below it.
+  auto check_items = [&](size_t target, size_t from) {
+    uint8_t want;
+    if (target == 0) {
+      want = kList;
+    } else {
+      size_t parent = nmarks && marks[nmarks - 1] <= target ? marks[nmarks - 1] - 1 : target - 1;
+      if (parent != 0) return;  // deeper than an entry list: not the reader's concern here
+      want = kDict;
+    }
+    for (size_t i = from; i < depth; ++i)
+      if (kinds[i] != want) fail();
+  };
   // The list operations of a trace, on the stack of kinds (also replayed
   // for what helper threads walked).
   auto list_op = [&](uint8_t op) {
@@ -96,11 +112,13 @@ void Unpickler::skip_list() {
       case APPEND:
         if (depth < 2 || kinds[depth - 2] != kList || (nmarks && marks[nmarks - 1] > depth - 2))
           fail();
+        check_items(depth - 2, depth - 1);
         --depth;
         break;
       case APPENDS: {
         size_t from = pop_to_mark();
         if (from == 0 || kinds[from - 1] != kList) fail();
+        check_items(from - 1, from);
         depth = from;
         break;
       }
@@ -120,7 +138,15 @@ void Unpickler::skip_list() {
   struct SeqMemo {
     Unpickler& vm;
     void slot(uint8_t kind) { vm.memo_push(Val::make(Val::Skipped, kind)); }
-    void str(std::string_view sv) { vm.memo_push(Val::make(Val::Str, vm.intern_recent(sv))); }
+    void str(std::string_view sv) {
+      StrId id;
+      try {
+        id = vm.intern_recent(sv);
+      } catch (const Error&) {
+        throw NeedsFullRead{};  // a bad string: the full read gives the error
+      }
+      vm.memo_push(Val::make(Val::Str, id));
+    }
     bool ref(uint32_t idx) const { return idx < vm.memo_.size(); }
   } seq{*this};
 
@@ -198,9 +224,14 @@ void Unpickler::skip_list() {
         // Strings keep their value: the keys of later values (allocator
         // settings, annotations) are often memo reads of trace keys.
         Val v = Val::make(Val::Skipped, kinds[depth - 1]);
-        if (q - 1 == str_end)
-          v = Val::make(Val::Str,
-                        intern_recent({reinterpret_cast<const char*>(str_end - str_len), str_len}));
+        if (q - 1 == str_end) {
+          try {
+            v = Val::make(Val::Str, intern_recent({reinterpret_cast<const char*>(str_end - str_len),
+                                                   str_len}));
+          } catch (const Error&) {
+            fail();  // a bad string: the full read gives the error, where it is
+          }
+        }
         memo_push(v);
         break;
       }

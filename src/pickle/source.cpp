@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "memsight/error.h"
+#include "memsight/reader.h"
 
 namespace memsight {
 namespace {
@@ -23,8 +24,7 @@ namespace {
 // so the magic number can be peeked without losing it.
 class RawSource : public ByteSource {
  public:
-  RawSource(int fd, uint64_t total, std::string name)
-      : fd_(fd), total_(total), name_(std::move(name)) {}
+  RawSource(int fd, uint64_t total) : fd_(fd), total_(total) {}
   explicit RawSource(std::string_view mem) : mem_(mem), total_(mem.size()) {}
   ~RawSource() override {
     if (fd_ > 0) ::close(fd_);
@@ -42,7 +42,7 @@ class RawSource : public ByteSource {
         pos_ += static_cast<uint64_t>(r);
         return static_cast<size_t>(r);
       }
-      if (errno != EINTR) throw Error(name_ + ": read failed: " + std::strerror(errno));
+      if (errno != EINTR) throw Error(std::string("read failed: ") + std::strerror(errno));
     }
   }
   uint64_t consumed() const override { return pos_; }
@@ -53,7 +53,6 @@ class RawSource : public ByteSource {
   std::string_view mem_;
   uint64_t pos_ = 0;
   uint64_t total_ = 0;
-  std::string name_;
 };
 
 // A regular file mapped into memory: the reader parses it in place, and
@@ -265,6 +264,52 @@ class XzSource : public ByteSource {
 
 #endif
 
+// Stops a decompressor whose output runs far past its input: a few bytes
+// of gzip or zstd can claim gigabytes. The limit grows with the compressed
+// bytes read so far, so a stream is judged before it has been read whole.
+// Per thread: a read runs on its caller's thread (helper threads only ever
+// see mapped, uncompressed input), and Python may read in several threads.
+thread_local uint64_t t_max_expanded = 0;
+
+class ExpansionLimit : public ByteSource {
+ public:
+  explicit ExpansionLimit(std::unique_ptr<ByteSource> inner) : inner_(std::move(inner)) {}
+  size_t read(char* dst, size_t n) override {
+    if (n == 0) return 0;
+    if (out_ >= limit()) {
+      // At the limit: one more byte, if there is one, may have fed the
+      // decompressor more input and so raised the limit.
+      if (inner_->read(dst, 1) == 0) return 0;
+      if (++out_ > limit()) fail();
+      return 1;
+    }
+    size_t k = inner_->read(dst, static_cast<size_t>(std::min<uint64_t>(n, limit() - out_)));
+    out_ += k;
+    return k;
+  }
+  uint64_t consumed() const override { return inner_->consumed(); }
+  uint64_t total() const override { return inner_->total(); }
+  std::string_view compression() const override { return inner_->compression(); }
+
+ private:
+  uint64_t limit() const {
+    if (t_max_expanded) return t_max_expanded;
+    return std::min(kDefaultMaxExpanded,
+                    kExpansionAllowance + kExpansionRatio * inner_->consumed());
+  }
+  [[noreturn]] void fail() const {
+    bool custom = t_max_expanded != 0;
+    throw Error(std::string(inner_->compression()) + ": the input expands to more than " +
+                std::to_string(out_ - 1) + " bytes" +
+                (custom ? std::string(", the --max-expanded limit")
+                        : " (over " + std::to_string(kExpansionRatio) +
+                              " times its compressed size plus 64 MiB, or 32 GiB)") +
+                "; --max-expanded SIZE allows more");
+  }
+  std::unique_ptr<ByteSource> inner_;
+  uint64_t out_ = 0;
+};
+
 std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
   char head[6];
   size_t got = 0;
@@ -275,15 +320,16 @@ std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
   }
   auto src = std::make_unique<PeekedSource>(std::move(raw), std::string(head, got));
   auto u = [&](size_t i) { return static_cast<unsigned char>(head[i]); };
-  if (got >= 2 && u(0) == 0x1f && u(1) == 0x8b) return std::make_unique<GzipSource>(std::move(src));
+  if (got >= 2 && u(0) == 0x1f && u(1) == 0x8b)
+    return std::make_unique<ExpansionLimit>(std::make_unique<GzipSource>(std::move(src)));
   if (got >= 4 && u(0) == 0x28 && u(1) == 0xb5 && u(2) == 0x2f && u(3) == 0xfd)
-    return std::make_unique<ZstdSource>(std::move(src));
+    return std::make_unique<ExpansionLimit>(std::make_unique<ZstdSource>(std::move(src)));
   if (got >= 6 && std::memcmp(head,
                               "\xfd"
                               "7zXZ\0",
                               6) == 0) {
 #ifdef MEMSIGHT_HAVE_LZMA
-    return std::make_unique<XzSource>(std::move(src));
+    return std::make_unique<ExpansionLimit>(std::make_unique<XzSource>(std::move(src)));
 #else
     throw Error("xz-compressed input: this memsight was built without liblzma");
 #endif
@@ -293,14 +339,16 @@ std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
 
 }  // namespace
 
+void set_max_expanded(uint64_t bytes) { t_max_expanded = bytes; }
+
 std::unique_ptr<ByteSource> open_source(const std::string& path) {
-  if (path == "-") return wrap(std::make_unique<RawSource>(0, 0, "<stdin>"));
+  if (path == "-") return wrap(std::make_unique<RawSource>(0, 0));
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": " + std::strerror(errno));
+  if (fd < 0) throw Error(std::strerror(errno));  // the caller names the path
   struct stat st {};
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     ::close(fd);
-    throw Error(path + ": is a directory, expected a snapshot file");
+    throw Error("is a directory, expected a snapshot file");
   }
   if (S_ISREG(st.st_mode) && st.st_size > 0) {
     auto mapped = std::make_unique<MappedSource>(fd, static_cast<size_t>(st.st_size));
@@ -312,7 +360,7 @@ std::unique_ptr<ByteSource> open_source(const std::string& path) {
     if (!compressed) return mapped;
     return wrap(std::move(mapped));
   }
-  return wrap(std::make_unique<RawSource>(fd, static_cast<uint64_t>(st.st_size), path));
+  return wrap(std::make_unique<RawSource>(fd, static_cast<uint64_t>(st.st_size)));
 }
 
 // Uncompressed bytes in memory, parsed in place like a mapped file.

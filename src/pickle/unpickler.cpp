@@ -120,24 +120,22 @@ void Unpickler::refill(size_t need, bool hard) {
                   std::to_string(need - static_cast<size_t>(end_ - p_)) + " more bytes");
     return;
   }
-  auto* base = reinterpret_cast<uint8_t*>(buf_.data());
   size_t left = static_cast<size_t>(end_ - p_);
-  buf_offset_ += static_cast<uint64_t>(p_ - base);
-  if (need > buf_.size()) {
-    // One item larger than the buffer (a long string): grow to hold it.
-    std::vector<char> bigger(need + (1 << 20));
-    std::memcpy(bigger.data(), p_, left);
-    buf_.swap(bigger);
-    base = reinterpret_cast<uint8_t*>(buf_.data());
-  } else if (left) {
-    std::memmove(base, p_, left);
-  }
+  buf_offset_ += static_cast<uint64_t>(p_ - base_);
+  if (left) std::memmove(buf_.data(), p_, left);
   size_t have = left;
   while (have < need && !eof_) {
+    if (have == buf_.size()) {
+      // One item longer than the buffer (a long string). Its length is only
+      // a claim: grow by doubling as its bytes actually arrive, so a forged
+      // length costs no more memory than the data behind it.
+      buf_.resize(std::min(need, 2 * buf_.size()));
+    }
     size_t k = src_.read(buf_.data() + have, buf_.size() - have);
     if (k == 0) eof_ = true;
     have += k;
   }
+  auto* base = reinterpret_cast<uint8_t*>(buf_.data());
   p_ = base_ = base;
   end_ = base + have;
   if (have < need && hard)
@@ -352,6 +350,11 @@ Val Unpickler::run() {
       par_step();
     if (p_ >= next_release_) release_consumed();
     op_offset_ = offset();
+    // Each pushed byte would otherwise cost 8 bytes of stack: a stream of
+    // NONE or MARK opcodes must not grow memory without bound.
+    if (stack_.size() + marks_.size() > kMaxStack) [[unlikely]]
+      fail("more than " + std::to_string(kMaxStack) +
+           " values wait on the pickle stack; not a memory snapshot");
     uint8_t op = *p_++;
     switch (op) {
       case PROTO: {

@@ -310,6 +310,9 @@ class Unpickler {
   uint64_t next_progress_ = 0;
   bool eof_ = false;
 
+  // Values and marks the stack may hold at once. Python's pickler pushes
+  // list and dict items in batches of 1000, so a snapshot needs few.
+  static constexpr size_t kMaxStack = size_t{1} << 24;
   std::vector<Val> stack_;
   std::vector<size_t> marks_;
   // Memo slots are 32 bits (tag + 28-bit payload); the rare value that does

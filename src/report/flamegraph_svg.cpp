@@ -550,14 +550,32 @@ std::string render_empty(int width, const FlamegraphOptions& opts) {
   return out;
 }
 
+std::string render_samples(std::vector<Sample> samples, const FlamegraphOptions& opts);
+
 }  // namespace
 
 std::string render_flamegraph_svg(std::string_view folded, const FlamegraphOptions& opts) {
+  return render_samples(parse_folded(folded), opts);
+}
+
+std::string render_flamegraph_svg(const Folded& folded, const FlamegraphOptions& opts) {
+  std::vector<Sample> samples;
+  samples.reserve(folded.lines.size());
+  for (const FoldedLine& l : folded.lines)
+    if (l.count > 0)
+      samples.push_back(
+          {std::string_view(folded.text).substr(l.begin, l.size), static_cast<uint64_t>(l.count)});
+  return render_samples(std::move(samples), opts);
+}
+
+namespace {
+
+std::string render_samples(std::vector<Sample> samples, const FlamegraphOptions& opts) {
   if (opts.width < kMinSvgWidth) {
     throw Error("flamegraph width must be at least " + std::to_string(kMinSvgWidth) + " px, got " +
                 std::to_string(opts.width));
   }
-  const std::vector<Node> nodes = build_tree(parse_folded(folded));
+  const std::vector<Node> nodes = build_tree(std::move(samples));
   const uint64_t total = nodes[0].total;
   if (total == 0) return render_empty(opts.width, opts);
 
@@ -659,5 +677,7 @@ std::string render_flamegraph_svg(std::string_view folded, const FlamegraphOptio
   out += "})();\n]]></script>\n</svg>\n";
   return out;
 }
+
+}  // namespace
 
 }  // namespace memsight

@@ -202,10 +202,41 @@ std::string Builder::type_name(Val v) const {
   }
 }
 
+// A dict's items as Python holds them: a key written twice keeps its first
+// place and its last value (pickle.loads would have overwritten it), so
+// what memsight reads and writes back is what Python would see.
+std::vector<Val> python_dict_items(std::span<const Val> items) {
+  std::vector<Val> out;
+  out.reserve(items.size());
+  for (size_t i = 0; i + 1 < items.size(); i += 2) {
+    size_t j = 0;
+    while (j < out.size() && out[j] != items[i]) j += 2;
+    if (j < out.size()) {
+      out[j + 1] = items[i + 1];
+    } else {
+      out.push_back(items[i]);
+      out.push_back(items[i + 1]);
+    }
+  }
+  return out;
+}
+
+bool has_duplicate_keys(std::span<const Val> items) {
+  for (size_t i = 0; i + 1 < items.size(); i += 2)
+    for (size_t j = i + 2; j + 1 < items.size(); j += 2)
+      if (items[i] == items[j]) return true;
+  return false;
+}
+
 // Field of a trace-entry key with a value of the right type, else Extra.
 // Hot: runs once per trace entry, so the row is built in locals and pushed
 // once, and the key layout is compared with the previous row's as it goes.
 uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
+  std::vector<Val> unique;
+  if (has_duplicate_keys(items)) {
+    unique = python_dict_items(items);
+    items = unique;
+  }
   TraceTable& t = snap_.trace;
   auto row = static_cast<uint32_t>(t.rows());
   Action action = Action::Other;
@@ -417,11 +448,15 @@ void Builder::finish(Unpickler& vm, Val root) {
   if (root.tag() != Val::Dict)
     throw Error("not a memory snapshot: the pickle holds " + type_name(root) +
                 ", expected a dict with 'segments' and 'device_traces'");
-  const auto items = vm.node(root).items;
+  // No node is created from here on, so the reference stays valid.
+  const std::vector<Val>& items = vm.node(root).items;
   bool has_segments = false;
   Val traces{};
   bool has_traces = false;
   std::vector<std::string> keys;
+  // Sized once: a file of many unknown keys costs a fixed amount per key.
+  keys.reserve(items.size() / 2);
+  snap_.top_level.reserve(items.size() / 2);
   for (size_t i = 0; i + 1 < items.size(); i += 2) {
     if (items[i].tag() != Val::Str)
       throw Error("not a memory snapshot: a top-level key is " + type_name(items[i]));
@@ -473,7 +508,7 @@ void Builder::convert_segments(Unpickler& vm, Val list) {
     std::vector<PyValue> extras;
     Val blocks{};
     bool has_blocks = false;
-    const auto items = vm.node(sv).items;
+    const auto items = python_dict_items(vm.node(sv).items);
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
       Val k = items[i], v = vm.resolve(items[i + 1]);
       Field f = Field::Extra;
@@ -554,7 +589,7 @@ void Builder::convert_segments(Unpickler& vm, Val list) {
         b.address = running;
         std::vector<ShapeKey> bshape;
         std::vector<PyValue> bextras;
-        const auto bitems = vm.node(bv).items;
+        const auto bitems = python_dict_items(vm.node(bv).items);
         for (size_t i = 0; i + 1 < bitems.size(); i += 2) {
           Val k = bitems[i], v = vm.resolve(bitems[i + 1]);
           Field f = Field::Extra;
@@ -738,14 +773,16 @@ Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope
 Snapshot read_snapshot_file(const std::string& path, const Progress& progress, ReadScope scope) {
   // Standard input cannot be read twice, so it is always read in full.
   if (path == "-") scope = ReadScope::Everything;
+  // Every message names the input once, here.
+  const std::string name = path == "-" ? "standard input" : path;
   try {
     return read_with_fallback([&] { return open_source(path); }, progress, scope);
   } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
+    throw Error(name + ": " + e.what());
   } catch (const std::bad_alloc&) {
-    throw Error(path + ": out of memory while reading the snapshot");
+    throw Error(name + ": out of memory while reading the snapshot");
   } catch (const std::length_error& e) {
-    throw Error(path + ": " + e.what());
+    throw Error(name + ": " + e.what());
   }
 }
 

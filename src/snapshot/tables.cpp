@@ -1,7 +1,9 @@
 // Interning tables of the snapshot model.
 #include <cstring>
 
+#include "memsight/error.h"
 #include "memsight/snapshot.h"
+#include "util/escape.h"
 
 namespace memsight {
 
@@ -10,6 +12,10 @@ StringTable::StringTable() { intern(""); }
 StrId StringTable::intern(std::string_view s) {
   auto it = index_.find(s);
   if (it != index_.end()) return it->second;
+  // What Python's pickle cannot have written, pickle.loads would refuse: a
+  // str must be UTF-8 (lone surrogates allowed), or it could not be written
+  // back as one. Checked once per distinct string.
+  if (!is_pickle_text(s)) throw Error("corrupted pickle: a str is not valid UTF-8");
   // Copies live in large chunks so the string_views stay valid.
   constexpr size_t kChunk = 1 << 16;
   if (s.size() > chunk_left_) {

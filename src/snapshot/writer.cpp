@@ -528,7 +528,7 @@ void write_file_atomic(const std::string& path, std::string_view content) {
       ::close(fd);
       throw;
     }
-    ::close(fd);
+    if (::close(fd) != 0) throw Error(path + ": cannot write: " + std::strerror(errno));
     return;
   }
   fs::path target(path);

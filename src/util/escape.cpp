@@ -1,11 +1,70 @@
 #include "util/escape.h"
 
+#include <cstdint>
+
 namespace memsight {
 
+size_t utf8_length(std::string_view s, size_t i, uint32_t& surrogate) {
+  surrogate = 0;
+  auto c = static_cast<unsigned char>(s[i]);
+  size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+  if (len == 0 || c > 0xF4 || i + len > s.size()) return 0;
+  uint32_t cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0Fu : c & 0x1Fu;
+  for (size_t k = 1; k < len; ++k) {
+    auto cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3Fu);
+  }
+  if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
+  if (cp >= 0xD800 && cp <= 0xDFFF) surrogate = cp;
+  return len;
+}
+
+bool is_pickle_text(std::string_view s) {
+  uint32_t surrogate = 0;
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = utf8_length(s, i, surrogate);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+void append_u_escape(std::string& out, uint32_t cp) {
+  out += "\\u";
+  for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
+}
+
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      // Well-formed UTF-8 as it is; a lone surrogate as its \u escape (JSON
+      // readers give back the very string Python pickled); any other byte
+      // that is not UTF-8 as U+FFFD, so the output is always valid JSON.
+      uint32_t surrogate = 0;
+      size_t len = utf8_length(s, i, surrogate);
+      if (len && !surrogate) {
+        out.append(s.substr(i, len));
+      } else {
+        append_u_escape(out, len ? surrogate : 0xFFFD);
+        len = len ? len : 1;
+      }
+      i += len;
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -26,13 +85,10 @@ void append_json_string(std::string& out, std::string_view s) {
         out += "\\u003c";
         break;
       default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
+        if (c < 0x20)
+          append_u_escape(out, c);
+        else
           out += static_cast<char>(c);
-        }
     }
   }
   out += '"';

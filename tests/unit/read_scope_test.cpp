@@ -97,7 +97,8 @@ TEST(ReadScope, ParallelWalkOfALargeTrace) {
 TEST(ReadScope, FuzzSeedsAgreeWithFullRead) {
   // Includes inputs the fuzzer found: one shares a segment's blocks list
   // with a trace entry's frames, which a full read once turned into a stack.
-  for (auto& e : fs::directory_iterator(fs::path(MEMSIGHT_TEST_DATA) / ".." / "fuzz" / "seeds"))
+  for (auto& e :
+       fs::directory_iterator(fs::path(MEMSIGHT_TEST_DATA) / ".." / "fuzz" / "corpus" / "snapshot"))
     expect_consistent(slurp(e.path()), e.path().filename().string());
 }
 

@@ -1,0 +1,74 @@
+"""Regression tests for what fuzzing found (tests/fuzz/README.md)."""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+MiB = 1 << 20
+FUZZ = Path(__file__).parents[1] / "fuzz" / "corpus" / "snapshot"
+
+
+def test_absent_size_does_not_leak_from_an_entry_given_up_half_way(run):
+    # fuzz_roundtrip: the fast path read an entry's size, gave the entry up
+    # to the generic path (its frames were a memo read of another list), and
+    # the next entry it took, which has no size, got that size.
+    f = FUZZ / "row-size-leak.pickle"
+    last = pickle.loads(f.read_bytes())["device_traces"][0][-1]
+    assert "size" not in last
+    r = run("trace", f)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines()[-2:] == [
+        f"c = MEM[{last['addr']}:0.0B]", "TOTAL MEM: 2.0B"]
+
+
+def test_str_that_is_not_utf8_is_refused(run, tmp_path):
+    # fuzz_roundtrip: such a str was kept and written back where pickle.loads
+    # refuses it. Python's pickle never writes one (a lone surrogate, which
+    # it writes as three bytes, still reads).
+    good = pickle.dumps({"segments": [], "device_traces": [], "x": "abc"}, protocol=4)
+    bad = good.replace(b"\x8c\x03abc", b"\x8c\x03a\xffc")
+    assert bad != good
+    f = tmp_path / "s.pickle"
+    f.write_bytes(bad)
+    r = run("summary", f)
+    assert r.returncode == 2
+    err = r.stderr.decode()
+    assert err == f"memsight summary: {f}: corrupted pickle: a str is not valid UTF-8\n"
+
+
+def test_duplicate_key_in_an_entry_reads_as_python_reads_it(run, tmp_path):
+    # fuzz_roundtrip: a key written twice in a trace entry. pickle.loads
+    # keeps the last value; memsight kept the first as the entry's frames and
+    # the second as an extra, so a written-back file could read differently.
+    first = {"name": "first_site", "filename": "/x/a.py", "line": 1}
+    last = {"name": "last_site", "filename": "/x/b.py", "line": 2}
+    entry = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "frames": [first],
+             "zzzzzz": [last]}
+    seg = {"device": 0, "address": 0, "total_size": 2 * MiB, "allocated_size": 512,
+           "active_size": 512, "requested_size": 512, "stream": 0, "segment_type": "small",
+           "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+           "blocks": [{"address": 4096, "size": 512, "requested_size": 512,
+                       "state": "active_allocated", "frames": []}]}
+    data = pickle.dumps({"segments": [seg], "device_traces": [[entry]]}, protocol=4)
+    data = data.replace(b"\x8c\x06zzzzzz", b"\x8c\x06frames")
+    assert pickle.loads(data)["device_traces"][0][0]["frames"] == [last]
+    f = tmp_path / "dup.pickle"
+    f.write_bytes(data)
+    # Written back, the entry holds what Python holds: one frames key, the
+    # last value; and writing that again gives the same bytes.
+    once, twice = tmp_path / "once.pickle", tmp_path / "twice.pickle"
+    assert run("convert", f, "-o", once).returncode == 0
+    assert run("convert", once, "-o", twice).returncode == 0
+    written = once.read_bytes()
+    assert b"last_site" in written and b"first_site" not in written
+    assert pickle.loads(written)["device_traces"][0][0]["frames"] == [last]
+    assert twice.read_bytes() == written
+
+
+def test_segments_only_read_reports_the_full_reads_error(run):
+    # fuzz_snapshot: the trace walk met a str that is not UTF-8 and reported
+    # it, where the full read fails earlier with another error.
+    f = FUZZ / "skip-bad-str-then-stop.pickle"
+    stats, trace = run("stats", f), run("trace", f)
+    assert stats.returncode == trace.returncode == 2
+    assert stats.stderr.decode().split(": ", 1)[1] == trace.stderr.decode().split(": ", 1)[1]
