@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "util/escape.h"
+
 namespace memsight {
 
 const PyValue* PyValue::get(std::string_view key) const {
@@ -64,24 +66,6 @@ bool printable(uint32_t cp) {
   if (cp >= 0xe000 && cp <= 0xf8ff) return false;  // private use (Co)
   if (cp >= 0xfff9 && cp <= 0xfffb) return false;
   return true;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
 }
 
 }  // namespace

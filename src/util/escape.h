@@ -8,6 +8,10 @@
 
 namespace memsight {
 
+// Appends code point cp as UTF-8 (surrogates too, as Python's
+// surrogatepass does: the readers decide what they accept).
+void append_utf8(std::string& out, uint32_t cp);
+
 // Appends s as a JSON string literal. '<' is written as \u003c, so the text
 // can sit inside an HTML <script> element ("</script>" never appears). Bytes
 // that are not UTF-8 are escaped: a lone surrogate (as Python's pickle
