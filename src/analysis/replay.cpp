@@ -333,7 +333,8 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
         o.event = ev;
         o.at = cur;
         o.at.reserved = segs.total;
-        for (const auto& [start, rg] : segs.ranges) {
+        for (const auto& entry : segs.ranges) {
+          const Range& rg = entry.second;
           int64_t pos = rg.start;
           auto gap = [&](int64_t until) {
             int64_t g = until - pos;
