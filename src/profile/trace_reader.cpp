@@ -3,6 +3,7 @@
 // "torch.profiler traces"). Everything else is skipped without being built.
 #include "profile/trace_reader.h"
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <thread>
@@ -41,10 +42,15 @@ int64_t thread_id(json::Reader& r, std::string& tmp) {
   return -2 - static_cast<int64_t>(std::hash<std::string>{}(tmp)&0xFFFFFF);
 }
 
+// A number as an integer, or `fallback` for anything else (null, a string,
+// a number out of int64's range).
 int64_t int_or(json::Reader& r, int64_t fallback) {
-  if (r.peek() == json::Kind::Number) return static_cast<int64_t>(r.number());
-  r.skip();
-  return fallback;
+  if (r.peek() != json::Kind::Number) {
+    r.skip();
+    return fallback;
+  }
+  double v = r.number();
+  return std::fabs(v) < 9.2e18 ? static_cast<int64_t>(v) : fallback;
 }
 
 struct Event {

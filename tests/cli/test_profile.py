@@ -176,3 +176,15 @@ def test_bad_traces_one_line_and_exit_2(run, tmp_path, content, needle):
 def test_timeline_needs_an_html_output(run):
     r = run("profile", "--timeline", TIMELINE)
     assert r.returncode == 2 and b"-o NAME.html" in r.stderr
+
+
+def test_numbers_out_of_range_are_not_taken_as_ints(run, tmp_path):
+    """Found by fuzz_profile: an id or size of 1e308 counts as absent, it
+    does not overflow an integer."""
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps({"deviceProperties": [{"id": 1e308, "name": "x"}], "traceEvents": [
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "tid": 1, "ts": 5,
+         "args": {"Total Allocated": 1e308, "Bytes": -1e308, "Addr": 1e300, "Device Type": 1, "Device Id": 0}}]}))
+    r = run("profile", "--json", f)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["steps"][0]["devices"]["cuda:0"]["peak_allocated"] == 0
