@@ -55,7 +55,7 @@ int64_t int_or(json::Reader& r, int64_t fallback) {
 
 struct Event {
   Cat cat = Cat::Other;
-  bool memory = false;
+  bool has_cat = false;
   int64_t tid = 0;
   double ts = 0, dur = 0;
   std::string name;
@@ -107,6 +107,7 @@ void read_event(json::Reader& r, ProfileTrace& t, Event& e, std::string& tmp) {
     switch (k.size() ? k[0] : 0) {
       case 'c':
         if (k == "cat") {
+          e.has_cat = true;
           if (r.peek() == json::Kind::String)
             e.cat = category(r.string_view());
           else
@@ -151,6 +152,10 @@ void read_event(json::Reader& r, ProfileTrace& t, Event& e, std::string& tmp) {
     r.skip();
   }
   ++t.events;
+  // torch.profiler without Kineto (the legacy exporter) writes no "cat":
+  // its steps and ops are plain duration events.
+  if (!e.has_cat && e.dur > 0)
+    e.cat = e.name.starts_with("ProfilerStep#") ? Cat::Annotation : Cat::CpuOp;
   switch (e.cat) {
     case Cat::CpuOp:
       t.ops.push_back({e.tid, e.ts, e.dur, t.names.intern(e.name)});

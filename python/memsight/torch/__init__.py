@@ -54,6 +54,7 @@ from .memprofiler_config import (
 )
 from .memprofiler_mixin import MemProfilerMixin
 from .oom import OOMObserver
+from .profiler import ProfilerAction, TorchProfiler, TraceTime, cyclic_schedule
 from .recording import (
     RecordOptions,
     Recording,
@@ -93,6 +94,10 @@ __all__ = [
     "MemProfilerMixin",
     "MemProfilerSchedule",
     "OOMObserver",
+    "ProfilerAction",
+    "TorchProfiler",
+    "TraceTime",
+    "cyclic_schedule",
     "RecordOptions",
     "Recording",
     "TrainState",

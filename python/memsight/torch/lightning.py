@@ -25,6 +25,7 @@ from .memory_monitor import MemoryMonitor
 from .memory_snapshot import MemorySnapshot
 from .memprofiler_mixin import memprofiler_callback_for
 from .oom import OOMObserver
+from .profiler import TorchProfiler
 from .state import TrainState
 
 log = logging.getLogger("memsight")
@@ -138,8 +139,25 @@ def adapters_for(pl: ModuleType) -> SimpleNamespace:
             except Exception as e:
                 log.warning("memsight: could not log memory metrics to Lightning: %s", e)
 
+    class TorchProfilerCallback(LightningAdapter):
+        """:class:`~memsight.torch.TorchProfiler` as a Lightning callback: the
+        schedule counts Lightning's batches (``batch_in_epoch`` from its
+        ``batch_idx``; the epoch's length from the trainer, so its last batch
+        is saved when recorded)."""
+
+        def __init__(self, *args: Any, run_name: str | None = None, **kwargs: Any) -> None:
+            super().__init__(TorchProfiler(*args, **kwargs), run_name=run_name)
+
+        def on_train_batch_end(
+            self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        ) -> None:
+            n = getattr(trainer, "num_training_batches", None)
+            self.state.dataloader_len = int(n) if isinstance(n, int) else None
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
     return SimpleNamespace(
         LightningAdapter=LightningAdapter,
+        TorchProfilerCallback=TorchProfilerCallback,
         OOMObserverCallback=OOMObserverCallback,
         MemorySnapshotCallback=MemorySnapshotCallback,
         MemoryMonitorCallback=MemoryMonitorCallback,
@@ -153,9 +171,11 @@ LightningAdapter = _adapters.LightningAdapter
 OOMObserverCallback = _adapters.OOMObserverCallback
 MemorySnapshotCallback = _adapters.MemorySnapshotCallback
 MemoryMonitorCallback = _adapters.MemoryMonitorCallback
+TorchProfilerCallback = _adapters.TorchProfilerCallback
 
 __all__ = [
     "LightningAdapter",
+    "TorchProfilerCallback",
     "MemProfilerCallback",
     "MemoryMonitorCallback",
     "MemorySnapshotCallback",

@@ -87,6 +87,9 @@ class TrainState:
     epoch_wct: float = 0.0
     batch_wct: float = 0.0
     device: str | None = None
+    #: Batches in an epoch, when the driver knows (the profiler schedule saves
+    #: the epoch's last batch).
+    dataloader_len: int | None = None
     _last_mark: float | None = field(default=None, repr=False, compare=False)
 
     def template_vars(self) -> dict[str, Any]:
