@@ -160,3 +160,53 @@ def test_overwrite_false_refuses_a_folder_with_traces():
     with pytest.raises(FileExistsError):
         train(TorchProfiler(remote_file_name=None), 1)
     train(TorchProfiler(remote_file_name=None, overwrite=True), 1)
+
+
+def test_memory_page_from_the_timeline(tmp_path, monkeypatch, data_dir, core):
+    """The memory_filename page is memsight's timeline page of what
+    export_memory_timeline wrote (faked here where torch is too old to have it)."""
+    torch = pytest.importorskip("torch")
+    fixture = (data_dir / "profiler" / "memory_timeline.json.gz").read_bytes()
+
+    def export_memory_timeline(self, path, device=None):
+        with open(path, "wb") as f:
+            f.write(fixture)
+
+    monkeypatch.setattr(torch.profiler.profile, "export_memory_timeline", export_memory_timeline, raising=False)
+    prof = TorchProfiler(schedule=cyclic_schedule(warmup=0, active=2), remote_file_name=None,
+                         memory_filename="rank{rank}.{batch}.memory.html", record_shapes=True, with_stack=True)
+    train(prof, 3)
+    ((when, files),) = prof.saved_traces.items()
+    assert [os.path.basename(f) for f in files] == ["rank0.2.pt.trace.json", "rank0.2.memory.html"]
+    page = open(files[1], encoding="utf-8").read()
+    assert '"kind":"timeline"' in page and "https://" not in page
+
+
+def test_uploads_to_s3(tmp_path):
+    pytest.importorskip("torch")
+    import boto3
+
+    from s3rver_server import s3rver
+
+    try:
+        server = s3rver()
+        url = server.__enter__()
+    except FileNotFoundError as e:
+        if os.environ.get("MEMSIGHT_REQUIRE_S3") == "1":
+            pytest.fail(f"node/npm is required (MEMSIGHT_REQUIRE_S3=1): {e}")
+        pytest.skip(str(e))
+    try:
+        os.environ.update({"S3_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",
+                           "AWS_DEFAULT_REGION": "us-east-1"})
+        prof = TorchProfiler(schedule=cyclic_schedule(warmup=0, active=1, repeat=2),
+                             remote_file_name="s3://memsight-test/{run_name}/rank{rank}.{batch}.pt.trace.json",
+                             num_traces_to_keep=0)
+        train(prof, 3)
+        s3 = boto3.session.Session().client("s3", endpoint_url=url, region_name="us-east-1")
+        keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="memsight-test", Prefix="run1/")["Contents"])
+        assert keys == ["run1/rank0.1.pt.trace.json", "run1/rank0.2.pt.trace.json"]
+        assert os.listdir(os.path.join("run1", "torch_traces")) == []  # uploaded, then removed locally
+    finally:
+        for k in ("S3_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+            os.environ.pop(k, None)
+        server.__exit__(None, None, None)
