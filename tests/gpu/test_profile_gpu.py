@@ -72,3 +72,82 @@ def test_timeline_page_from_this_run(tmp_path):
     if keep:
         os.makedirs(keep, exist_ok=True)
         shutil.copy(page, os.path.join(keep, "gpu_timeline.html"))
+
+
+def test_torch_profiler_in_a_cuda_loop(tmp_path):
+    """TorchProfiler on a real CUDA loop: traces named per rank and batch,
+    gzip, saved_traces, retention, the memory page, and memsight profile's
+    per-step peaks equal to max_memory_allocated measured in the same run."""
+    import torch
+
+    from memsight.torch import Callbacks, TorchProfiler, cyclic_schedule
+
+    os.chdir(tmp_path)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    prof = TorchProfiler(schedule=cyclic_schedule(wait=1, warmup=1, active=2, repeat=2), use_gzip=True,
+                         remote_file_name=None, memory_filename="rank{rank}.{batch}.memory.html",
+                         record_shapes=True, with_stack=True, num_traces_to_keep=1)
+    peaks = {}
+    with Callbacks(prof, run_name="loop") as cbs:
+        for i in range(8):
+            cbs.batch_start()
+            torch.cuda.reset_peak_memory_stats()
+            model(torch.randn(256 * (1 + i % 2), 1024, device="cuda")).square().mean().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            peaks[i] = torch.cuda.max_memory_allocated()
+            cbs.batch_end()
+    saves = list(prof.saved_traces.items())
+    assert [t.batch for t, _ in saves] == [4, 8]
+    first, last = saves[0][1], saves[1][1]
+    assert [os.path.basename(f) for f in last] == ["rank0.8.pt.trace.json.gz", "rank0.8.memory.html"]
+    assert not any(os.path.exists(f) for f in first) and all(os.path.exists(f) for f in last)  # kept 1
+    j = json.loads(memsight("profile", "--json", last[0]))
+    got = {s["step"]: s["devices"]["cuda:0"]["peak_allocated"] for s in j["steps"]}
+    assert got == {6: peaks[6], 7: peaks[7]}, (got, peaks)
+    assert "cuda_time_total" in prof.op_tables
+    keep = os.environ.get("MEMSIGHT_KEEP_PAGES")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(last[1], os.path.join(keep, "torch_profiler_memory.html"))
+    print("TorchProfiler per-step peaks (memsight = torch):", got)
+
+
+def test_torch_profiler_in_a_lightning_fit(tmp_path):
+    import torch
+
+    try:
+        import lightning.pytorch as L
+    except ImportError:
+        L = pytest.importorskip("pytorch_lightning")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from memsight.torch.lightning import TorchProfilerCallback
+
+    class Module(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+
+        def training_step(self, batch, idx):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+    data = DataLoader(TensorDataset(torch.randn(192, 128), torch.randint(0, 10, (192,))), batch_size=32)
+    cb = TorchProfilerCallback(folder=str(tmp_path / "traces"), remote_file_name=None, run_name="fit",
+                               schedule=None)
+    trainer = L.Trainer(accelerator="gpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=[cb],
+                        default_root_dir=str(tmp_path))
+    trainer.fit(Module(), data)
+    names = sorted(os.listdir(tmp_path / "traces"))
+    # the default cycle: warm-up at batch 0, batches 1-4 recorded, saved after batch 4 (5 completed)
+    assert names == ["rank0.5.pt.trace.json"], names
+    assert [t.batch for t in cb.callback.saved_traces] == [5]
+    j = json.loads(memsight("profile", "--json", tmp_path / "traces" / names[0]))
+    assert len(j["steps"]) == 4 and all("cuda:0" in s["devices"] for s in j["steps"])
