@@ -12,7 +12,7 @@ namespace memsight::json {
 namespace {
 
 constexpr size_t kChunk = 1 << 20;
-constexpr uint64_t kReleaseEvery = 16 << 20;
+constexpr uint64_t kReleaseEvery = 1 << 20;  // small: up to 32 threads each hold this much
 constexpr int kMaxDepth = 64;
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }

@@ -307,6 +307,7 @@ void read_events(json::Reader& r, ByteSource& src, ProfileTrace& t) {
     pool[k - 1].join();
     if (at == cuts[k] && parts[k].ok) {
       append(t, std::move(parts[k].trace));
+      parts[k].trace = ProfileTrace{};  // its columns are copied: give the memory back now
       ++profile_stats::parts_taken;
       at = parts[k].end;
       if (at == std::string_view::npos)

@@ -30,7 +30,7 @@ def test_per_step_peaks_are_torchs(tmp_path):
                                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace))) as prof:
         for i in range(6):
             torch.cuda.reset_peak_memory_stats()
-            batch = 256 * (1 + i % 3)  # steps of different sizes: different peaks
+            batch = 2048 * (1 + i % 3)  # steps of different sizes: activations set different peaks
             model(torch.randn(batch, 1024, device="cuda")).square().mean().backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
