@@ -116,35 +116,14 @@ def test_torch_profiler_in_a_cuda_loop(tmp_path):
 
 
 def test_torch_profiler_in_a_lightning_fit(tmp_path):
-    import torch
-
-    try:
-        import lightning.pytorch as L
-    except ImportError:
-        L = pytest.importorskip("pytorch_lightning")
-    from torch.utils.data import DataLoader, TensorDataset
+    from test_lightning_gpu import _lightning, _setup, _trainer
 
     from memsight.torch.lightning import TorchProfilerCallback
 
-    class Module(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
-
-        def training_step(self, batch, idx):
-            x, y = batch
-            return torch.nn.functional.cross_entropy(self.net(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.AdamW(self.parameters(), lr=1e-3)
-
-    data = DataLoader(TensorDataset(torch.randn(192, 128), torch.randint(0, 10, (192,))), batch_size=32)
-    cb = TorchProfilerCallback(folder=str(tmp_path / "traces"), remote_file_name=None, run_name="fit",
-                               schedule=None)
-    trainer = L.Trainer(accelerator="gpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, callbacks=[cb],
-                        default_root_dir=str(tmp_path))
-    trainer.fit(Module(), data)
+    L = _lightning()
+    module, data = _setup(L)
+    cb = TorchProfilerCallback(folder=str(tmp_path / "traces"), remote_file_name=None, run_name="fit")
+    _trainer(L, tmp_path, [cb], steps=5).fit(module, data)
     names = sorted(os.listdir(tmp_path / "traces"))
     # the default cycle: warm-up at batch 0, batches 1-4 recorded, saved after batch 4 (5 completed)
     assert names == ["rank0.5.pt.trace.json"], names
