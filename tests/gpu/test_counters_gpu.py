@@ -34,7 +34,11 @@ def recorded(tmp_path_factory):
     out = tmp_path_factory.mktemp("counters")
     env = dict(os.environ)
     env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    runs = [([sys.executable, str(RECORDER), str(out)], {}),
+    # Workloads whose recording must not see frees of earlier ones' memory
+    # (torch.compile's graph trees) get a process of their own.
+    runs = [([sys.executable, str(RECORDER), str(out), "default_stacks", "python_stacks", "record_stream",
+              "frag_oom", "capped_oom"], {}),
+            ([sys.executable, str(RECORDER), str(out), "graph_tree"], {}),
             ([sys.executable, str(RECORDER), str(out), "env_expandable"],
              {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
             ([sys.executable, str(RECORDER), str(out), "env_rounding"],
