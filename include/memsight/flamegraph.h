@@ -8,7 +8,6 @@
 #include <unordered_map>
 
 #include "memsight/frames.h"
-
 #include "memsight/text_tools.h"
 
 namespace memsight {

@@ -34,7 +34,6 @@ class Segments {
   Range* last_ = nullptr;
 
  public:
-
   Range* find(int64_t addr) {
     // Consecutive events mostly touch the same segment: try the last one first.
     if (last_ && addr >= last_->start && addr < last_->end()) return last_;

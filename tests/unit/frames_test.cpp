@@ -21,7 +21,8 @@ TEST(Frames, Kinds) {
   EXPECT_EQ(classify_frame("_find_and_load", "<frozen importlib._bootstrap>"), FrameKind::Library);
   EXPECT_EQ(classify_frame("forward", "<eval_with_key>.3"), FrameKind::Library);
   EXPECT_EQ(classify_frame("call", "/tmp/torchinductor_root/bk/cbkittah.py"), FrameKind::Library);
-  EXPECT_EQ(classify_frame("linear", "torch/nn/functional.py"), FrameKind::Library);  // profiler paths
+  EXPECT_EQ(classify_frame("linear", "torch/nn/functional.py"),
+            FrameKind::Library);  // profiler paths
   EXPECT_EQ(classify_frame("torch::unwind::unwind()", "??"), FrameKind::Internal);
   EXPECT_EQ(
       classify_frame("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc("
