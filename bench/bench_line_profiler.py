@@ -4,14 +4,17 @@ Three ways, in the same run, alternating so all see the same machine load:
 
 * plain: the step unprofiled;
 * memsight: ``memsight.torch.LineProfiler`` on the step and the model's
-  forward methods (its native hook);
+  forward methods (its native hook reading c10's counters natively);
+* memsight-dict: the same hook reading ``torch._C._cuda_memoryStats()`` (a
+  dict per line), as before the native reader (``MEMSIGHT_NATIVE_COUNTERS=0``);
 * baseline: a pure-Python ``sys.settrace`` profiler that, like
   pytorch_memlab's, traces every frame and calls ``torch.cuda.memory_stats()``
   (then resets the peak and accumulated counters) on every line and return of
   the same profiled functions.
 
 It prints the median step times, memsight's step time over plain (target
-<= 1.5x) and the baseline's overhead over memsight's (target >= 5x).
+<= 1.5x) and the baseline's overhead over memsight's (target >= 5x). Then,
+on a function of many cheap lines, the cost of one sample each way.
 
     python3 bench/bench_line_profiler.py [--steps 30] [--rounds 5] [--json OUT.json]
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -132,6 +136,47 @@ class _Nothing:
         return None
 
 
+class _DictCounters:
+    """LineProfiler with the native reader switched off (the dict per line)."""
+
+    def __init__(self, *functions) -> None:
+        self.prof = LineProfiler(*functions)
+
+    def __enter__(self):
+        old = os.environ.get("MEMSIGHT_NATIVE_COUNTERS")
+        os.environ["MEMSIGHT_NATIVE_COUNTERS"] = "0"
+        try:
+            self.prof.__enter__()
+        finally:
+            if old is None:
+                del os.environ["MEMSIGHT_NATIVE_COUNTERS"]
+            else:
+                os.environ["MEMSIGHT_NATIVE_COUNTERS"] = old
+        assert not self.prof.hook.native
+        return self
+
+    def __exit__(self, *exc):
+        self.prof.__exit__(*exc)
+
+
+def many_lines(n: int) -> int:
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+
+
+def per_sample_ns(ctx_factory, n: int, rounds: int) -> float:
+    """Median nanoseconds per line of many_lines(n) under the context."""
+    times = []
+    for _ in range(rounds):
+        with ctx_factory():
+            t0 = time.perf_counter_ns()
+            many_lines(n)
+            times.append((time.perf_counter_ns() - t0) / (2 * n))
+    return statistics.median(times)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=30)
@@ -156,7 +201,8 @@ def main() -> None:
         memsight_prof = LineProfiler(*profiled)
         return memsight_prof
 
-    ways = {"plain": _Nothing, "memsight": with_memsight, "baseline": lambda: SettraceBaseline(*profiled)}
+    ways = {"plain": _Nothing, "memsight": with_memsight, "memsight-dict": lambda: _DictCounters(*profiled),
+            "baseline": lambda: SettraceBaseline(*profiled)}
     results: dict[str, list[float]] = {k: [] for k in ways}
     for _ in range(args.rounds):
         for name, factory in ways.items():
@@ -172,7 +218,17 @@ def main() -> None:
         "memsight_over_plain": round(med["memsight"] / med["plain"], 3),
         "baseline_over_plain": round(med["baseline"] / med["plain"], 3),
         "overhead_ratio_baseline_to_memsight": round(over_base / over_ms, 1) if over_ms > 0 else None,
+        "counter_source": memsight_prof.counter_source if memsight_prof else None,
     }
+    n = 20000
+    micro = {"plain": per_sample_ns(_Nothing, n, args.rounds),
+             "memsight": per_sample_ns(lambda: LineProfiler(many_lines), n, args.rounds),
+             "memsight-dict": per_sample_ns(lambda: _DictCounters(many_lines), n, args.rounds),
+             "baseline": per_sample_ns(lambda: SettraceBaseline(many_lines), n, args.rounds)}
+    out["ns_per_line"] = {k: round(v, 1) for k, v in micro.items()}
+    cost = {k: v - micro["plain"] for k, v in micro.items() if k != "plain"}
+    out["sample_cost_ns"] = {k: round(v, 1) for k, v in cost.items()}
+    out["dict_over_native_sample_cost"] = round(cost["memsight-dict"] / cost["memsight"], 1)
     print(f"Python {out['python']}, torch {out['torch']}, {out['gpu']}, memsight backend {out['backend']}")
     print(f"samples per step: {out['samples_per_step']}")
     for k, v in out["step_ms"].items():
@@ -180,6 +236,10 @@ def main() -> None:
     print(f"memsight / plain: {out['memsight_over_plain']}x (target <= 1.5x)")
     print(f"baseline / plain: {out['baseline_over_plain']}x")
     print(f"overhead, baseline over memsight: {out['overhead_ratio_baseline_to_memsight']}x (target >= 5x)")
+    print(f"counters read from: {out['counter_source']}")
+    print(f"one profiled line of many_lines(): {out['ns_per_line']} ns")
+    print(f"  cost of a sample: {out['sample_cost_ns']} ns; the dict's over the native reader's: "
+          f"{out['dict_over_native_sample_cost']}x")
     if memsight_prof is not None and memsight_prof.hook.error:
         print(f"memsight hook error: {memsight_prof.hook.error}")
     if args.json:

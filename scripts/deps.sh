@@ -11,6 +11,8 @@ PKGS=(
   clang libclang-rt-14-dev                         # libFuzzer + sanitizers
   python3 python3-dev python3-pytest python3-pybind11 pybind11-dev python3-yaml
   python3-boto3 python3-fsspec                     # uploads (s3://, other schemes)
+  python3-torch python3-ipython                    # CPU tests of the torch tools and the magics
+  python3-pandas                                   # reference for the line profiler's tables
   nodejs chromium                                  # viewer tests
   xz-utils zstd
 )

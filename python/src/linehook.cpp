@@ -4,10 +4,12 @@
 // objects it is given. It is driven either by a C trace function (any Python
 // version; installed with start_trace) or by sys.monitoring callbacks (the
 // on_* methods; Python 3.12+, wired up in line_profiler.py). At each line or
-// return of a profiled function it calls the sampler once (for CUDA,
-// torch._C._cuda_memoryStats), reads the counters straight out of the
-// returned dicts into an int64 array, attributes them to the line that just
-// ran, then calls the resetters (peak and accumulated counters).
+// return of a profiled function it reads the counters into an int64 array,
+// attributes them to the line that just ran, then resets the peak and
+// accumulated counters. The counters come from a native reader
+// (counters_abi.h: for CUDA, c10's DeviceStats; no Python object is made), or
+// else from a Python sampler returning a dict (torch._C._cuda_memoryStats)
+// and Python resetters.
 //
 // Folding follows the counters' meaning: "*.peak" keeps the maximum,
 // "*.allocated" and "*.freed" are summed, anything else keeps its latest
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "counters_abi.h"
 #include "linehook_state.h"
 
 namespace memsight::linehook {
@@ -33,11 +36,27 @@ struct Hook {
   PyObject* sampler;
   PyObject* resetters;  // tuple of callables
   PyObject* device;
+  const memsight_counters* native;  // when set, used instead of sampler and resetters
+  int native_device;                // device as an int, for the native reader
 };
+
+// A native reader's failure, as a recorded error or a pending exception (see fail()).
+int native_failed(Hook* self, const char* msg, const char* what) {
+  PyErr_SetString(PyExc_RuntimeError, msg);
+  return fail(*self->st, what) ? 0 : -1;
+}
 
 // 1: sampled; 0: failed, recorded; -1: an exception must propagate.
 int take_sample(Hook* self) {
   State& st = *self->st;
+  if (self->native != nullptr) {
+    st.sample.resize(static_cast<std::size_t>(self->native->count));
+    char err[256] = "";
+    if (self->native->read(self->native_device, st.sample.data(), err, sizeof err) != 0)
+      return native_failed(self, err, "reading the memory counters failed");
+    st.samples++;
+    return 1;
+  }
   PyObject* res = PyObject_CallOneArg(self->sampler, self->device);
   if (res == nullptr) return fail(st, "the memory sampler raised") ? 0 : -1;
   if (!PyDict_Check(res)) {
@@ -63,6 +82,12 @@ int take_sample(Hook* self) {
 
 // 0 on success or a recorded failure; -1 when an exception must propagate.
 int run_resetters(Hook* self) {
+  if (self->native != nullptr) {
+    char err[256] = "";
+    if (self->native->reset(self->native_device, err, sizeof err) != 0)
+      return native_failed(self, err, "resetting the memory counters failed");
+    return 0;
+  }
   const Py_ssize_t n = PyTuple_GET_SIZE(self->resetters);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* r = PyObject_CallOneArg(PyTuple_GET_ITEM(self->resetters, i), self->device);
@@ -124,6 +149,8 @@ int trace(PyObject* obj, PyFrameObject* frame, int what, PyObject* arg) {
 
 // ---- Python methods ---------------------------------------------------------------------------
 
+int set_device(PyObject* obj, PyObject* value, void*);
+
 PyObject* hook_new(PyTypeObject* type, PyObject*, PyObject*) {
   auto* self = reinterpret_cast<Hook*>(type->tp_alloc(type, 0));
   if (self == nullptr) return nullptr;
@@ -136,6 +163,8 @@ PyObject* hook_new(PyTypeObject* type, PyObject*, PyObject*) {
   self->device = PyLong_FromLong(0);
   Py_INCREF(Py_None);
   self->sampler = Py_None;
+  self->native = nullptr;
+  self->native_device = 0;
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -164,10 +193,7 @@ int hook_init(PyObject* obj, PyObject* args, PyObject* kwargs) {
   Py_INCREF(sampler);
   Py_SETREF(self->sampler, sampler);
   Py_SETREF(self->resetters, tup);
-  if (device != nullptr) {
-    Py_INCREF(device);
-    Py_SETREF(self->device, device);
-  }
+  if (device != nullptr && set_device(obj, device, nullptr) < 0) return -1;
   return 0;
 }
 
@@ -378,13 +404,66 @@ PyObject* get_device(PyObject* obj, void*) {
 }
 
 int set_device(PyObject* obj, PyObject* value, void*) {
+  auto* self = reinterpret_cast<Hook*>(obj);
   if (value == nullptr) {
     PyErr_SetString(PyExc_AttributeError, "device cannot be deleted");
     return -1;
   }
+  // The native reader takes an int; a Python sampler may take anything.
+  int index = 0;
+  if (PyLong_Check(value)) {
+    const long v = PyLong_AsLong(value);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0 || v > INT32_MAX) {
+      PyErr_SetString(PyExc_ValueError, "device must be a non-negative index");
+      return -1;
+    }
+    index = static_cast<int>(v);
+  } else if (self->native != nullptr) {
+    PyErr_SetString(PyExc_TypeError, "with native counters the device must be an int");
+    return -1;
+  }
+  self->native_device = index;
   Py_INCREF(value);
-  Py_SETREF(reinterpret_cast<Hook*>(obj)->device, value);
+  Py_SETREF(self->device, value);
   return 0;
+}
+
+// use_counters(address): read the counters through the native table at this address (see
+// counters_abi.h), or through the Python sampler again with 0. Only before the first sample.
+PyObject* hook_use_counters(PyObject* obj, PyObject* arg) {
+  auto* self = reinterpret_cast<Hook*>(obj);
+  State& st = *self->st;
+  void* p = PyLong_AsVoidPtr(arg);
+  if (p == nullptr && PyErr_Occurred()) return nullptr;
+  if (st.samples != 0) {
+    PyErr_SetString(PyExc_RuntimeError, "use_counters must be called before the first sample");
+    return nullptr;
+  }
+  st.keys.clear();
+  st.folds.clear();
+  self->native = nullptr;
+  if (p == nullptr) Py_RETURN_NONE;
+  const auto* t = static_cast<const memsight_counters*>(p);
+  if (t->abi != MEMSIGHT_COUNTERS_ABI || t->count <= 0 || t->names == nullptr ||
+      t->read == nullptr || t->reset == nullptr) {
+    PyErr_Format(PyExc_ValueError, "not a memsight counter table of ABI %d", MEMSIGHT_COUNTERS_ABI);
+    return nullptr;
+  }
+  if (!PyLong_Check(self->device)) {
+    PyErr_SetString(PyExc_TypeError, "with native counters the device must be an int");
+    return nullptr;
+  }
+  for (int i = 0; i < t->count; ++i) {
+    st.keys.emplace_back(t->names[i] != nullptr ? t->names[i] : "");
+    st.folds.push_back(fold_for(st.keys.back()));
+  }
+  self->native = t;
+  Py_RETURN_NONE;
+}
+
+PyObject* get_native(PyObject* obj, void*) {
+  return PyBool_FromLong(reinterpret_cast<Hook*>(obj)->native != nullptr);
 }
 
 PyObject* get_error(PyObject* obj, void*) {
@@ -423,6 +502,8 @@ PyMethodDef hook_methods[] = {
     {"on_leave", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_on_leave)),
      METH_FASTCALL, "A profiled function returns, yields or unwinds: (code, offset, value)."},
     {"keys", hook_keys, METH_NOARGS, "The names of the sampled counters."},
+    {"use_counters", hook_use_counters, METH_O,
+     "Read the counters through a native table (its address; 0: the sampler again)."},
     {"records", hook_records, METH_NOARGS, "[(code, line, hits, values)], max over calls."},
     {"clear", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_clear)),
      METH_VARARGS | METH_KEYWORDS, "Forget the records (and the code objects if codes=True)."},
@@ -436,6 +517,7 @@ PyGetSetDef hook_getset[] = {
     {"events", get_events, nullptr, "How many events reached the hook while enabled.", nullptr},
     {"depth", get_depth, nullptr, "How many profiled frames are running.", nullptr},
     {"tracing", get_tracing, nullptr, "Whether the C trace function is installed.", nullptr},
+    {"native", get_native, nullptr, "Whether a native counter table is in use.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyType_Slot hook_slots[] = {

@@ -62,6 +62,49 @@ def test_backend_per_line_peaks_and_nesting(backend, monkeypatch):
     print(f"\nline profiler backend {backend} on Python {sys.version.split()[0]}: ok")
 
 
+def test_native_counters_are_torchs_numbers(tmp_path, monkeypatch):
+    import torch
+
+    from memsight.torch import LineProfiler
+    from memsight.torch import _native_counters as nc
+
+    monkeypatch.setenv("MEMSIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    keep = torch.empty(3 * MIB, device="cuda")  # nonzero counters to compare
+    with LineProfiler(two_steps) as prof:
+        assert prof.counter_source == "c10 DeviceStats (native)", prof.counter_source
+        two_steps()
+    assert prof.hook.native and prof.hook.error is None
+    # Every counter of torch's dict, by name and value; no other names.
+    ours = nc.read(prof._native, 0)
+    theirs = torch.cuda.memory_stats(0)
+    assert set(ours) == set(theirs)
+    assert {k: ours[k] for k in theirs} == dict(theirs)
+    assert prof.keys() == list(prof._native.names)
+    print(f"\nnative counter reader: {prof._native.path.name}, {len(ours)} counters equal to torch's")
+    # Built once: a second profiler loads the cached library.
+    assert len(list((tmp_path / "cache").glob("counters-*.so"))) == 1
+    del keep
+
+
+def test_native_and_dict_counters_give_the_same_tables(tmp_path, monkeypatch):
+    from memsight.torch import LineProfiler
+
+    monkeypatch.setenv("MEMSIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    columns = ["active_bytes.all.peak", "allocated_bytes.all.allocated", "allocation.all.allocated",
+               "requested_bytes.all.peak", "active_bytes.all.freed"]
+    tables = {}
+    for native in ("1", "0"):
+        monkeypatch.setenv("MEMSIGHT_NATIVE_COUNTERS", native)
+        with LineProfiler(two_steps, parent, child) as prof:
+            two_steps()
+            parent()
+        assert prof.hook.native == (native == "1")
+        tables[native] = {f.__name__: [(line, vals) for line, _, vals in prof.tables(f, columns)[0].rows]
+                          for f in (two_steps, parent, child)}
+    assert tables["1"] == tables["0"]
+    assert tables["1"]["two_steps"][4][1]["allocated_bytes.all.allocated"] == 8 * MIB
+
+
 def reference_peaks(func):
     """pytorch_memlab's way, in pure Python: settrace, memory_stats() at every line, reset."""
     import torch

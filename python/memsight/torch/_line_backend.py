@@ -14,12 +14,17 @@ Two ways, the same bookkeeping:
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
 from .._errors import MemsightError
+from . import _native_counters as native_counters
+
+log = logging.getLogger("memsight.torch")
 
 # Tool ids tried in turn: the two unassigned ones first, then the profiler's and the optimizer's.
 _TOOL_IDS = (3, 4, 2, 5)
@@ -106,8 +111,23 @@ class Attachment:
         self.tool = None
 
 
-def cuda_sampler() -> tuple[Any, tuple[Any, ...]] | None:
-    """torch's own counter functions (they take a device index), or None without CUDA."""
+@dataclass
+class CudaCounters:
+    """Where the CUDA allocator's counters come from: torch's functions (they take a device
+    index), and the native reader when it could be built (then used instead of them)."""
+
+    sampler: Any
+    resetters: tuple[Any, ...]
+    native: Any = None  # a _native_counters.NativeCounters
+    why_not_native: str = ""
+
+    @property
+    def source(self) -> str:
+        return "c10 DeviceStats (native)" if self.native is not None else "torch._C._cuda_memoryStats"
+
+
+def cuda_counters(device: int) -> CudaCounters | None:
+    """The counters of CUDA ``device``, or None without CUDA."""
     try:
         import torch
     except ImportError:
@@ -116,7 +136,17 @@ def cuda_sampler() -> tuple[Any, tuple[Any, ...]] | None:
         return None
     torch.cuda.init()  # the counters of every device exist once CUDA is initialised
     c = torch._C
-    return c._cuda_memoryStats, (c._cuda_resetPeakMemoryStats, c._cuda_resetAccumulatedMemoryStats)
+    found = CudaCounters(c._cuda_memoryStats, (c._cuda_resetPeakMemoryStats, c._cuda_resetAccumulatedMemoryStats))
+    if not native_counters.wanted():
+        found.why_not_native = "MEMSIGHT_NATIVE_COUNTERS is off"
+        return found
+    try:
+        found.native = native_counters.load_torch_counters(torch, device)
+    except Exception as e:  # noqa: BLE001 - the dict path still works
+        found.why_not_native = str(e)
+        log.warning("memsight LineProfiler reads torch.cuda.memory_stats() at every line "
+                    "(slower): the native counter reader is unavailable: %s", e)
+    return found
 
 
 def device_index(target: Any) -> int:

@@ -75,6 +75,8 @@ class LineProfiler:
         self._resetters = tuple(resetters)
         self.target_gpu = backend.device_index(target_gpu)
         self._hook: Any = None
+        self._native: Any = None
+        self._counter_source = "custom sampler" if self._custom else "not started"
         self._attachment: backend.Attachment | None = None
         self._functions: dict[CodeType, Callable[..., Any]] = {}
         self.enabled = False
@@ -90,15 +92,27 @@ class LineProfiler:
     @property
     def hook(self) -> Any:
         if self._hook is None:
+            native = None
             if not self._custom:
-                found = backend.cuda_sampler()
+                found = backend.cuda_counters(self.target_gpu)
                 if found is None:
                     raise RuntimeError("CUDA is not available")
-                self._sampler, self._resetters = found
-            self._hook = self._mod.Hook(self._sampler, self._resetters, self.target_gpu)
+                self._sampler, self._resetters, native = found.sampler, found.resetters, found.native
+                self._counter_source = found.source
+            hook = self._mod.Hook(self._sampler, self._resetters, self.target_gpu)
+            if native is not None:
+                hook.use_counters(native.address)
+                self._native = native  # keeps the library loaded
             for code in self._functions:
-                self._hook.add_code(code)
+                hook.add_code(code)
+            self._hook = hook
         return self._hook
+
+    @property
+    def counter_source(self) -> str:
+        """Where the counters are read: 'c10 DeviceStats (native)', 'torch._C._cuda_memoryStats'
+        (no compiler or torch headers: see the log), or 'custom sampler'."""
+        return self._counter_source
 
     def add_function(self, func: Callable[..., Any]) -> None:
         """Profile this function's lines too (a function, a method or a bound method)."""
