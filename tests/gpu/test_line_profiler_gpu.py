@@ -59,7 +59,7 @@ def test_backend_per_line_peaks_and_nesting(backend, monkeypatch):
     # the nested call's 16 MiB peak is folded into the caller's line
     assert peaks(prof, parent)[1] >= 16 * MIB and peaks(prof, child)[3] >= 16 * MIB
     text = str(prof.display(two_steps))
-    assert text.startswith("## two_steps\n\nactive_bytes reserved_bytes line  code")
+    assert text.startswith("## two_steps\n\nactive_bytes reserved_bytes line code")
     print(f"\nline profiler backend {backend} on Python {sys.version.split()[0]}: ok")
 
 

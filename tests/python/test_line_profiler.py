@@ -117,12 +117,12 @@ def test_text_is_pytorch_memlabs_layout():
     expected = textwrap.dedent(f"""\
         ## inner
 
-        active_bytes reserved_bytes line  code
+        active_bytes reserved_bytes line code
                  all            all
                 peak           peak
-               1.00M          2.00M   {first}  def inner():
-               1.04M          2.00M   {first + 1}      mem.alloc(40 << 10)
-               1.04M          2.00M   {first + 2}      mem.alloc(-(40 << 10))
+               1.00M          2.00M   {first} def inner():
+               1.04M          2.00M   {first + 1}     mem.alloc(40 << 10)
+               1.04M          2.00M   {first + 2}     mem.alloc(-(40 << 10))
         """)
     got = out.getvalue()
     assert "\n".join(ln.rstrip() for ln in got.split("\n")) == expected

@@ -1,10 +1,21 @@
 """Text and HTML tables of the line profiler's records.
 
-The text is laid out as pytorch_memlab prints it: one ``## qualname`` block
-per function, the column names split on ``.`` over three header rows, then
-``line`` and the source (left-aligned), every cell right-aligned in a column
-one character wider than its widest value. Byte columns use binary units with
-two decimals (``40.00K``); lines that never ran have blank cells.
+The text is what pytorch_memlab prints: its table is pandas'
+``DataFrame.to_string(index=False)`` (pandas 1.x and 2.x alike), so this
+module lays it out by pandas' rules, which tests/python/test_line_format.py
+checks against pandas itself:
+
+* one ``## qualname`` block per function; the column names split on ``.``
+  over three header rows, a label repeated from the column before (with the
+  same labels above it) left blank, except on the last row;
+* every column as wide as its widest label or cell, everything
+  right-aligned, columns joined by one space;
+* byte columns (first part containing ``byte``) in binary units with two
+  decimals (``40.00K``), blank where the line never ran;
+* count columns as integers, unless a line never ran: then pandas holds the
+  column as floats, shown as ``3.0`` and ``NaN``;
+* ``line``, then the source, left-aligned and padded to the longest source
+  line plus one (its newline), trailing spaces included.
 """
 
 from __future__ import annotations
@@ -35,25 +46,58 @@ def readable_size(num_bytes: float) -> str:
 
 @dataclass
 class FunctionTable:
-    """One function's rows: (line, source, {column: value or None})."""
+    """One function's rows: (line, source without its newline, {column: value or None}).
+
+    ``code_width`` is the longest source line with its line ending (what the
+    code column is padded to); by default the longest row plus one.
+    """
 
     qualname: str
     rows: list[tuple[int, str, dict[str, int | None]]] = field(default_factory=list)
+    code_width: int | None = None
+
+
+def _is_bytes(column: str) -> bool:
+    return "byte" in column.split(".")[0]
+
+
+def _float_cells(values: list[int | None]) -> list[str]:
+    """pandas' fixed-width float column: '%.6f', trailing zeros trimmed alike from every
+    number down to one decimal; scientific when that is wider than 12 and a value
+    is above 1e6; NaN for a missing value."""
+    cells = [None if v is None else f"{float(v):.6f}" for v in values]
+    while any(c is not None for c in cells) and all(c.endswith("0") for c in cells if c is not None):
+        cells = [None if c is None else c[:-1] for c in cells]
+    cells = [None if c is None else c + "0" if c.endswith(".") else c for c in cells]
+    widest = max(len(c) for c in cells if c is not None)
+    if widest > 12 and any(abs(float(v)) > 1e6 for v in values if v is not None):
+        cells = [None if v is None else f"{float(v):.6e}" for v in values]
+    return ["NaN" if c is None else c for c in cells]
 
 
 def _cell(column: str, value: int | None) -> str:
+    """One HTML cell: sizes in binary units, counts as integers, blank where the line never ran."""
     if value is None:
         return ""
-    return readable_size(value) if "byte" in column.split(".")[0] else str(value)
+    return readable_size(value) if _is_bytes(column) else str(value)
+
+
+def _column_cells(column: str, values: list[int | None]) -> list[str]:
+    if _is_bytes(column):
+        return ["" if v is None else readable_size(v) for v in values]
+    if any(v is None for v in values):
+        return _float_cells(values)
+    return [str(v) for v in values]
 
 
 def _header_rows(columns: list[str]) -> list[list[str]]:
-    """Three header rows; a label repeated from the column before (with its parents) is blank."""
+    """Three header rows; a label equal to the column before's, as are the labels above it,
+    is blank (never on the last row)."""
     parts = [(c.split(".") + ["", "", ""])[:3] for c in columns]
     rows: list[list[str]] = [[], [], []]
     for i, p in enumerate(parts):
         for level in range(3):
-            same = i > 0 and parts[i - 1][: level + 1] == p[: level + 1]
+            same = level < 2 and i > 0 and parts[i - 1][: level + 1] == p[: level + 1]
             rows[level].append("" if same else p[level])
     return rows
 
@@ -62,19 +106,20 @@ def format_text(tables: list[FunctionTable], columns: list[str]) -> str:
     if not tables:
         return NO_DATA_TEXT
     blocks = []
-    heads = _header_rows(columns)
+    heads = _header_rows(columns + ["line", "code"])
     for t in tables:
-        code_width = max((len(src) for _, src, _ in t.rows), default=0)
-        cols: list[tuple[list[str], list[str]]] = []
-        for i, c in enumerate(columns):
-            cells = [_cell(c, vals.get(c)) for _, _, vals in t.rows]
-            cols.append(([heads[0][i], heads[1][i], heads[2][i]], cells))
-        cols.append((["line", "", ""], [str(line) for line, _, _ in t.rows]))
-        cols.append((["code".ljust(code_width), "", ""], [src.ljust(code_width) for _, src, _ in t.rows]))
-        widths = [max([len(h) for h in head] + [len(v) + 1 for v in cells]) for head, cells in cols]
-        lines = [" ".join(head[r].rjust(w) for (head, _), w in zip(cols, widths)) for r in range(3)]
+        code_width = t.code_width or max((len(src) + 1 for _, src, _ in t.rows), default=0)
+        cols: list[list[str]] = []
+        for c in columns:
+            cols.append(_column_cells(c, [vals.get(c) for _, _, vals in t.rows]))
+        cols.append([str(line) for line, _, _ in t.rows])
+        cols.append([src.ljust(code_width) for _, src, _ in t.rows])
+        head = [list(level) for level in heads]
+        head[0][-1] = "code".ljust(code_width)
+        widths = [max([len(h[i]) for h in head] + [len(v) for v in cells]) for i, cells in enumerate(cols)]
+        lines = [" ".join(h[i].rjust(w) for i, w in enumerate(widths)) for h in head]
         for n in range(len(t.rows)):
-            lines.append(" ".join(cells[n].rjust(w) for (_, cells), w in zip(cols, widths)))
+            lines.append(" ".join(cells[n].rjust(w) for cells, w in zip(cols, widths)))
         blocks.append(f"## {t.qualname}\n\n" + "\n".join(lines) + "\n")
     return "\n\n".join(blocks)
 

@@ -225,7 +225,7 @@ class LineProfiler:
             if not recs:
                 continue
             src, start = inspect.getsourcelines(code)
-            t = FunctionTable(self._functions[code].__qualname__)
+            t = FunctionTable(self._functions[code].__qualname__, code_width=max(map(len, src), default=0))
             for n, text in enumerate(src):
                 v = recs.get(start + n)
                 vals = {c: (v[i] if v is not None else None) for c, i in zip(cols, index)}
