@@ -164,6 +164,21 @@ def _parse_comparison(text: str) -> dict[str, list[int]]:
     return out
 
 
+def _page_summary(js: str) -> str:
+    """The summary JSON as the page embeds it (``memsight view`` does the
+    same): devices with no trace entries and no segments left out, since a
+    snapshot can list 100,000 empty device traces at some 600 bytes each."""
+    data = json.loads(js)
+    devices = data.get("devices")
+    if not isinstance(devices, list):
+        return js
+    kept = [d for d in devices if d.get("entries") or d.get("segments_now")]
+    if len(kept) == len(devices):
+        return js
+    data["devices"] = kept
+    return json.dumps(data, separators=(",", ":"))
+
+
 class Snapshot:
     """A PyTorch CUDA memory snapshot, read by memsight's engine.
 
@@ -298,7 +313,7 @@ class Snapshot:
         summary = ""
         if with_summary:
             try:
-                summary = self.summary_json(user_code)
+                summary = _page_summary(self.summary_json(user_code))
             except Exception:  # the page shows its own basic facts instead
                 summary = ""
         source_name = os.path.basename(self.source) if self.source else ""

@@ -117,6 +117,17 @@ def test_html_pages(core, data_dir, tmp_path):
     assert open(a).read() != open(b).read()  # a different start view
 
 
+def test_html_leaves_empty_devices_out(core):
+    # The summary keeps every device; the page, as `memsight view`, only
+    # those with data, so 20,000 empty devices cost it next to nothing.
+    def empty(n):
+        return memsight.loads(pickle.dumps({"segments": [], "device_traces": [[] for _ in range(n)]}))
+
+    many = empty(20_000)
+    assert len(many.summary()["devices"]) == 20_000
+    assert len(many.html()) < len(empty(1).html()) + 1000
+
+
 def test_engine_missing_message(monkeypatch):
     from memsight import _engine
 
