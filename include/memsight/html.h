@@ -31,7 +31,8 @@ struct HtmlOptions {
   // DecompressionStream). Off only for debugging the format.
   bool compress = true;
   // JSON of `memsight summary` (summary_json), embedded as is and shown on
-  // the overview; empty: render_html computes it.
+  // the overview; empty: render_html computes it. Summarize with
+  // empty_devices = false: the page leaves those devices out too.
   std::string summary_json;
   // What counts as user code for the frame kinds the page shows (the page
   // can widen or narrow it further).

@@ -92,6 +92,10 @@ struct Summary {
 
 struct SummaryOptions {
   UserCode user_code;
+  // false: leave out the devices with no trace entries and no segments, as
+  // the report page does (a snapshot can list 100,000 empty device traces,
+  // and each device's summary costs hundreds of bytes, in memory and JSON).
+  bool empty_devices = true;
 };
 
 Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});

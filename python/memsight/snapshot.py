@@ -55,6 +55,26 @@ def _write_text(path: PathLike, text: str) -> str:
     return p
 
 
+_TRAILING_SPACE = " \t\r\v\f"
+
+
+def _folded_lines(text: str) -> Iterator[str]:
+    """The lines of folded text as the engine's parser reads them: split at
+    "\n" only (``str.splitlines`` also breaks at "\r", "\x0b", "\x1c",
+    "\u2028", ..., which a frame name may hold), trailing white space
+    dropped (so CRLF reads too), blank lines skipped."""
+    for line in text.split("\n"):
+        line = line.rstrip(_TRAILING_SPACE)
+        if line:
+            yield line
+
+
+def _split_folded_line(line: str) -> tuple[str, str]:
+    """(stack, count text) of one line: split at its last space or tab."""
+    at = max(line.rfind(" "), line.rfind("\t"))
+    return line[:at].rstrip(_TRAILING_SPACE) if at >= 0 else "", line[at + 1:]
+
+
 @dataclass(frozen=True)
 class FoldedStacks:
     """Folded stacks, one ``frame;frame;frame bytes`` line per entry, as torch's
@@ -62,22 +82,39 @@ class FoldedStacks:
 
     Iterating yields ``(frames, bytes)`` pairs; ``text`` is the torch-identical
     text; ``to_svg`` renders the flamegraph.
+
+    torch writes frame names as they are, so a name with a newline makes the
+    text ambiguous. Stacks from a snapshot (``Snapshot.memory()``,
+    ``segments()``, ``compare()``) keep the engine's stacks as data beside the
+    text, and iterating, ``len``, ``total`` and ``svg`` use those: any frame
+    name works but one with ";", which separates frames in the folded format
+    itself. Stacks made from text alone are read from its lines, split at
+    "\n" only: there a newline inside a frame name does split the line.
     """
 
     text: str
     kind: str = "memory"
     # the engine's snapshot whose frames colour the SVG by kind (user code warm)
     _kinds_of: Any = field(default=None, repr=False, compare=False)
+    # the engine's ("frame;frame", count) per line of ``text``, when it made the text
+    _stacks: Any = field(default=None, repr=False, compare=False)
+
+    def _pairs(self) -> Iterator[tuple[str, int]]:
+        if self._stacks is not None:
+            yield from self._stacks
+            return
+        for line in _folded_lines(self.text):
+            stack, count = _split_folded_line(line)
+            yield stack, int(count)
 
     def __iter__(self) -> Iterator[tuple[tuple[str, ...], int]]:
-        for line in self.text.splitlines():
-            if not line:
-                continue
-            stack, _, count = line.rpartition(" ")
-            yield tuple(stack.split(";")), int(count)
+        for stack, count in self._pairs():
+            yield tuple(stack.split(";")), count
 
     def __len__(self) -> int:
-        return sum(1 for line in self.text.splitlines() if line)
+        if self._stacks is not None:
+            return len(self._stacks)
+        return sum(1 for _ in _folded_lines(self.text))
 
     def __str__(self) -> str:
         return self.text
@@ -85,19 +122,24 @@ class FoldedStacks:
     @property
     def total(self) -> int:
         """Sum of the bytes of every line."""
-        return sum(n for _, n in self)
+        return sum(n for _, n in self._pairs())
 
     def svg(self, title: str | None = None, width: int = 1200) -> str:
         """The flamegraph as a self-contained SVG document."""
         title = title or SVG_KINDS.get(self.kind, "Flame Graph")
+        if self._stacks is not None:
+            # Drawn from the stacks as data; counts of 0 or less are left out.
+            return core().render_flamegraph_svg_stacks(self._stacks, title=title, width=width,
+                                                       kinds_of=self._kinds_of)
         try:
             return core().render_flamegraph_svg(self.text, title=title, width=width, kinds_of=self._kinds_of)
         except MemsightError:
             # torch's folded text can hold negative counts (requested-size
             # accounting); flamegraph.pl skips lines it cannot read, so draw
             # the readable ones rather than nothing.
-            kept = [ln for ln in self.text.splitlines() if ln and ln.rpartition(" ")[2].isdigit()]
-            if len(kept) == len([ln for ln in self.text.splitlines() if ln]):
+            lines = list(_folded_lines(self.text))
+            kept = [ln for ln in lines if _split_folded_line(ln)[1].isdigit()]
+            if len(kept) == len(lines):
                 raise
             return core().render_flamegraph_svg("\n".join(kept) + "\n", title=title, width=width,
                                                 kinds_of=self._kinds_of)
@@ -162,6 +204,21 @@ def _parse_comparison(text: str) -> dict[str, list[int]]:
             except (ValueError, SyntaxError):
                 out[name] = []
     return out
+
+
+def _page_summary(js: str) -> str:
+    """The summary JSON as the page embeds it (``memsight view`` does the
+    same): devices with no trace entries and no segments left out, since a
+    snapshot can list 100,000 empty device traces at some 600 bytes each."""
+    data = json.loads(js)
+    devices = data.get("devices")
+    if not isinstance(devices, list):
+        return js
+    kept = [d for d in devices if d.get("entries") or d.get("segments_now")]
+    if len(kept) == len(devices):
+        return js
+    data["devices"] = kept
+    return json.dumps(data, separators=(",", ":"))
 
 
 class Snapshot:
@@ -237,19 +294,21 @@ class Snapshot:
 
     def segments(self) -> FoldedStacks:
         """``memsight segments``: folded stacks by stream, segment and state."""
-        return FoldedStacks(self._snap.folded_segments(), "segments", _kinds_of=self._snap)
+        text, stacks = self._snap.folded_stacks("segments")
+        return FoldedStacks(text, "segments", _kinds_of=self._snap, _stacks=tuple(stacks))
 
     def memory(self) -> FoldedStacks:
         """``memsight memory``: folded stacks of allocated memory."""
-        return FoldedStacks(self._snap.folded_memory(), "memory", _kinds_of=self._snap)
+        text, stacks = self._snap.folded_stacks("memory")
+        return FoldedStacks(text, "memory", _kinds_of=self._snap, _stacks=tuple(stacks))
 
     def compare(self, after: Snapshot) -> Comparison:
         """``memsight compare self after``."""
-        text, folded = core().compare(self._snap, after._snap)
+        text, folded, stacks = core().compare(self._snap, after._snap)
         parsed = _parse_comparison(text)
         return Comparison(
             text=text,
-            folded=FoldedStacks(folded, "segments"),
+            folded=FoldedStacks(folded, "segments", _stacks=tuple(stacks)),
             only_before=parsed.get("only_before", []),
             only_after=parsed.get("only_after", []),
         )
@@ -298,7 +357,7 @@ class Snapshot:
         summary = ""
         if with_summary:
             try:
-                summary = self.summary_json(user_code)
+                summary = _page_summary(self.summary_json(user_code))
             except Exception:  # the page shows its own basic facts instead
                 summary = ""
         source_name = os.path.basename(self.source) if self.source else ""

@@ -97,6 +97,31 @@ SnapshotPtr load_bytes(const py::buffer& data, uint64_t max_expanded) {
   return std::make_shared<Snapshot>(memsight::read_snapshot_bytes(view));
 }
 
+// Folded stacks as the package keeps them: the torch-identical text and, per
+// line, its stack ("frame;frame") and count. torch writes a frame name as
+// is, so one with a newline makes the text ambiguous; the stacks are not.
+py::tuple folded_with_stacks(const std::string& folded,
+                             const std::vector<memsight::FoldedLine>& lines) {
+  py::list stacks(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i)
+    stacks[i] = py::make_tuple(text(folded.substr(lines[i].begin, lines[i].size)), lines[i].count);
+  return py::make_tuple(text(folded), std::move(stacks));
+}
+
+// The reverse: stacks from the package, laid out as one text with spans.
+memsight::Folded folded_of(const py::iterable& stacks) {
+  memsight::Folded f;
+  for (const py::handle& item : stacks) {
+    auto pair = item.cast<py::tuple>();
+    if (pair.size() != 2) throw py::value_error("expected (stack, count) pairs");
+    std::string stack = from_text(pair[0].cast<py::str>());
+    f.lines.push_back({f.text.size(), stack.size(), pair[1].cast<int64_t>()});
+    f.text += stack;
+    f.text += '\n';
+  }
+  return f;
+}
+
 py::list device_trace_lengths(const Snapshot& s) {
   py::list out;
   for (size_t d = 0; d < s.device_count(); ++d) {
@@ -141,6 +166,18 @@ PYBIND11_MODULE(_core, m) {
            [](const Snapshot& s) { return released([&] { return memsight::folded_memory(s); }); })
       .def("folded_segments",
            [](const Snapshot& s) { return released([&] { return memsight::folded_segments(s); }); })
+      .def(
+          "folded_stacks",
+          [](const Snapshot& s, const std::string& kind) {
+            memsight::Folded f;
+            {
+              py::gil_scoped_release nogil;
+              f = kind == "segments" ? memsight::folded_segments_lines(s)
+                                     : memsight::folded_memory_lines(s);
+            }
+            return folded_with_stacks(f.text, f.lines);
+          },
+          py::arg("kind"), "(folded text, [(stack, count), ...]) of `segments` or `memory`.")
       .def("pickle",
            [](const Snapshot& s) {
              std::string bytes;
@@ -220,7 +257,8 @@ PYBIND11_MODULE(_core, m) {
           py::gil_scoped_release nogil;
           c = memsight::compare(before, after);
         }
-        return py::make_tuple(text(c.stdout_text), text(c.folded));
+        py::tuple folded = folded_with_stacks(c.folded, c.folded_lines);
+        return py::make_tuple(text(c.stdout_text), folded[0], folded[1]);
       },
       py::arg("before"), py::arg("after"));
   m.def(
@@ -239,6 +277,23 @@ PYBIND11_MODULE(_core, m) {
       py::arg("folded"), py::arg("title") = "Flame Graph", py::arg("count_name") = "bytes",
       py::arg("width") = 1200, py::arg("bytes") = true, py::arg("kinds_of") = nullptr,
       "kinds_of: a snapshot whose frames colour the graph by kind (user code warm).");
+  m.def(
+      "render_flamegraph_svg_stacks",
+      [](const py::iterable& stacks, const std::string& title, const std::string& count_name,
+         int width, bool bytes, const Snapshot* kinds_of) {
+        memsight::Folded folded = folded_of(stacks);
+        memsight::FlamegraphOptions opts;
+        if (kinds_of) opts.frame_kinds = memsight::frame_label_kinds(*kinds_of);
+        opts.title = title;
+        opts.count_name = count_name;
+        opts.width = width;
+        opts.bytes = bytes;
+        return released([&] { return memsight::render_flamegraph_svg(folded, opts); });
+      },
+      py::arg("stacks"), py::arg("title") = "Flame Graph", py::arg("count_name") = "bytes",
+      py::arg("width") = 1200, py::arg("bytes") = true, py::arg("kinds_of") = nullptr,
+      "The flamegraph of (stack, count) pairs: no text is parsed, so a frame name may hold "
+      "a newline; counts of 0 or less are left out.");
   m.def("format_size", &memsight::format_size, py::arg("num"));
   m.def(
       "profile_report",

@@ -90,6 +90,10 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   size_t ndev = snap.device_count();
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && s.device < 1024) ndev = std::max(ndev, static_cast<size_t>(s.device + 1));
+  std::vector<uint32_t> segments_of(opts.empty_devices ? 0 : ndev);
+  for (const Segment& s : snap.segments)
+    if (s.device >= 0 && static_cast<size_t>(s.device) < segments_of.size())
+      ++segments_of[s.device];
   auto [flag_known, flag_overflow] = overflow_flag(snap);
   replay::Config cfg = replay::Config::from(snap);
   for (size_t d = 0; d < ndev; ++d) {
@@ -97,6 +101,7 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
     ds.device = static_cast<int>(d);
     uint32_t begin = 0, end = 0;
     if (d < snap.device_count()) std::tie(begin, end) = snap.device_rows(d);
+    if (!opts.empty_devices && begin == end && segments_of[d] == 0) continue;
     ds.entries = end - begin;
     sum.total_entries += ds.entries;
     state_at_snapshot(snap, ds);

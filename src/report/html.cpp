@@ -509,23 +509,31 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   phase("annotate");
   PagePacker packer;
   PageTables tables(snap, opts.user_code);
-  std::string devices = "[";
+  auto used = [&](size_t d) { return !ann.events[d].row.empty() || !ann.segments[d].empty(); };
   size_t default_device = 0, longest = 0;
   bool any = false;
   for (size_t d = 0; d < ann.devices; ++d) {
-    if (d) devices += ',';
-    devices += pack_device(packer, tables, snap, ann, d, phase);
     size_t n = ann.events[d].row.size();
-    bool used = n || !ann.segments[d].empty();
-    if (used && (!any || n > longest)) {
+    if (used(d) && (!any || n > longest)) {
       default_device = d;
       longest = n;
       any = true;
     }
   }
-  devices += ']';
   if (opts.device >= 0 && static_cast<size_t>(opts.device) < ann.devices)
     default_device = static_cast<size_t>(opts.device);
+  // A device with no events and no segments is left out of the page (its
+  // columns, about 60 header entries, and its metadata would cost kilobytes
+  // each, and a snapshot can list 100,000 empty device traces): the page
+  // knows them from meta.deviceCount. The default device is packed whatever
+  // it holds, so that an all-empty snapshot still has a device to show.
+  std::string devices = "[";
+  for (size_t d = 0; d < ann.devices; ++d) {
+    if (!used(d) && d != default_device) continue;
+    if (devices.size() > 1) devices += ',';
+    devices += pack_device(packer, tables, snap, ann, d, phase);
+  }
+  devices += ']';
   tables.pack(packer);
   phase("page data");
 
@@ -549,9 +557,11 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   top_keys += ']';
 
   // The overview shows `memsight summary`; callers that computed it pass it in.
-  std::string summary = opts.summary_json.empty()
-                            ? summary_json(snap, summarize(snap, {opts.user_code}))
-                            : opts.summary_json;
+  std::string summary =
+      opts.summary_json.empty()
+          ? summary_json(snap,
+                         summarize(snap, {.user_code = opts.user_code, .empty_devices = false}))
+          : opts.summary_json;
   std::string meta = JsonObject()
                          .str("title", title)
                          .str("view", view)
@@ -559,6 +569,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          .str("sourceName", opts.source_name)
                          .num("sourceBytes", static_cast<double>(opts.source_bytes))
                          .num("defaultDevice", static_cast<double>(default_device))
+                         .num("deviceCount", static_cast<double>(ann.devices))
                          .raw("devices", devices)
                          .raw("streams", streams)
                          .raw("settings", settings)

@@ -268,6 +268,45 @@ describe('devices', () => {
   });
 });
 
+describe('empty devices', () => {
+  test('the selector lists the device with data; a link to an empty one shows it', async () => {
+    const padded = join(dir, 'padded.pickle');
+    execFileSync('python3', [join(ROOT, 'tests/browser/make_padded_devices.py'),
+      fixtures().find((f) => f.endsWith('mlp_train.pickle')), padded, '3000', '1234']);
+    const file = report(padded, dir);
+    // A link to an unpacked device falls back to the default one.
+    const { page, problems } = await open(file, '#timeline/7');
+    assert.deepEqual(await page.locator('.device select option').evaluateAll((os) => os.map((o) => o.value)), ['1234']);
+    assert.equal(await page.inputValue('.device select'), '1234');
+    await page.click('.tab[data-view="overview"]');
+    await page.waitForFunction(() => location.hash === '#overview/1234');
+    assert.match(await page.textContent('.overview-head'), /device 1234 of 3000/);
+    assert.match(await page.locator('details > summary', { hasText: 'memsight summary --json' }).textContent(),
+      /no trace entries and no segments left out/);
+    for (const v of VIEWS) {
+      await page.click(`.tab[data-view="${v}"]`);
+      await page.waitForFunction((want) => location.hash === `#${want}/1234`, v);
+    }
+    clean(problems);
+    await page.close();
+  });
+
+  test('an all-empty snapshot shows its first device', async () => {
+    const empty = join(dir, 'all_empty.pickle');
+    execFileSync('python3', ['-c', 'import pickle, sys; open(sys.argv[1], "wb").write(pickle.dumps(' +
+      '{"segments": [], "device_traces": [[] for _ in range(5000)]}))', empty]);
+    const { page, problems } = await open(report(empty, dir));
+    assert.deepEqual(await page.locator('.device select option').allTextContents(), ['cuda:0 · 0 events']);
+    assert.match(await page.textContent('.overview-head'), /device 0 of 5000/);
+    for (const v of VIEWS) {
+      await page.click(`.tab[data-view="${v}"]`);
+      await page.waitForFunction((want) => location.hash === `#${want}/0`, v);
+    }
+    clean(problems);
+    await page.close();
+  });
+});
+
 describe('little history', () => {
   test('a state-only snapshot shows its live blocks', async () => {
     const snap = fixtures().find((f) => f.endsWith('state_only.pickle'));

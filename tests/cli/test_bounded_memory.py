@@ -144,11 +144,21 @@ def test_empty_devices_cost_bytes(memsight_bin, tmp_path):
     f = tmp_path / "empty_devices.pickle"
     f.write_bytes(pickle.dumps({"segments": [], "device_traces": [[] for _ in range(100_000)]},
                                protocol=4))
-    for cmd in ("stats", "trace", "summary"):
-        rc, err, rss = run_measured(memsight_bin, cmd, f, tmp=tmp_path)
+    page = tmp_path / "empty_devices.html"
+    for cmd in (("stats",), ("trace",), ("summary",), ("view", "-o", page)):
+        rc, err, rss = run_measured(memsight_bin, *cmd, f, tmp=tmp_path)
         assert rc == 0, err
         # Under 600 bytes per empty device, all included.
         assert rss < 60 * MiB, (cmd, rss)
+    # The page leaves the empty devices out: it is the page of a snapshot
+    # with one empty device, give or take the digits of the count (under a
+    # byte per device, where packing each device took some 280).
+    one = tmp_path / "one_device.pickle"
+    one.write_bytes(pickle.dumps({"segments": [], "device_traces": [[]]}, protocol=4))
+    one_page = tmp_path / "one_device.html"
+    rc, err, _ = run_measured(memsight_bin, "view", one, "-o", one_page, tmp=tmp_path)
+    assert rc == 0, err
+    assert page.stat().st_size < one_page.stat().st_size + 1000, (page.stat().st_size, one_page.stat().st_size)
 
 
 def test_unknown_keys_cost_in_proportion(memsight_bin, tmp_path):

@@ -117,6 +117,17 @@ def test_html_pages(core, data_dir, tmp_path):
     assert open(a).read() != open(b).read()  # a different start view
 
 
+def test_html_leaves_empty_devices_out(core):
+    # The summary keeps every device; the page, as `memsight view`, only
+    # those with data, so 20,000 empty devices cost it next to nothing.
+    def empty(n):
+        return memsight.loads(pickle.dumps({"segments": [], "device_traces": [[] for _ in range(n)]}))
+
+    many = empty(20_000)
+    assert len(many.summary()["devices"]) == 20_000
+    assert len(many.html()) < len(empty(1).html()) + 1000
+
+
 def test_engine_missing_message(monkeypatch):
     from memsight import _engine
 
@@ -167,3 +178,57 @@ def test_load_without_the_trace_reports_bad_input(core, data_dir, tmp_path):
     bad.write_bytes((data_dir / "oom.pickle").read_bytes()[:20000])
     with pytest.raises(memsight.MemsightError, match="truncated pickle at byte"):
         memsight.load(bad, trace=False)
+
+
+# Characters str.splitlines breaks at, in frame names: torch writes them into
+# the folded text as they are.
+ODD_NAMES = ["fwd\nline2", "a\rb", "c\x0bd", "e\x1cf", "g\u2028h", "i\x85j", "plain name"]
+
+
+def _snapshot_with_frame_names(names, base=0x7F0000000000):
+    blocks = [
+        {"address": base + i * 1024, "size": 1024, "requested_size": 1024, "state": "active_allocated",
+         "frames": [{"name": n, "filename": "model.py", "line": i + 1},
+                    {"name": "main", "filename": "train.py", "line": 9}]}
+        for i, n in enumerate(names)
+    ]
+    used = len(names) * 1024
+    blocks.append({"address": base + used, "size": (2 << 20) - used, "requested_size": 0,
+                   "state": "inactive", "frames": []})
+    seg = {"device": 0, "address": base, "total_size": 2 << 20, "allocated_size": used,
+           "active_size": used, "requested_size": used, "stream": 0, "segment_type": "large",
+           "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks}
+    return memsight.loads(pickle.dumps({"segments": [seg], "device_traces": [[]]}, protocol=4))
+
+
+def test_folded_stacks_keep_frame_names_with_line_breaks(core):
+    snap = _snapshot_with_frame_names(ODD_NAMES)
+    for folded, prefix in ((snap.memory(), ("stream_0",)),
+                           (snap.segments(), ("stream_0", f"seg_{0x7F0000000000}"))):
+        rows = list(folded)
+        want = [prefix + ("active_allocated", "train.py:9:main", f"model.py:{i + 1}:{n}")
+                for i, n in enumerate(ODD_NAMES)]
+        assert [frames for frames, _ in rows if frames[-1].startswith("model.py:")] == want
+        assert all(n == 1024 for frames, n in rows if frames[-1].startswith("model.py:"))
+        # One stack per torch line: the text has one more "\n" than it has lines.
+        assert len(folded) == len(rows) == folded.text.count("\n") - 1
+        assert folded.total == sum(n for _, n in rows) == 2 << 20
+        titles = [t.text for t in ET.fromstring(folded.svg()).iter("{http://www.w3.org/2000/svg}title")]
+        assert any(t.startswith("model.py:7:plain name ") for t in titles)
+        assert sum(t.startswith("model.py:") for t in titles) == len(ODD_NAMES)
+
+    # compare() keeps its stacks as data too (segments by address: all differ).
+    cmp = memsight.compare(_snapshot_with_frame_names(["x"], base=0x7E0000000000), snap)
+    assert ("active_allocated", "train.py:9:main", "model.py:1:fwd\nline2") in \
+        {frames[-3:] for frames, _ in cmp.folded}
+
+
+def test_folded_text_splits_only_at_newlines(core):
+    # Stacks made from text alone: split at "\n" only, CRLF read, blank lines skipped.
+    text = "x;a\rb 100\r\nx;c\x0bd\x1ce\u2028f\x85g 7\n\nx;h i -5\n"
+    folded = memsight.FoldedStacks(text, "memory")
+    assert list(folded) == [(("x", "a\rb"), 100), (("x", "c\x0bd\x1ce\u2028f\x85g"), 7), (("x", "h i"), -5)]
+    assert len(folded) == 3 and folded.total == 102
+    # The SVG fallback (a negative count) keeps the lines with those characters.
+    titles = [t.text for t in ET.fromstring(folded.svg()).iter("{http://www.w3.org/2000/svg}title")]
+    assert titles[0].startswith("all (107.0B")

@@ -145,6 +145,28 @@ TEST(Html, EmptySnapshotsRender) {
   }
 }
 
+TEST(Html, EmptyDevicesCostBytes) {
+  // {'segments': [], 'device_traces': [[]] * n}: the page leaves the empty
+  // devices out (only the default one is packed), so 10,000 of them cost
+  // what one does, plus the digits of meta.deviceCount.
+  auto page_of = [](size_t n) {
+    static constexpr char kHead[] =
+        "\x80\x02}(X\x08\0\0\0segments]X\x0d\0\0\0"
+        "device_traces](";
+    std::string bytes(kHead, sizeof kHead - 1);  // the literal holds NUL bytes
+    bytes += std::string(n, ']');
+    bytes += "eu.";
+    HtmlOptions o;
+    o.compress = false;
+    return page_blob(render_html(read_snapshot_bytes(bytes), o));
+  };
+  const std::string one = page_of(1), many = page_of(10000);
+  EXPECT_NE(many.find("\"deviceCount\":10000"), std::string::npos);
+  EXPECT_NE(many.find("\"devices\":[{\"index\":0,"), std::string::npos);
+  EXPECT_EQ(many.find("\"d1."), std::string::npos) << "an empty device was packed";
+  EXPECT_LE(many.size(), one.size() + 16);
+}
+
 TEST(Html, RejectsUnknownViews) {
   Snapshot snap = read_snapshot_file(fixtures().front());
   HtmlOptions o;

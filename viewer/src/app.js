@@ -88,7 +88,7 @@ class App {
       this.host);
     root.classList.remove('loading');
     const fromHash = this.parseHash();
-    if (fromHash && fromHash.device !== undefined && meta.devices[fromHash.device]) {
+    if (fromHash && fromHash.device !== undefined && this.page.deviceMeta(fromHash.device)) {
       this.device = fromHash.device;
       this.deviceSelect.value = String(this.device);
     }
@@ -96,7 +96,7 @@ class App {
     window.addEventListener('hashchange', () => {
       const hsh = this.parseHash();
       if (hsh && (hsh.view !== this.current || (hsh.device ?? this.device) !== this.device)) {
-        if (hsh.device !== undefined && meta.devices[hsh.device]) this.device = hsh.device;
+        if (hsh.device !== undefined && this.page.deviceMeta(hsh.device)) this.device = hsh.device;
         this.deviceSelect.value = String(this.device);
         this.show(hsh.view);
       }

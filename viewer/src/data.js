@@ -148,7 +148,16 @@ export class PageData {
     this._stackFrames = this.col('stacks.frames');
     this._stackCache = new Map();
     this._devices = new Map();
+    // The engine packs only devices with events or segments (and the
+    // default one): meta.devices is a list of those, not indexed by device.
+    this._deviceMeta = new Map(this.meta.devices.map((m) => [m.index, m]));
   }
+
+  // Devices the snapshot lists, packed or not.
+  get deviceCount() { return this.meta.deviceCount ?? this.meta.devices.length; }
+
+  // The metadata of a packed device, or undefined.
+  deviceMeta(d) { return this._deviceMeta.get(d); }
 
   has(name) { return this._columns.has(name); }
 
@@ -243,7 +252,8 @@ export class DeviceData {
     const t0 = performance.now();
     this.page = page;
     this.index = d;
-    this.meta = page.meta.devices[d];
+    this.meta = page.deviceMeta(d);
+    if (!this.meta) throw new Error(`page data lacks device ${d}`);
     const c = (n) => page.col(`d${d}.${n}`);
     this.col = c;
     this.n = this.meta.events;

@@ -6,12 +6,14 @@
 // without one. MEMSIGHT_EXTRA=a.pickle:b.pickle adds snapshots (e.g. the
 // 856k-entry benchmark input).
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { PageData, decodePayload, parseBlob } from '../src/data.js';
 import { AllocatorStateModel, layoutState } from '../src/state.js';
 import { LiveStack, TimelineModel } from '../src/timeline.js';
-import { fixtures, memsightBinary, outDir, report } from '../../tests/browser/reports.mjs';
+import { ROOT, fixtures, memsightBinary, outDir, report } from '../../tests/browser/reports.mjs';
 
 let binary = null;
 try {
@@ -112,4 +114,32 @@ describe('engine page data agrees with the viewer\'s replay', { skip: !binary &&
       }
     });
   }
+});
+
+describe('empty devices cost bytes', { skip: !binary && 'no memsight binary' }, () => {
+  test('a device with data among 3,000 empty ones: only it is packed', async () => {
+    const src = fixtures().find((f) => f.endsWith('mlp_train.pickle'));
+    const padded = join(dir, 'padded.pickle');
+    execFileSync('python3', [join(ROOT, 'tests/browser/make_padded_devices.py'), src, padded, '3000', '1234']);
+    const base = report(src, dir);
+    const big = report(padded, dir);
+    const page = await load(big);
+    assert.equal(page.deviceCount, 3000);
+    assert.deepEqual(page.meta.devices.map((d) => d.index), [1234]);
+    assert.equal(page.meta.defaultDevice, 1234);
+    assert.deepEqual(page.meta.summary.devices.map((d) => d.device), [1234]);
+    assert.equal(page.deviceMeta(0), undefined);
+    // The device reads as it did at index 0.
+    const dev = page.device(1234);
+    const ref = (await load(base)).device(0);
+    assert.equal(dev.n, ref.n);
+    assert.deepEqual([...dev.ev.addr], [...ref.ev.addr]);
+    checkTimeline(dev, 'tl');
+    checkState(dev);
+    // Packed, each empty device cost about 280 bytes of the page; now the
+    // 2,999 of them may not add a third of a byte each (what differs is the
+    // index's digits in the column names, the file name and the summary).
+    const grown = statSync(big).size - statSync(base).size;
+    assert.ok(grown < 1000, `${grown} bytes more for 2,999 empty devices`);
+  });
 });
