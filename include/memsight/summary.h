@@ -6,6 +6,7 @@
 // active_bytes, reserved_bytes), replayed block by block.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,19 +89,27 @@ struct Summary {
   std::vector<DeviceSummary> devices;
   size_t total_entries = 0;
   std::vector<std::string> user_code;  // the --user-code patterns in force
+  // How many devices the snapshot lists (its traces, and the devices of its
+  // segments), and, when empty ones were left out of `devices`, what each of
+  // them summarises to (all of them alike but for the device number).
+  size_t devices_listed = 0;
+  std::optional<DeviceSummary> empty_device;
 };
 
 struct SummaryOptions {
   UserCode user_code;
-  // false: leave out the devices with no trace entries and no segments, as
-  // the report page does (a snapshot can list 100,000 empty device traces,
-  // and each device's summary costs hundreds of bytes, in memory and JSON).
+  // false: leave out the devices with no trace entries and no segments (a
+  // snapshot can list 100,000 empty device traces, and each device's summary
+  // costs hundreds of bytes); summary_json can still list them.
   bool empty_devices = true;
 };
 
 Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});
 // frames_all: every frame of each site and OOM stack, tagged by kind.
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all = false);
-std::string summary_json(const Snapshot& snap, const Summary& s);
+// every_device: list every device the snapshot lists, empty ones left out of
+// the Summary included (the same bytes as a Summary that kept them); false:
+// only those in s.devices.
+std::string summary_json(const Snapshot& snap, const Summary& s, bool every_device = true);
 
 }  // namespace memsight

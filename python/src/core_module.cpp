@@ -217,6 +217,7 @@ PYBIND11_MODULE(_core, m) {
               py::gil_scoped_release nogil;
               memsight::SummaryOptions opts;
               opts.user_code = memsight::UserCode::parse(user_code);
+              opts.empty_devices = false;  // summarised once; the JSON still lists them
               memsight::Summary sum = memsight::summarize(s, opts);
               out.first = memsight::summary_text(s, sum, frames_all);
               out.second = memsight::summary_json(s, sum);

@@ -90,10 +90,11 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   size_t ndev = snap.device_count();
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && s.device < 1024) ndev = std::max(ndev, static_cast<size_t>(s.device + 1));
-  std::vector<uint32_t> segments_of(opts.empty_devices ? 0 : ndev);
+  std::vector<uint32_t> segments_of(ndev);
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && static_cast<size_t>(s.device) < segments_of.size())
       ++segments_of[s.device];
+  sum.devices_listed = ndev;
   auto [flag_known, flag_overflow] = overflow_flag(snap);
   replay::Config cfg = replay::Config::from(snap);
   for (size_t d = 0; d < ndev; ++d) {
@@ -101,7 +102,10 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
     ds.device = static_cast<int>(d);
     uint32_t begin = 0, end = 0;
     if (d < snap.device_count()) std::tie(begin, end) = snap.device_rows(d);
-    if (!opts.empty_devices && begin == end && segments_of[d] == 0) continue;
+    // Every empty device summarises alike: without empty_devices, the first
+    // is kept as the template and the others are skipped.
+    const bool empty = begin == end && segments_of[d] == 0;
+    if (!opts.empty_devices && empty && sum.empty_device) continue;
     ds.entries = end - begin;
     sum.total_entries += ds.entries;
     state_at_snapshot(snap, ds);
@@ -160,6 +164,11 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
       SiteGroups at = group_sites(fc, rr, st.event);
       diagnose_oom(o, at.sites.empty() ? SiteStat{} : at.sites.front(), cfg.expandable_segments);
       ds.ooms.push_back(std::move(o));
+    }
+    if (!opts.empty_devices && empty) {
+      ds.device = -1;
+      sum.empty_device = std::move(ds);
+      continue;
     }
     sum.devices.push_back(std::move(ds));
   }

@@ -88,6 +88,75 @@ std::string wrapped(std::string_view text, const std::string& indent, size_t wid
   return out;
 }
 
+void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummary& d) {
+  char frag[32];
+  std::snprintf(frag, sizeof frag, "%.6f", d.fragmentation);
+  out += "{\"device\":" + std::to_string(d.device) + ",\"entries\":" + std::to_string(d.entries) +
+         ",\"peak_allocated\":" + num(d.peak_allocated) +
+         ",\"peak_allocated_event\":" + num(d.peak_allocated_event) +
+         ",\"peak_allocated_time_us\":" + num(d.peak_allocated_time_us) +
+         ",\"peak_active\":" + num(d.peak_active) +
+         ",\"peak_active_event\":" + num(d.peak_active_event) +
+         ",\"peak_active_time_us\":" + num(d.peak_active_time_us) +
+         ",\"peak_reserved\":" + num(d.peak_reserved) +
+         ",\"peak_reserved_event\":" + num(d.peak_reserved_event) +
+         ",\"peak_reserved_time_us\":" + num(d.peak_reserved_time_us) +
+         ",\"peak_requested\":" + num(d.peak_requested) +
+         ",\"allocated_now\":" + num(d.allocated_now) + ",\"active_now\":" + num(d.active_now) +
+         ",\"requested_now\":" + num(d.requested_now) + ",\"reserved_now\":" + num(d.reserved_now) +
+         ",\"segments_now\":" + num(d.segments_now) + ",\"free_now\":" + num(d.free_now) +
+         ",\"free_blocks_now\":" + num(d.free_blocks_now) +
+         ",\"largest_free_now\":" + num(d.largest_free_now) + ",\"fragmentation\":" + frag +
+         ",\"orphan_frees\":" + num(d.orphan_frees) + ",\"history_wrapped\":";
+  append_json_string(out, d.history_wrapped);
+  out += std::string(",\"exact\":") + (d.exact ? "true" : "false") + ",\"exactness\":";
+  append_json_string(out, d.exactness);
+  out += ",\"before_recording\":{\"bytes\":" + num(d.before_recording_start_bytes) +
+         ",\"count\":" + num(d.before_recording_start_count) +
+         ",\"bytes_at_peak\":" + num(d.before_recording_bytes) +
+         ",\"count_at_peak\":" + num(d.before_recording_count) + "}";
+  out += ",\"sites_total\":" + num(d.sites_total) + ",\"top_sites\":[";
+  for (size_t i = 0; i < d.top_sites.size(); ++i) {
+    const SiteStat& site = d.top_sites[i];
+    if (i) out += ',';
+    out += "{\"bytes\":" + num(site.bytes) + ",\"count\":" + num(site.count) + ",\"site\":";
+    append_json_string(out, site.site);
+    out += ",\"site_kind\":\"";
+    out += frame_kind_name(site.kind);
+    out += "\",\"stack\":";
+    append_json_string(out, fc.describe(site.stack));
+    out += ",\"frames\":";
+    json_stack(out, fc, site.stack);
+    out += '}';
+  }
+  out += "],\"ooms\":[";
+  for (size_t i = 0; i < d.ooms.size(); ++i) {
+    const OomReport& o = d.ooms[i];
+    if (i) out += ',';
+    out += "{\"event\":" + num(o.event) + ",\"time_us\":" + num(o.time_us) +
+           ",\"requested\":" + num(o.requested) + ",\"pool\":\"" + o.pool +
+           "\",\"device_free\":" + num(o.device_free) + ",\"device_total\":" + num(o.device_total) +
+           ",\"limit\":" + num(o.limit) + ",\"allocated\":" + num(o.allocated) +
+           ",\"active\":" + num(o.active) + ",\"reserved\":" + num(o.reserved) +
+           ",\"cached_free\":" + num(o.cached_free) + ",\"largest_free\":" + num(o.largest_free) +
+           ",\"largest_free_in_pool\":" + num(o.largest_free_pool) +
+           ",\"releasable\":" + num(o.releasable) + ",\"verdict\":";
+    append_json_string(out, o.verdict);
+    out += ",\"causes\":";
+    json_strings(out, o.causes);
+    out += ",\"explanation\":";
+    append_json_string(out, o.explanation);
+    out += ",\"remedies\":";
+    json_strings(out, o.remedies);
+    out += ",\"site\":";
+    append_json_string(out, o.site);
+    out += ",\"frames\":";
+    json_stack(out, fc, o.stack);
+    out += '}';
+  }
+  out += "]}";
+}
+
 }  // namespace
 
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all) {
@@ -168,84 +237,31 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
   return out;
 }
 
-std::string summary_json(const Snapshot& snap, const Summary& s) {
+std::string summary_json(const Snapshot& snap, const Summary& s, bool every_device) {
   FrameClassifier fc(snap, UserCode{s.user_code});
   std::string out = "{\"total_entries\":" + std::to_string(s.total_entries) +
                     ",\"event_numbering\":\"trace entry index within the device's trace\"" +
                     ",\"user_code\":";
   json_strings(out, s.user_code);
   out += ",\"devices\":[";
-  bool first_dev = true;
-  for (const DeviceSummary& d : s.devices) {
-    if (!first_dev) out += ',';
-    first_dev = false;
-    char frag[32];
-    std::snprintf(frag, sizeof frag, "%.6f", d.fragmentation);
-    out += "{\"device\":" + std::to_string(d.device) + ",\"entries\":" + std::to_string(d.entries) +
-           ",\"peak_allocated\":" + num(d.peak_allocated) +
-           ",\"peak_allocated_event\":" + num(d.peak_allocated_event) +
-           ",\"peak_allocated_time_us\":" + num(d.peak_allocated_time_us) +
-           ",\"peak_active\":" + num(d.peak_active) +
-           ",\"peak_active_event\":" + num(d.peak_active_event) +
-           ",\"peak_active_time_us\":" + num(d.peak_active_time_us) +
-           ",\"peak_reserved\":" + num(d.peak_reserved) +
-           ",\"peak_reserved_event\":" + num(d.peak_reserved_event) +
-           ",\"peak_reserved_time_us\":" + num(d.peak_reserved_time_us) +
-           ",\"peak_requested\":" + num(d.peak_requested) +
-           ",\"allocated_now\":" + num(d.allocated_now) + ",\"active_now\":" + num(d.active_now) +
-           ",\"requested_now\":" + num(d.requested_now) +
-           ",\"reserved_now\":" + num(d.reserved_now) + ",\"segments_now\":" + num(d.segments_now) +
-           ",\"free_now\":" + num(d.free_now) + ",\"free_blocks_now\":" + num(d.free_blocks_now) +
-           ",\"largest_free_now\":" + num(d.largest_free_now) + ",\"fragmentation\":" + frag +
-           ",\"orphan_frees\":" + num(d.orphan_frees) + ",\"history_wrapped\":";
-    append_json_string(out, d.history_wrapped);
-    out += std::string(",\"exact\":") + (d.exact ? "true" : "false") + ",\"exactness\":";
-    append_json_string(out, d.exactness);
-    out += ",\"before_recording\":{\"bytes\":" + num(d.before_recording_start_bytes) +
-           ",\"count\":" + num(d.before_recording_start_count) +
-           ",\"bytes_at_peak\":" + num(d.before_recording_bytes) +
-           ",\"count_at_peak\":" + num(d.before_recording_count) + "}";
-    out += ",\"sites_total\":" + num(d.sites_total) + ",\"top_sites\":[";
-    for (size_t i = 0; i < d.top_sites.size(); ++i) {
-      const SiteStat& site = d.top_sites[i];
-      if (i) out += ',';
-      out += "{\"bytes\":" + num(site.bytes) + ",\"count\":" + num(site.count) + ",\"site\":";
-      append_json_string(out, site.site);
-      out += ",\"site_kind\":\"";
-      out += frame_kind_name(site.kind);
-      out += "\",\"stack\":";
-      append_json_string(out, fc.describe(site.stack));
-      out += ",\"frames\":";
-      json_stack(out, fc, site.stack);
-      out += '}';
+  if (every_device && s.empty_device) {
+    // The devices left out of the Summary, in their places, from its template.
+    DeviceSummary empty = *s.empty_device;
+    size_t next = 0;
+    for (size_t d = 0; d < s.devices_listed; ++d) {
+      if (d) out += ',';
+      if (next < s.devices.size() && s.devices[next].device == static_cast<int>(d)) {
+        device_json(out, fc, s.devices[next++]);
+      } else {
+        empty.device = static_cast<int>(d);
+        device_json(out, fc, empty);
+      }
     }
-    out += "],\"ooms\":[";
-    for (size_t i = 0; i < d.ooms.size(); ++i) {
-      const OomReport& o = d.ooms[i];
+  } else {
+    for (size_t i = 0; i < s.devices.size(); ++i) {
       if (i) out += ',';
-      out += "{\"event\":" + num(o.event) + ",\"time_us\":" + num(o.time_us) +
-             ",\"requested\":" + num(o.requested) + ",\"pool\":\"" + o.pool +
-             "\",\"device_free\":" + num(o.device_free) +
-             ",\"device_total\":" + num(o.device_total) + ",\"limit\":" + num(o.limit) +
-             ",\"allocated\":" + num(o.allocated) + ",\"active\":" + num(o.active) +
-             ",\"reserved\":" + num(o.reserved) + ",\"cached_free\":" + num(o.cached_free) +
-             ",\"largest_free\":" + num(o.largest_free) +
-             ",\"largest_free_in_pool\":" + num(o.largest_free_pool) +
-             ",\"releasable\":" + num(o.releasable) + ",\"verdict\":";
-      append_json_string(out, o.verdict);
-      out += ",\"causes\":";
-      json_strings(out, o.causes);
-      out += ",\"explanation\":";
-      append_json_string(out, o.explanation);
-      out += ",\"remedies\":";
-      json_strings(out, o.remedies);
-      out += ",\"site\":";
-      append_json_string(out, o.site);
-      out += ",\"frames\":";
-      json_stack(out, fc, o.stack);
-      out += '}';
+      device_json(out, fc, s.devices[i]);
     }
-    out += "]}";
   }
   out += "]}\n";
   return out;

@@ -560,7 +560,8 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   std::string summary =
       opts.summary_json.empty()
           ? summary_json(snap,
-                         summarize(snap, {.user_code = opts.user_code, .empty_devices = false}))
+                         summarize(snap, {.user_code = opts.user_code, .empty_devices = false}),
+                         /*every_device=*/false)
           : opts.summary_json;
   std::string meta = JsonObject()
                          .str("title", title)
