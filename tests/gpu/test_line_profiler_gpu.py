@@ -142,10 +142,15 @@ def test_same_numbers_as_the_pure_python_reference():
 
     from memsight.torch import LineProfiler
 
-    # Garbage of earlier tests freed between the two runs (16.5 KiB of CUDA
-    # tensors in cycles, once) would shift every peak of one run: collect it
-    # first and let no collection happen in between.
+    # Memory of earlier tests released between the two runs (16.5 KiB, once,
+    # on the H100) shifts every peak of one run: blocks in cycles of garbage,
+    # or blocks whose frees wait on stream events, which the profiler's
+    # enable() releases with empty_cache(). Release both first, and let no
+    # collection happen in between.
+    import torch
+
     gc.collect()
+    torch.cuda.empty_cache()
     gc.disable()
     try:
         expected = reference_peaks(two_steps)
