@@ -131,6 +131,18 @@ py::list device_trace_lengths(const Snapshot& s) {
   return out;
 }
 
+// The flamegraph options both SVG bindings take.
+memsight::FlamegraphOptions flame_options(const std::string& title, const std::string& count_name,
+                                          int width, bool bytes, const Snapshot* kinds_of) {
+  memsight::FlamegraphOptions opts;
+  if (kinds_of) opts.frame_kinds = memsight::frame_label_kinds(*kinds_of);
+  opts.title = title;
+  opts.count_name = count_name;
+  opts.width = width;
+  opts.bytes = bytes;
+  return opts;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -267,12 +279,7 @@ PYBIND11_MODULE(_core, m) {
       [](const py::str& folded_text, const std::string& title, const std::string& count_name,
          int width, bool bytes, const Snapshot* kinds_of) {
         std::string folded = from_text(folded_text);
-        memsight::FlamegraphOptions opts;
-        if (kinds_of) opts.frame_kinds = memsight::frame_label_kinds(*kinds_of);
-        opts.title = title;
-        opts.count_name = count_name;
-        opts.width = width;
-        opts.bytes = bytes;
+        auto opts = flame_options(title, count_name, width, bytes, kinds_of);
         return released([&] { return memsight::render_flamegraph_svg(folded, opts); });
       },
       py::arg("folded"), py::arg("title") = "Flame Graph", py::arg("count_name") = "bytes",
@@ -283,12 +290,7 @@ PYBIND11_MODULE(_core, m) {
       [](const py::iterable& stacks, const std::string& title, const std::string& count_name,
          int width, bool bytes, const Snapshot* kinds_of) {
         memsight::Folded folded = folded_of(stacks);
-        memsight::FlamegraphOptions opts;
-        if (kinds_of) opts.frame_kinds = memsight::frame_label_kinds(*kinds_of);
-        opts.title = title;
-        opts.count_name = count_name;
-        opts.width = width;
-        opts.bytes = bytes;
+        auto opts = flame_options(title, count_name, width, bytes, kinds_of);
         return released([&] { return memsight::render_flamegraph_svg(folded, opts); });
       },
       py::arg("stacks"), py::arg("title") = "Flame Graph", py::arg("count_name") = "bytes",

@@ -108,6 +108,16 @@ def profiled(n):
     return b
 
 
+def traced(hook, n):
+    """profiled(n) with the hook's C trace function on."""
+    hook.add_code(profiled.__code__)
+    hook.start_trace()
+    try:
+        return profiled(n)
+    finally:
+        hook.stop_trace()
+
+
 def test_the_hook_reads_natively_and_resets_after_each_line(fake_torch_root, cache):
     counters = nc.load_torch_counters(fake_torch(fake_torch_root), 0)
     before = nc.read(counters, 1)["allocation.all.current"] - 100000  # resets so far (shared library)
@@ -115,12 +125,7 @@ def test_the_hook_reads_natively_and_resets_after_each_line(fake_torch_root, cac
     hook.use_counters(counters.address)
     assert hook.native
     assert hook.keys() == list(counters.names)
-    hook.add_code(profiled.__code__)
-    hook.start_trace()
-    try:
-        profiled(3)
-    finally:
-        hook.stop_trace()
+    traced(hook, 3)
     assert hook.error is None
     first = profiled.__code__.co_firstlineno
     rows = {line - first: dict(zip(hook.keys(), vals)) for _, line, _, vals in hook.records()}
@@ -134,12 +139,7 @@ def test_a_failing_read_is_recorded_and_the_code_still_runs(fake_torch_root, cac
     counters = nc.load_torch_counters(fake_torch(fake_torch_root), 0)
     hook = _linehook.Hook(lambda d: {}, (), 7)  # the fake allocator knows devices 0-3
     hook.use_counters(counters.address)
-    hook.add_code(profiled.__code__)
-    hook.start_trace()
-    try:
-        assert profiled(1) == 4
-    finally:
-        hook.stop_trace()
+    assert traced(hook, 1) == 4
     assert "reading the memory counters failed" in hook.error
     assert "invalid device index" in hook.error
 
@@ -158,12 +158,7 @@ def test_use_counters_checks_its_table_and_its_moment(fake_torch_root, cache):
         hook.device = "cuda:1"
     hook.use_counters(0)  # back to the Python sampler
     assert not hook.native
-    hook.add_code(profiled.__code__)
-    hook.start_trace()
-    try:
-        profiled(0)
-    finally:
-        hook.stop_trace()
+    traced(hook, 0)
     assert hook.keys() == ["x.all.peak"]
     with pytest.raises(RuntimeError, match="before the first sample"):
         hook.use_counters(counters.address)
