@@ -80,13 +80,103 @@ void device_memory(const Snapshot& snap, int device, int64_t& total, int64_t& li
   }
 }
 
+// What a device's summary is read from: the snapshot, and what every device
+// shares.
+struct DeviceInputs {
+  const Snapshot& snap;
+  const FrameClassifier& fc;
+  const replay::Config& cfg;
+  std::pair<bool, bool> overflow;  // overflow_flag(): known, overflowed
+};
+
+// Peaks (and when), history, exactness, the live sites at the allocated peak
+// and memory from before the recording, from the device's replay.
+void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t begin,
+                     DeviceSummary& ds) {
+  auto time_of = [&](int64_t ev) { return ev < 0 ? 0 : in.snap.trace.time_us[begin + ev]; };
+  ds.peak_allocated = rr.peak.allocated;
+  ds.peak_allocated_event = rr.peak_allocated_event;
+  ds.peak_allocated_time_us = time_of(rr.peak_allocated_event);
+  ds.peak_active = rr.peak.active;
+  ds.peak_active_event = rr.peak_active_event;
+  ds.peak_active_time_us = time_of(rr.peak_active_event);
+  ds.peak_reserved = rr.peak.reserved;
+  ds.peak_reserved_event = rr.peak_reserved_event;
+  ds.peak_reserved_time_us = time_of(rr.peak_reserved_event);
+  ds.peak_requested = rr.peak.requested;
+  ds.orphan_frees = rr.estimated_blocks;
+  auto [flag_known, flag_overflow] = in.overflow;
+  ds.history_wrapped =
+      flag_known ? (flag_overflow ? "yes" : "no") : (ds.orphan_frees ? "possibly" : "no");
+  judge_exactness(rr, ds);
+  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event);
+  ds.sites_total = static_cast<int64_t>(g.sites.size());
+  if (g.sites.size() > 10) g.sites.resize(10);
+  ds.top_sites = std::move(g.sites);
+  ds.before_recording_bytes = g.before_bytes;
+  ds.before_recording_count = g.before_count;
+  for (const replay::Lifetime& l : rr.blocks)
+    if (l.alloc_event == replay::Lifetime::kBefore) {
+      ds.before_recording_start_bytes += l.size;
+      ++ds.before_recording_start_count;
+    }
+}
+
+// One report per OOM of the device's replay: the allocator's state then, its
+// causes and remedies.
+std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result& rr, uint32_t begin,
+                                   int device) {
+  const TraceTable& t = in.snap.trace;
+  int64_t total = -1, limit = -1;
+  device_memory(in.snap, device, total, limit);
+  std::vector<OomReport> out;
+  for (const replay::OomState& st : rr.ooms) {
+    uint32_t r = begin + static_cast<uint32_t>(st.event);
+    OomReport o;
+    o.event = static_cast<uint32_t>(st.event);
+    o.time_us = t.time_us[r];
+    o.requested = t.size[r];
+    o.device_free = t.addr[r];
+    o.device_total = total;
+    o.limit = limit;
+    o.allocated = st.at.allocated;
+    o.active = st.at.active;
+    o.reserved = st.at.reserved;
+    o.cached_free = std::max<int64_t>(0, st.at.reserved - st.at.active);
+    o.largest_free = std::max(st.free.largest_small, st.free.largest_large);
+    bool small = in.cfg.round_size(o.requested) <= (1 << 20);
+    o.pool = small ? "small" : "large";
+    o.largest_free_pool = small ? st.free.largest_small : st.free.largest_large;
+    o.releasable = st.free.releasable;
+    o.stack = t.stack[r];
+    o.site = o.stack ? in.fc.describe(o.stack, 3) : "";
+    // The live site that holds most at the OOM: what to checkpoint or shrink.
+    SiteGroups at = group_sites(in.fc, rr, st.event);
+    diagnose_oom(o, at.sites.empty() ? SiteStat{} : at.sites.front(), in.cfg.expandable_segments);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+DeviceSummary summarize_device(const DeviceInputs& in, size_t d) {
+  DeviceSummary ds;
+  ds.device = static_cast<int>(d);
+  uint32_t begin = 0, end = 0;
+  if (d < in.snap.device_count()) std::tie(begin, end) = in.snap.device_rows(d);
+  ds.entries = end - begin;
+  state_at_snapshot(in.snap, ds);
+  replay::Result rr = replay::run(in.snap, d, in.cfg);
+  peaks_and_sites(in, rr, begin, ds);
+  ds.ooms = oom_reports(in, rr, begin, ds.device);
+  return ds;
+}
+
 }  // namespace
 
 Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   Summary sum;
   sum.user_code = opts.user_code.patterns;
   FrameClassifier fc(snap, opts.user_code);
-  const TraceTable& t = snap.trace;
   size_t ndev = snap.device_count();
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && s.device < 1024) ndev = std::max(ndev, static_cast<size_t>(s.device + 1));
@@ -95,81 +185,23 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
     if (s.device >= 0 && static_cast<size_t>(s.device) < segments_of.size())
       ++segments_of[s.device];
   sum.devices_listed = ndev;
-  auto [flag_known, flag_overflow] = overflow_flag(snap);
   replay::Config cfg = replay::Config::from(snap);
+  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap)};
   for (size_t d = 0; d < ndev; ++d) {
-    DeviceSummary ds;
-    ds.device = static_cast<int>(d);
     uint32_t begin = 0, end = 0;
     if (d < snap.device_count()) std::tie(begin, end) = snap.device_rows(d);
     // Every empty device summarises alike: without empty_devices, the first
     // is kept as the template and the others are skipped.
     const bool empty = begin == end && segments_of[d] == 0;
-    if (!opts.empty_devices && empty && sum.empty_device) continue;
-    ds.entries = end - begin;
-    sum.total_entries += ds.entries;
-    state_at_snapshot(snap, ds);
-
-    replay::Result rr = replay::run(snap, d, cfg);
-    auto time_of = [&](int64_t ev) { return ev < 0 ? 0 : t.time_us[begin + ev]; };
-    ds.peak_allocated = rr.peak.allocated;
-    ds.peak_allocated_event = rr.peak_allocated_event;
-    ds.peak_allocated_time_us = time_of(rr.peak_allocated_event);
-    ds.peak_active = rr.peak.active;
-    ds.peak_active_event = rr.peak_active_event;
-    ds.peak_active_time_us = time_of(rr.peak_active_event);
-    ds.peak_reserved = rr.peak.reserved;
-    ds.peak_reserved_event = rr.peak_reserved_event;
-    ds.peak_reserved_time_us = time_of(rr.peak_reserved_event);
-    ds.peak_requested = rr.peak.requested;
-    ds.orphan_frees = rr.estimated_blocks;
-    ds.history_wrapped =
-        flag_known ? (flag_overflow ? "yes" : "no") : (ds.orphan_frees ? "possibly" : "no");
-    judge_exactness(rr, ds);
-    SiteGroups g = group_sites(fc, rr, ds.peak_allocated_event);
-    ds.sites_total = static_cast<int64_t>(g.sites.size());
-    if (g.sites.size() > 10) g.sites.resize(10);
-    ds.top_sites = std::move(g.sites);
-    ds.before_recording_bytes = g.before_bytes;
-    ds.before_recording_count = g.before_count;
-    for (const replay::Lifetime& l : rr.blocks)
-      if (l.alloc_event == replay::Lifetime::kBefore) {
-        ds.before_recording_start_bytes += l.size;
-        ++ds.before_recording_start_count;
-      }
-
-    int64_t total = -1, limit = -1;
-    device_memory(snap, ds.device, total, limit);
-    for (const replay::OomState& st : rr.ooms) {
-      uint32_t r = begin + static_cast<uint32_t>(st.event);
-      OomReport o;
-      o.event = static_cast<uint32_t>(st.event);
-      o.time_us = t.time_us[r];
-      o.requested = t.size[r];
-      o.device_free = t.addr[r];
-      o.device_total = total;
-      o.limit = limit;
-      o.allocated = st.at.allocated;
-      o.active = st.at.active;
-      o.reserved = st.at.reserved;
-      o.cached_free = std::max<int64_t>(0, st.at.reserved - st.at.active);
-      o.largest_free = std::max(st.free.largest_small, st.free.largest_large);
-      bool small = cfg.round_size(o.requested) <= (1 << 20);
-      o.pool = small ? "small" : "large";
-      o.largest_free_pool = small ? st.free.largest_small : st.free.largest_large;
-      o.releasable = st.free.releasable;
-      o.stack = t.stack[r];
-      o.site = o.stack ? fc.describe(o.stack, 3) : "";
-      // The live site that holds most at the OOM: what to checkpoint or shrink.
-      SiteGroups at = group_sites(fc, rr, st.event);
-      diagnose_oom(o, at.sites.empty() ? SiteStat{} : at.sites.front(), cfg.expandable_segments);
-      ds.ooms.push_back(std::move(o));
-    }
     if (!opts.empty_devices && empty) {
-      ds.device = -1;
-      sum.empty_device = std::move(ds);
+      if (!sum.empty_device) {
+        sum.empty_device = summarize_device(in, d);
+        sum.empty_device->device = -1;
+      }
       continue;
     }
+    DeviceSummary ds = summarize_device(in, d);
+    sum.total_entries += ds.entries;
     sum.devices.push_back(std::move(ds));
   }
   return sum;
