@@ -30,9 +30,11 @@ for t in "${TARGETS[@]}"; do
   build/fuzz/fuzz_$t "$work" "$seeds" -dict="$dict" -max_total_time="$SECONDS_EACH" \
     -max_len=65536 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
     -artifact_prefix=build/fuzz/findings/$t/ ${FUZZ_FLAGS:-} >"$log" 2>&1 || rc=$?
-  start=$(grep -m1 -E "INITED" "$log" | grep -oE "cov: [0-9]+ ft: [0-9]+" || echo "cov: ? ft: ?")
+  # One process prints "#N INITED cov: ..."; -fork=J prints "#N: cov: ..." lines and no totals.
+  start=$(grep -m1 -E "INITED|^#[0-9]+:" "$log" | grep -oE "cov: [0-9]+ ft: [0-9]+" || echo "cov: ? ft: ?")
   end=$(grep -E "^#[0-9]+" "$log" | tail -n1 | grep -oE "cov: [0-9]+ ft: [0-9]+" || echo "cov: ? ft: ?")
-  runs=$(grep -oE "stat::number_of_executed_units: [0-9]+" "$log" | grep -oE "[0-9]+$" || echo "?")
+  runs=$(grep -oE "stat::number_of_executed_units: [0-9]+" "$log" | grep -oE "[0-9]+$" ||
+    grep -E "^#[0-9]+:" "$log" | tail -n1 | grep -oE "^#[0-9]+" | tr -d "#" || echo "?")
   echo "fuzz_$t: start $start, end $end, $runs runs, exit $rc"
   if [ "$rc" -ne 0 ]; then
     grep -E "ERROR|SUMMARY|Test unit written|terminate|abort" "$log" | head -n 20
