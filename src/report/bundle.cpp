@@ -1,0 +1,56 @@
+// The pieces both page writers share (bundle.h).
+#include "report/bundle.h"
+
+#include "memsight/error.h"
+#include "memsight/html.h"
+#include "util/escape.h"
+#include "util/lines.h"
+
+namespace memsight {
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  append_xml_escaped(out, s);
+  return out;
+}
+
+// The viewer's modules as one classic script: files in `list_file` order,
+// their `import` statements (at the start of a line) dropped and `export` keywords
+// removed (the files are ES modules for node's test runner; a file:// page
+// cannot load module files).
+std::string bundle_js(std::string_view list_file) {
+  std::string_view list = viewer_asset(list_file);
+  if (list.empty()) throw Error("html: viewer assets missing (" + std::string(list_file) + ")");
+  std::string out = "(() => {\n'use strict';\n";
+  for_each_line(list, [&](std::string_view name) {
+    while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.remove_suffix(1);
+    if (name.empty() || name[0] == '#') return;
+    std::string_view src = viewer_asset(name);
+    if (src.empty()) throw Error("html: viewer asset missing: " + std::string(name));
+    out += "// ---- ";
+    out += name;
+    out += '\n';
+    bool in_import = false;  // inside a multi-line import { ... } from '...';
+    for_each_line(src, [&](std::string_view line) {
+      if (line.starts_with("import ") || in_import) {
+        in_import = line.find(" from ") == std::string_view::npos && !line.starts_with("} from ");
+        return;
+      }
+      if (line.starts_with("export default "))
+        line.remove_prefix(15);
+      else if (line.starts_with("export "))
+        line.remove_prefix(7);
+      out += line;
+      out += '\n';
+    });
+  });
+  out += "})();\n";
+  return out;
+}
+
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
+}
+
+}  // namespace memsight

@@ -1,0 +1,216 @@
+#include "report/page_device.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "report/page_json.h"
+
+namespace memsight::report {
+namespace {
+
+std::string timeline_meta(const report::Timeline& tl) {
+  return JsonObject()
+      .num("elements", static_cast<double>(tl.kind.size()))
+      .num("initial", tl.initial)
+      .num("cpInterval", tl.cp_interval)
+      .num("envBucket", tl.env_bucket)
+      .num("peak", tl.peak)
+      .num("peakEvent", static_cast<double>(tl.peak_event))
+      .num("initialTotal", tl.initial_total)
+      .num("finalTotal", tl.final_total)
+      .done();
+}
+
+// Only what the browser cannot cheaply rebuild: the sources of the
+// initially live elements (alloc elements follow the alloc events in order),
+// the ends, the level-of-detail order and the checkpoints. The kinds and
+// MemoryViz's element indices follow from these (timeline.js).
+void pack_timeline(PagePacker& p, const std::string& pre, const report::Timeline& tl) {
+  std::vector<int32_t> isrc(tl.src.begin(), tl.src.begin() + tl.initial);
+  p.ints_of(pre + "isrc", isrc);
+  p.ints_of(pre + "end", tl.end);
+  p.ints_of(pre + "bysize", tl.by_size);
+  p.ints_of(pre + "cpoff", tl.cp_off);
+  p.ints_of(pre + "cpids", tl.cp_ids);
+  p.f64(pre + "envmax", tl.env_max);
+  p.f64(pre + "envmin", tl.env_min);
+}
+
+void pack_flame(PagePacker& p, PageTables& tables, const std::string& pre,
+                const report::FlameTree& t) {
+  std::vector<int64_t> names(t.name.size());
+  for (size_t i = 0; i < names.size(); ++i) names[i] = tables.text(t.name[i]);
+  p.ints_of(pre + "parent", t.parent);
+  p.ints(pre + "name", names);
+  p.ints_of(pre + "value", t.value);
+}
+
+}  // namespace
+
+std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
+                        const report::Annotated& ann, size_t d, PhaseTimer& phase) {
+  const std::string pre = "d" + std::to_string(d) + ".";
+  const report::DeviceEvents& ev = ann.events[d];
+  const TraceTable& t = snap.trace;
+  const size_t n = ev.row.size();
+
+  std::vector<int64_t> action(n), addr(n), size(n), stream(n), stack(n), dt(n), cc(n), meta(n),
+      other(n), entry(n);
+  const uint32_t first_row = d < snap.device_count() ? snap.device_rows(d).first : 0;
+  int64_t t0 = n ? t.time_us[ev.row[0]] : 0, prev = t0;
+  bool has_time = false;
+  size_t ooms = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t r = ev.row[i];
+    // The trace entry index, as `memsight trace` and `summary` name events
+    // (a free_requested + free_completed pair shown as one event: the first).
+    entry[i] = r - first_row;
+    action[i] = static_cast<int64_t>(ev.action[i]);
+    addr[i] = t.addr[r];
+    size[i] = t.size[r];
+    stream[i] = ann.stream(t.stream[r]);
+    stack[i] = tables.stack(t.stack[r]);
+    // Times only move forward on the page (the allocator's clock is an
+    // approximation); the tooltip shows the page time.
+    int64_t now = t.time_us[r];
+    if (now) has_time = true;
+    dt[i] = std::clamp<int64_t>(now - prev, 0, std::numeric_limits<uint32_t>::max());
+    prev = std::max(prev, now);
+    cc[i] = tables.str(t.compile_context[r]);
+    meta[i] = tables.str(t.user_metadata[r]);
+    if (ev.action[i] == report::PageAction::Other)
+      if (auto it = t.action_name.find(r); it != t.action_name.end())
+        other[i] = tables.str(it->second);
+    if (ev.action[i] == report::PageAction::Oom) ++ooms;
+  }
+  p.ints(pre + "ev.action", action);
+  p.ints(pre + "ev.entry", entry);
+  p.ints(pre + "ev.addr", addr);
+  p.ints(pre + "ev.size", size);
+  p.ints(pre + "ev.stream", stream);
+  p.ints(pre + "ev.stack", stack);
+  p.ints_of(pre + "ev.version", ev.version);
+  p.ints(pre + "ev.dt", dt);
+  p.ints(pre + "ev.cc", cc);
+  p.ints(pre + "ev.meta", meta);
+  p.ints(pre + "ev.other", other);
+  phase("events");
+
+  // Snapshot segments and blocks of this device (block ranges made device-relative).
+  const auto& segs = ann.segments[d];
+  std::vector<double> saddr, baddr;
+  std::vector<int64_t> ssize, sstream, sver, sstack, spool0, spool1, sexp, stype, salloc, sactive,
+      sreq, sbb, sbe, sglobal;
+  std::vector<int64_t> bsize, breq, bstate, bname, bver, bstack, bglobal;
+  for (uint32_t si : segs) {
+    const Segment& s = snap.segments[si];
+    saddr.push_back(static_cast<double>(s.address));
+    ssize.push_back(s.total_size);
+    sstream.push_back(ann.stream(s.stream));
+    sver.push_back(ann.segment_version[si]);
+    sstack.push_back(tables.stack(s.stack));
+    spool0.push_back(s.pool_id[0]);
+    spool1.push_back(s.pool_id[1]);
+    sexp.push_back(s.is_expandable);
+    stype.push_back(tables.str(s.segment_type));
+    salloc.push_back(s.allocated_size);
+    sactive.push_back(s.active_size);
+    sreq.push_back(s.requested_size);
+    sglobal.push_back(si);
+    sbb.push_back(static_cast<int64_t>(baddr.size()));
+    for (uint32_t b = s.block_begin; b < s.block_end; ++b) {
+      const Block& blk = snap.blocks[b];
+      baddr.push_back(static_cast<double>(blk.address));
+      bsize.push_back(blk.size);
+      breq.push_back(blk.requested_size);
+      bstate.push_back(static_cast<int64_t>(blk.state));
+      bname.push_back(blk.state == BlockState::Other ? tables.str(blk.state_name) : 0);
+      bver.push_back(ann.block_version[b]);
+      bstack.push_back(tables.stack(blk.stack));
+      bglobal.push_back(b);
+    }
+    sbe.push_back(static_cast<int64_t>(baddr.size()));
+  }
+  p.f64(pre + "seg.addr", saddr);
+  p.ints(pre + "seg.size", ssize);
+  p.ints(pre + "seg.stream", sstream);
+  p.ints(pre + "seg.version", sver);
+  p.ints(pre + "seg.stack", sstack);
+  p.ints(pre + "seg.pool0", spool0);
+  p.ints(pre + "seg.pool1", spool1);
+  p.ints(pre + "seg.expandable", sexp);
+  p.ints(pre + "seg.type", stype);
+  p.ints(pre + "seg.allocated", salloc);
+  p.ints(pre + "seg.active", sactive);
+  p.ints(pre + "seg.requested", sreq);
+  p.ints(pre + "seg.bbegin", sbb);
+  p.ints(pre + "seg.bend", sbe);
+  p.f64(pre + "blk.addr", baddr);
+  p.ints(pre + "blk.size", bsize);
+  p.ints(pre + "blk.req", breq);
+  p.ints(pre + "blk.state", bstate);
+  p.ints(pre + "blk.sname", bname);
+  p.ints(pre + "blk.version", bver);
+  p.ints(pre + "blk.stack", bstack);
+
+  // Sources of timeline and state elements are snapshot-global indices in
+  // the engine; the page wants them device-relative.
+  std::unordered_map<int64_t, int32_t> seg_local, blk_local;
+  for (size_t i = 0; i < sglobal.size(); ++i) seg_local[sglobal[i]] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < bglobal.size(); ++i) blk_local[bglobal[i]] = static_cast<int32_t>(i);
+  auto localize = [](std::vector<int32_t>& src, const std::unordered_map<int64_t, int32_t>& m) {
+    for (int32_t& s : src)
+      if (s < 0) s = ~m.at(~s);
+  };
+
+  phase("segments");
+  report::Timeline tl = report::build_timeline(snap, ann, d, false);
+  localize(tl.src, blk_local);
+  phase("timeline");
+  pack_timeline(p, pre + "tl.", tl);
+  phase("pack tl");
+  report::Timeline st = report::build_timeline(snap, ann, d, true);
+  localize(st.src, seg_local);
+  pack_timeline(p, pre + "st.", st);
+  phase("segments tl");
+
+  report::StateCheckpoints sc =
+      report::build_state_checkpoints(snap, ann, d, report::checkpoint_interval(n));
+  localize(sc.seg_src, seg_local);
+  localize(sc.blk_src, blk_local);
+  p.ints_of(pre + "sc.soff", sc.seg_off);
+  p.f64(pre + "sc.saddr", sc.seg_addr);
+  p.f64(pre + "sc.ssize", sc.seg_size);
+  p.ints_of(pre + "sc.ssrc", sc.seg_src);
+  p.ints_of(pre + "sc.boff", sc.blk_off);
+  p.ints_of(pre + "sc.bsrc", sc.blk_src);
+  p.ints_of(pre + "sc.bflag", sc.blk_flag);
+  phase("state cps");
+
+  pack_flame(p, tables, pre + "fm.", report::build_flame_tree(snap, ann, d, false));
+  pack_flame(p, tables, pre + "fs.", report::build_flame_tree(snap, ann, d, true));
+
+  size_t free_only = 0;
+  for (auto k : tl.kind) free_only += k == report::ElementKind::FreeOnly;
+  auto [rb, re] =
+      d < snap.device_count() ? snap.device_rows(d) : std::pair<uint32_t, uint32_t>{0, 0};
+  return JsonObject()
+      .num("index", static_cast<double>(d))
+      .num("events", static_cast<double>(n))
+      .num("entries", re - rb)
+      .num("segments", static_cast<double>(segs.size()))
+      .num("blocks", static_cast<double>(baddr.size()))
+      .num("t0", static_cast<double>(t0))
+      .boolean("hasTime", has_time)
+      .num("ooms", static_cast<double>(ooms))
+      .num("freeOnly", static_cast<double>(free_only))
+      .raw("tl", timeline_meta(tl))
+      .raw("st", timeline_meta(st))
+      .raw("sc", JsonObject()
+                     .num("interval", sc.cp_interval)
+                     .num("count", static_cast<double>(sc.seg_off.size() - 1))
+                     .done())
+      .done();
+}
+
+}  // namespace memsight::report

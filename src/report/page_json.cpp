@@ -1,0 +1,101 @@
+#include "report/page_json.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "util/escape.h"
+
+namespace memsight::report {
+
+void json_number(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  if (v == std::floor(v) && std::fabs(v) < 9.007199254740992e15)
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+  out += buf;
+}
+
+void pyvalue_json(std::string& out, const PyValue& v) {
+  using K = PyValue::Kind;
+  switch (v.kind) {
+    case K::None:
+      out += "null";
+      break;
+    case K::Bool:
+      out += v.b ? "true" : "false";
+      break;
+    case K::Int:
+      out += std::to_string(v.i);
+      break;
+    case K::BigInt:
+      append_json_string(out, bigint_decimal(v.s));
+      break;
+    case K::Float:
+      json_number(out, v.f);
+      break;
+    case K::Str:
+      append_json_string(out, v.s);
+      break;
+    case K::Bytes:
+      append_json_string(out, py_repr(v));
+      break;
+    case K::List:
+    case K::Tuple:
+      out += '[';
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        if (i) out += ',';
+        pyvalue_json(out, v.items[i]);
+      }
+      out += ']';
+      break;
+    case K::Dict:
+      out += '{';
+      for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+        if (i) out += ',';
+        const PyValue& k = v.items[i];
+        append_json_string(out, k.kind == K::Str ? k.s : py_repr(k));
+        out += ':';
+        pyvalue_json(out, v.items[i + 1]);
+      }
+      out += '}';
+      break;
+  }
+}
+
+JsonObject& JsonObject::key(std::string_view k) {
+  if (s_.size() > 1) s_ += ',';
+  append_json_string(s_, k);
+  s_ += ':';
+  return *this;
+}
+
+JsonObject& JsonObject::num(std::string_view k, double v) {
+  key(k);
+  json_number(s_, v);
+  return *this;
+}
+
+JsonObject& JsonObject::str(std::string_view k, std::string_view v) {
+  key(k);
+  append_json_string(s_, v);
+  return *this;
+}
+
+JsonObject& JsonObject::boolean(std::string_view k, bool v) {
+  key(k);
+  s_ += v ? "true" : "false";
+  return *this;
+}
+
+JsonObject& JsonObject::raw(std::string_view k, std::string_view json) {
+  key(k);
+  s_ += json;
+  return *this;
+}
+
+}  // namespace memsight::report

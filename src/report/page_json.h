@@ -1,0 +1,30 @@
+#pragma once
+// The JSON of the page's metadata: numbers as JavaScript reads them, Python
+// values from the snapshot, and objects built key by key.
+#include <string>
+#include <string_view>
+
+#include "memsight/snapshot.h"
+
+namespace memsight::report {
+
+// A finite number, integral ones without a fraction; NaN and infinities as null.
+void json_number(std::string& out, double v);
+// Python value as JSON (allocator_settings and friends); what JSON lacks
+// (big ints, bytes, non-string keys) becomes a string.
+void pyvalue_json(std::string& out, const PyValue& v);
+
+class JsonObject {
+ public:
+  JsonObject& num(std::string_view k, double v);
+  JsonObject& str(std::string_view k, std::string_view v);
+  JsonObject& boolean(std::string_view k, bool v);
+  JsonObject& raw(std::string_view k, std::string_view json);
+  std::string done() { return s_ + '}'; }
+
+ private:
+  JsonObject& key(std::string_view k);
+  std::string s_ = "{";
+};
+
+}  // namespace memsight::report

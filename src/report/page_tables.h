@@ -1,0 +1,123 @@
+#pragma once
+// The page's string, frame and stack tables (see docs/formats.md): only what
+// the page refers to, renumbered densely.
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "memsight/frames.h"
+#include "memsight/snapshot.h"
+#include "report/page_pack.h"
+
+namespace memsight::report {
+
+// The page's string, frame and stack tables: only what the page refers to,
+// renumbered densely (0 is the empty string / the empty stack).
+class PageTables {
+  static constexpr uint32_t kUnset = std::numeric_limits<uint32_t>::max();
+
+ public:
+  PageTables(const Snapshot& snap, const UserCode& user_code)
+      : snap_(snap),
+        kinds_(snap, user_code),
+        str_map_(snap.strings.size(), kUnset),
+        frame_map_(snap.frames.frame_count(), kUnset),
+        stack_map_(snap.frames.stack_count(), kUnset) {
+    text("");
+    str_map_[0] = 0;
+    stack_map_[0] = 0;
+    stack_off_ = {0, 0};
+  }
+
+  uint32_t str(StrId id) {
+    uint32_t& m = str_map_[id];
+    if (m == kUnset) m = text(snap_.str(id));
+    return m;
+  }
+  uint32_t text(std::string_view s) {
+    auto [it, inserted] = text_index_.try_emplace(std::string(s), 0);
+    if (inserted) {
+      it->second = static_cast<uint32_t>(off_.size());
+      blob_ += s;
+      off_.push_back(blob_.size());
+    }
+    return it->second;
+  }
+  uint32_t stack(StackId id) {
+    uint32_t& m = stack_map_[id];
+    if (m != kUnset) return m;
+    for (FrameId f : snap_.frames.stack(id)) stack_frames_.push_back(frame(f));
+    stack_off_.push_back(stack_frames_.size());
+    m = static_cast<uint32_t>(stack_off_.size() - 2);
+    return m;
+  }
+
+  void pack(PagePacker& p) {
+    p.u8("strings.blob", blob_);
+    std::vector<int64_t> off(off_.begin(), off_.end());
+    off.insert(off.begin(), 0);
+    p.ints("strings.off", off);
+    p.ints("frames.name", f_name_);
+    p.ints("frames.file", f_file_);
+    p.ints("frames.line", f_line_);
+    p.ints("frames.fx", f_fx_);
+    p.ints("frames.kind", f_kind_);
+    p.ints("stacks.off", stack_off_);
+    p.ints("stacks.frames", stack_frames_);
+  }
+  size_t strings() const { return off_.size(); }
+  size_t frames() const { return f_name_.size(); }
+  size_t stacks() const { return stack_off_.size() - 1; }
+
+ private:
+  uint32_t frame(FrameId id) {
+    uint32_t& m = frame_map_[id];
+    if (m != kUnset) return m;
+    const Frame& f = snap_.frames.frame(id);
+    m = static_cast<uint32_t>(f_name_.size());
+    f_name_.push_back(str(f.name));
+    f_file_.push_back(str(f.filename));
+    f_line_.push_back(f.line);
+    f_fx_.push_back(f.extra ? text(fx_text(snap_.frames.extras[f.extra - 1])) : 0);
+    f_kind_.push_back(static_cast<int64_t>(kinds_.kind(id)));
+    return m;
+  }
+  // MemoryViz's FX annotation lines of a frame that carries fx_* keys.
+  static std::string fx_text(const PyValue& d) {
+    auto s = [&](const char* k) -> std::string {
+      const PyValue* v = d.get(k);
+      if (!v) return "";
+      return v->kind == PyValue::Kind::Str ? v->s : py_repr(*v);
+    };
+    std::string out;
+    if (d.get("fx_node_op") || d.get("fx_node_name") || d.get("fx_node_target"))
+      out += "\n    >> FX: node=" + s("fx_node_name") + ", op=" + s("fx_node_op") +
+             ", target=" + s("fx_node_target");
+    if (const PyValue* t = d.get("fx_original_trace"); t && t->kind == PyValue::Kind::Str) {
+      out += "\n    >> Original Model Code:";
+      size_t b = 0;
+      const std::string& tr = t->s;
+      while (b < tr.size()) {
+        size_t e = tr.find('\n', b);
+        if (e == std::string::npos) e = tr.size();
+        out += "\n      " + tr.substr(b, e - b);
+        b = e + 1;
+      }
+    }
+    return out;
+  }
+
+  const Snapshot& snap_;
+  FrameClassifier kinds_;
+  std::vector<uint32_t> str_map_, frame_map_, stack_map_;
+  std::unordered_map<std::string, uint32_t> text_index_;
+  std::string blob_;
+  std::vector<uint64_t> off_;
+  std::vector<int64_t> f_name_, f_file_, f_line_, f_fx_, f_kind_;
+  std::vector<int64_t> stack_off_, stack_frames_;
+};
+
+}  // namespace memsight::report
