@@ -81,9 +81,16 @@ void Unpickler::skip_list() {
     if (nmarks == 0) fail();
     return marks[--nmarks];
   };
+  // A list or dict stored before the trace may be shared with what the read
+  // keeps (a block's frames): if the trace changed it, only a full read would
+  // see that. Such a value is marked, so that no list operation takes it as
+  // its target and none accepts it as an item.
+  const size_t before_trace = memo_.size();
   auto get = [&](uint64_t idx) {
     if (idx >= memo_.size()) fail();
-    push(kind_of(memo_at(idx)));
+    uint8_t k = kind_of(memo_at(idx));
+    if (idx < before_trace && (k == kList || k == kDict)) k |= kShared;
+    push(k);
   };
   // What a full read would refuse must not pass here either, whatever the
   // protocol: the trace holds lists (one per device) and those hold dicts.

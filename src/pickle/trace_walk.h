@@ -18,6 +18,9 @@ namespace memsight::trace_walk {
 using namespace pickle_op;
 
 enum Kind : uint8_t { kScalar, kList, kDict, kTuple };
+// Or'ed into a list's or dict's kind: it was stored before the skipped trace
+// (skip.cpp), so the trace may not change it.
+constexpr uint8_t kShared = 0x80;
 
 inline uint8_t kind_of(Val v) {
   switch (v.tag()) {

@@ -72,3 +72,19 @@ def test_segments_only_read_reports_the_full_reads_error(run):
     stats, trace = run("stats", f), run("trace", f)
     assert stats.returncode == trace.returncode == 2
     assert stats.stderr.decode().split(": ", 1)[1] == trace.stderr.decode().split(": ", 1)[1]
+
+
+def test_a_trace_that_changes_a_blocks_frames_is_read_in_full(run):
+    # fuzz_snapshot: the trace appended a frame to a list that a block also
+    # holds (a memo read of it). pickle.loads sees the block with both
+    # frames; the segments-only read, which walks the trace without building
+    # it, kept the block's first frame only, so `memory` and `summary`
+    # disagreed. Such a trace now sends the read to a full one.
+    f = FUZZ / "trace-appends-to-block-frames.pickle"
+    snap = pickle.loads(f.read_bytes())
+    block = snap["segments"][0]["blocks"][0]
+    assert block["frames"] is snap["device_traces"][0][0]["frames"] and len(block["frames"]) == 2
+    r = run("memory", f, "-o", "-")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode() == (
+        "stream_0;active_allocated;a.py:1:shared_site;a.py:1:shared_site 512\n")
