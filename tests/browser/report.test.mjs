@@ -204,6 +204,8 @@ describe('allocator state history', () => {
     // rows are numbered by trace entry, as `memsight trace` and `summary` do
     const sel = (await state()).selected;
     const entry = await page.evaluate((i) => window.memsight.page.device(0).entry(i), sel);
+    // The list redraws on the next animation frame: wait for the selected row.
+    await page.waitForFunction((i) => document.querySelector('.ev-row.sel')?.dataset.index === String(i), sel);
     assert.equal(entry, +(await page.locator('.ev-row.sel .ev-idx').textContent()));
     // Hovering a block of the memory map describes it.
     await page.keyboard.press('End');
