@@ -20,6 +20,7 @@
 #include "memsight/frames.h"
 #include "memsight/html.h"
 #include "memsight/profile.h"
+#include "memsight/from_raw.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
 #include "memsight/summary.h"
@@ -297,6 +298,34 @@ PYBIND11_MODULE(_core, m) {
       py::arg("width") = 1200, py::arg("bytes") = true, py::arg("kinds_of") = nullptr,
       "The flamegraph of (stack, count) pairs: no text is parsed, so a frame name may hold "
       "a newline; counts of 0 or less are left out.");
+  m.def(
+      "snapshot_from_raw",
+      [](uintptr_t address, const std::vector<std::tuple<int64_t, int64_t, int64_t>>& memory) {
+        Snapshot snap;
+        {
+          py::gil_scoped_release nogil;
+          snap = memsight::snapshot_from_raw(
+              *reinterpret_cast<const memsight_raw_snapshot*>(address));
+        }
+        if (!memory.empty()) {
+          // Beside torch's keys: the device's size and the allocator's limit,
+          // which name a memory cap or other processes at an OOM.
+          memsight::PyValue list = memsight::PyValue::list();
+          for (const auto& [device, total, limit] : memory) {
+            memsight::PyValue d = memsight::PyValue::dict();
+            d.set("device", memsight::PyValue::integer(device));
+            d.set("total", memsight::PyValue::integer(total));
+            d.set("limit", limit < 0 ? memsight::PyValue::none() : memsight::PyValue::integer(limit));
+            list.items.push_back(std::move(d));
+          }
+          snap.top_keys.push_back("memsight_device_memory");
+          snap.top_level.emplace_back("memsight_device_memory", std::move(list));
+        }
+        return std::make_shared<Snapshot>(std::move(snap));
+      },
+      py::arg("address"), py::arg("device_memory") = std::vector<std::tuple<int64_t, int64_t, int64_t>>{},
+      "The model of a raw allocator snapshot (the native dumper's arrays at `address`), "
+      "optionally with memsight_device_memory entries (device, total, limit or -1).");
   m.def("format_size", &memsight::format_size, py::arg("num"));
   m.def(
       "profile_report",

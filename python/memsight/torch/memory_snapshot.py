@@ -12,6 +12,7 @@ import os
 import pickle
 import re
 
+from . import _native_dump
 from ._cuda import torch_module
 from ._files import FileCallback
 from .recording import Recording
@@ -117,9 +118,14 @@ class MemorySnapshot(FileCallback):
         """Writes ``{prefix}.pickle`` and ``{prefix}.html`` now; returns the paths written."""
         state = state or self.state or TrainState()
         try:
-            snap = torch_module().cuda.memory._snapshot()
-            raw = pickle.dumps(snap, protocol=4)
-            del snap
+            # Natively, when the dumper is ready: no Python object per entry.
+            msnap = _native_dump.take()
+            if msnap is not None:
+                raw = msnap.pickle()
+            else:
+                snap = torch_module().cuda.memory._snapshot()
+                raw = pickle.dumps(snap, protocol=4)
+                del snap
         except Exception:
             log.exception("memsight: MemorySnapshot could not take the snapshot")
             return []
@@ -130,7 +136,7 @@ class MemorySnapshot(FileCallback):
         def page() -> str:
             from ..snapshot import loads
 
-            return loads(raw).html("trace_plot")
+            return (msnap or loads(raw)).html("trace_plot")
 
         self._write(prefix + ".html", page, "memory snapshot page")
         files = self.written[start:]

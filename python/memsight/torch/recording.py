@@ -28,6 +28,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import _native_dump
 from ._atomic import write_atomic
 from ._cuda import cuda_available, history_enabled, torch_module, warn_once
 
@@ -226,6 +227,8 @@ class Recording:
             )
             return self
         self._token = recorder.acquire(self.options, self.owner)
+        # Dumps of this history take the native path once it is built and warm.
+        _native_dump.prepare()
         return self
 
     def stop(self) -> None:
@@ -308,13 +311,14 @@ def _compress(path: str, data: bytes) -> bytes:
 
 def dump(path: str | os.PathLike[str], data: Any = None) -> str:
     """Writes a torch-compatible snapshot pickle (protocol 4) of ``data``
-    (default: :func:`snapshot` now). ``.gz`` / ``.zst`` / ``.zstd`` / ``.xz``
+    (default: the allocator's state now, through the native dumper when it is
+    ready, else :func:`snapshot`). ``.gz`` / ``.zst`` / ``.zstd`` / ``.xz``
     names are compressed. ``data`` may also be a :class:`memsight.Snapshot`.
     Returns the path.
     """
     p = os.fspath(path)
     if data is None:
-        data = snapshot()
+        data = _native_dump.take() or snapshot()
     if hasattr(data, "to_pickle") and not isinstance(data, dict):
         os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
         return data.to_pickle(p)
