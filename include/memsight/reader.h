@@ -45,6 +45,9 @@ Snapshot read_snapshot_bytes(std::string_view data, ReadScope scope = ReadScope:
 // Serialises a snapshot as a protocol-4 pickle that pickle.load and torch's
 // tools read back into the same dicts.
 std::string pickle_snapshot(const Snapshot& snap);
+// Only the segments list (what torch.cuda.memory_snapshot() returns), for
+// callers that need the live blocks as Python objects but not the trace.
+std::string pickle_segments(const Snapshot& snap);
 // Writes to a temporary name beside `path`, then renames; compresses with
 // gzip for ".gz" and zstd for ".zst"/".zstd" names.
 void write_snapshot_file(const Snapshot& snap, const std::string& path);

@@ -200,6 +200,15 @@ PYBIND11_MODULE(_core, m) {
              }
              return py::bytes(bytes);
            })
+      .def("segments_pickle",
+           [](const Snapshot& s) {
+             std::string bytes;
+             {
+               py::gil_scoped_release nogil;
+               bytes = memsight::pickle_segments(s);
+             }
+             return py::bytes(bytes);
+           })
       .def(
           "write",
           [](const Snapshot& s, const std::string& path) {

@@ -28,14 +28,15 @@ namespace {
 
 class Pickler {
  public:
-  explicit Pickler(const Snapshot& snap) : snap_(snap) {}
+  explicit Pickler(const Snapshot& snap, bool segments_only = false)
+      : snap_(snap), segments_only_(segments_only) {}
 
   std::string run() {
     out_.reserve(1 << 20);
     op(0x80);
     op(4);
     open_frame();
-    if (snap_.legacy_segment_list) {
+    if (snap_.legacy_segment_list || segments_only_) {
       segments();
     } else {
       op('}');
@@ -481,6 +482,7 @@ class Pickler {
   }
 
   const Snapshot& snap_;
+  const bool segments_only_;
   std::string out_;
   size_t frame_at_ = 0;
   uint32_t memo_count_ = 0;
@@ -498,6 +500,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }  // namespace
 
 std::string pickle_snapshot(const Snapshot& snap) { return Pickler(snap).run(); }
+std::string pickle_segments(const Snapshot& snap) { return Pickler(snap, true).run(); }
 
 namespace {
 void write_all(int fd, const std::string& path, std::string_view content) {

@@ -209,3 +209,12 @@ def test_inconsistent_arrays_are_an_error_not_a_crash(damage: str) -> None:
         raw.abi = 2
     with pytest.raises(ValueError, match="raw snapshot"):
         core().snapshot_from_raw(ctypes.addressof(raw))
+
+
+@pytest.mark.parametrize("path", RECORDED[:4], ids=lambda p: p.stem)
+def test_segments_alone_for_live_blocks(path: Path) -> None:
+    """What MemProfiler reads the live blocks' sites from without the trace."""
+    with open(path, "rb") as f:
+        original = pickle.load(f)
+    snap = core().load(str(path))
+    assert pickle.loads(snap.segments_pickle()) == original["segments"]
