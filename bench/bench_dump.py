@@ -310,6 +310,27 @@ def probe_first() -> dict:
     return row
 
 
+def record_cost() -> dict:
+    """What recording costs per allocation+free, by stack mode, on the same loop."""
+    def loop(n: int = 20_000) -> float:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for i in range(n):
+            deep(torch.empty, 6, 1024, device="cuda")
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t) / n
+
+    row: dict = {"what": "record-cost"}
+    for mode in ("off", "python", "all"):
+        if mode != "off":
+            torch.cuda.memory._record_memory_history(max_entries=100_000, stacks=mode)
+        loop(2000)  # warm
+        row[f"{mode}_us"] = sorted(loop() for _ in range(3))[1] * 1e6
+        torch.cuda.memory._record_memory_history(enabled=None)
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def run_all(out: str | None) -> None:
     import subprocess
 
@@ -326,6 +347,7 @@ def run_all(out: str | None) -> None:
         print(lines[-1], flush=True)
 
     sub("probe-first")
+    sub("record-cost")
     sub("oom-files", "native")  # the first run builds the dumper into the cache
     for _ in range(3):
         sub("oom-files", "torch", env={"MEMSIGHT_NATIVE_DUMP": "0"})
@@ -346,6 +368,8 @@ if __name__ == "__main__":
         scenario_oom()
     elif cmd == "probe-all":
         scenario_all(int(sys.argv[2]))
+    elif cmd == "record-cost":
+        record_cost()
     elif cmd == "probe-first":
         probe_first()
     elif cmd == "oom-files":
