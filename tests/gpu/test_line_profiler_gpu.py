@@ -280,6 +280,7 @@ def test_courtesy_moves_cuda_tensors_out_and_back():
 def test_reporter_and_courtesy_make_torch_warn_nothing():
     # torch.distributed.reduce_op warns (FutureWarning) on every attribute
     # read; a census of the garbage collector's objects meets it.
+    import gc
     import warnings
 
     import torch
@@ -287,7 +288,8 @@ def test_reporter_and_courtesy_make_torch_warn_nothing():
 
     from memsight.torch import Courtesy, MemReporter
 
-    assert dist.is_available() and any(type(o).__name__ == "_reduce_op" for o in __import__("gc").get_objects())
+    assert dist.is_available()
+    assert any(type(o).__name__ == "_reduce_op" for o in gc.get_objects()), "the scan must meet it"
     x = torch.ones(MIB, device="cuda")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
