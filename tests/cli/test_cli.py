@@ -254,7 +254,7 @@ def test_not_a_pickle(run, tmp_path):
 def test_empty_file(run, tmp_path):
     f = tmp_path / "empty.pickle"
     f.write_bytes(b"")
-    assert_user_error(run("stats", f), "truncated")
+    assert_user_error(run("stats", f), f"{f}: the input is empty (0 bytes), not a memory snapshot")
 
 
 @pytest.mark.parametrize("cut", [1, 2, 100, 5000, 20000])

@@ -2,6 +2,7 @@
 // pickle stack.
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <string>
 
 #include "memsight/reader.h"
@@ -56,7 +57,8 @@ TEST(BoundedRead, ExpansionLimitStopsADecompressor) {
     (void)memsight::read_snapshot_bytes(zst);
     FAIL() << "expanded past the limit";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("zstd: the input expands to more than 1048576 bytes"),
+    EXPECT_NE(std::string(e.what()).find("zstd: the input expands past 1048576 bytes (1.0 MiB), "
+                                         "the --max-expanded limit;"),
               std::string::npos)
         << e.what();
   }
@@ -71,12 +73,26 @@ TEST(BoundedRead, DefaultRatioAppliesToTinyBombs) {
   auto src = memsight::memory_source(z);
   std::string buf(1 << 20, '\0');
   uint64_t total = 0;
-  EXPECT_THROW(
-      {
-        while (size_t k = src->read(buf.data(), buf.size())) total += k;
-      },
-      Error);
+  std::string message;
+  try {
+    while (size_t k = src->read(buf.data(), buf.size())) total += k;
+  } catch (const Error& e) {
+    message = e.what();
+  }
   EXPECT_LE(total, memsight::kExpansionAllowance + memsight::kExpansionRatio * z.size());
+  // The message states the rule and the numbers it applied them to.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      message, m,
+      std::regex(
+          "^zstd: the input expands past ([0-9]+) bytes \\([0-9.]+ MiB\\), the limit after "
+          "([0-9]+) bytes \\([0-9.]+ KiB\\) of compressed input: 100 times the compressed "
+          "bytes read so far plus 64 MiB, at most 32 GiB; --max-expanded SIZE allows more$")))
+      << message;
+  uint64_t limit = std::stoull(m[1]), read = std::stoull(m[2]);
+  EXPECT_EQ(limit, memsight::kExpansionAllowance + memsight::kExpansionRatio * read);
+  EXPECT_EQ(total, limit);
+  EXPECT_LE(read, z.size());
 }
 
 TEST(BoundedRead, StackOfPushesIsCapped) {
