@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "memsight/error.h"
+#include "util/escape.h"
 
 namespace memsight {
 namespace {
@@ -79,6 +80,19 @@ InputKind sniff_input(std::string_view h) {
       return InputKind::Html;
     }
   }
+  // Text: the first 256 bytes hold no control byte but white space (a
+  // pickle's first bytes do) and are UTF-8 (a sequence cut at the end aside).
+  std::string_view start = h.substr(0, 256);
+  bool printable = std::all_of(start.begin(), start.end(), [](char c) {
+    auto b = static_cast<unsigned char>(c);
+    return b >= 0x20 ? b != 0x7f : c == '\n' || c == '\r' || c == '\t';
+  });
+  if (start.size() < h.size()) {  // the last sequence may be cut: leave it out
+    auto last = [&] { return static_cast<unsigned char>(start.back()); };
+    for (int k = 0; k < 3 && !start.empty() && (last() & 0xC0) == 0x80; ++k) start.remove_suffix(1);
+    if (!start.empty() && last() >= 0xC0) start.remove_suffix(1);
+  }
+  if (printable && is_pickle_text(start)) return InputKind::Text;
   return InputKind::Unknown;
 }
 
@@ -114,10 +128,11 @@ void expect_input(std::string_view head, InputKind want, const std::string& path
   InputKind kind = sniff_input(head);
   const std::string p = shell_word(path);
   // What each reader takes as its own, or leaves to its full check.
-  bool readable =
-      kind == InputKind::Unknown ||
-      (want == InputKind::Snapshot ? kind == InputKind::Snapshot || kind == InputKind::Pickle
-                                   : kind == want || kind == InputKind::Json);
+  // (Text is left to the JSON readers: their error names the byte.)
+  bool readable = kind == InputKind::Unknown ||
+                  (want == InputKind::Snapshot
+                       ? kind == InputKind::Snapshot || kind == InputKind::Pickle
+                       : kind == want || kind == InputKind::Json || kind == InputKind::Text);
   if (readable) return;
   std::string what, how;
   switch (kind) {
@@ -159,7 +174,8 @@ void expect_input(std::string_view head, InputKind want, const std::string& path
       what = "an HTML page";
       break;
     case InputKind::Json:
-      what = "JSON";
+    case InputKind::Text:
+      what = kind == InputKind::Json ? "JSON" : "text";
       how = "a memory snapshot is the pickle torch.cuda.memory._dump_snapshot(path) writes";
       break;
     case InputKind::OtherCompression:

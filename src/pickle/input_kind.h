@@ -28,6 +28,7 @@ enum class InputKind {
   Html,             // another HTML page
   Svg,              // an SVG image (memsight's flamegraphs)
   Json,             // other JSON
+  Text,             // other text (a script, a log, memsight's text outputs)
   OtherCompression  // bzip2, lz4, brotli-framed, 7z, zip of something else...
 };
 

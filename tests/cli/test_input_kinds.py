@@ -44,6 +44,8 @@ def files(tmp_path_factory):
     f["svg"].write_text('<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg"></svg>')
     f["bz2"] = d / "oom.pickle.bz2"
     f["bz2"].write_bytes(bz2.compress(SNAP.read_bytes()))
+    f["text"] = d / "trace.txt"  # memsight trace's output, in a UTF-8 file
+    f["text"].write_text("# 𝛼 allocations\n" + "b7f = alloc(1024)  # é\n" * 300, encoding="utf-8")
     f["empty"] = d / "empty.pickle"
     f["empty"].write_bytes(b"")
     f["torch.save"] = d / "model.pt"  # torch.save's zip layout, written by hand
@@ -74,6 +76,8 @@ SNAPSHOT_COMMANDS = [("summary",), ("stats",), ("trace",), ("segments", "-o", "-
     ("json", "JSON, not a memory snapshot: a memory snapshot is the pickle "
              "torch.cuda.memory._dump_snapshot(path) writes"),
     ("svg", "an SVG image, not a memory snapshot: open it in a browser"),
+    ("text", "text, not a memory snapshot: a memory snapshot is the pickle "
+             "torch.cuda.memory._dump_snapshot(path) writes"),
     ("bz2", "bzip2-compressed, not a memory snapshot: memsight reads gzip, zstd and xz: decompress it first"),
     ("empty", "the input is empty (0 bytes), not a memory snapshot"),
     ("torch.save", "a file torch.save wrote (tensors or a checkpoint), not a memory snapshot"),
@@ -93,6 +97,7 @@ def test_snapshot_commands_name_what_they_were_given(run, files, tmp_path, comma
     ((), "raw timeline", "torch's memory timeline (export_memory_timeline's JSON), not a torch.profiler trace"),
     ((), "timeline picture", "torch's memory timeline drawn as a picture"),
     ((), "svg", "an SVG image, not a torch.profiler trace"),
+    ((), "text", "malformed JSON at byte 0: unexpected character"),
     ((), "bz2", "bzip2-compressed, not a torch.profiler trace"),
     ((), "torch.save", "a file torch.save wrote (tensors or a checkpoint), not a torch.profiler trace"),
     (("--timeline", "-o", "t.html"), "trace", "a torch.profiler trace (Chrome trace JSON), not a memory "
