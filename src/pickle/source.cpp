@@ -127,6 +127,8 @@ class PeekedSource : public ByteSource {
   }
   uint64_t consumed() const override { return inner_->consumed(); }
   uint64_t total() const override { return inner_->total(); }
+  std::string_view compression() const override { return inner_->compression(); }
+  std::string_view head() const override { return head_; }
 
  private:
   std::unique_ptr<ByteSource> inner_;
@@ -134,39 +136,19 @@ class PeekedSource : public ByteSource {
   size_t head_pos_ = 0;
 };
 
-// A stream (a pipe, a decompressor) whose first bytes are read ahead so
-// they can be looked at (head()) before a reader starts; read() replays them.
-class Lookahead : public ByteSource {
- public:
-  explicit Lookahead(std::unique_ptr<ByteSource> inner) : inner_(std::move(inner)) {
-    head_.resize(kHeadBytes);
-    size_t got = 0;
-    while (got < head_.size()) {
-      size_t k = inner_->read(head_.data() + got, head_.size() - got);
-      if (k == 0) break;
-      got += k;
-    }
-    head_.resize(got);
+// A stream (a pipe, a decompressor) with its first bytes read ahead, so that
+// they can be looked at (head()) before a reader starts.
+std::unique_ptr<ByteSource> read_ahead(std::unique_ptr<ByteSource> inner, size_t n) {
+  std::string head(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    size_t k = inner->read(head.data() + got, n - got);
+    if (k == 0) break;
+    got += k;
   }
-  size_t read(char* dst, size_t n) override {
-    if (pos_ < head_.size()) {
-      size_t k = std::min(n, head_.size() - pos_);
-      std::memcpy(dst, head_.data() + pos_, k);
-      pos_ += k;
-      return k;
-    }
-    return inner_->read(dst, n);
-  }
-  uint64_t consumed() const override { return inner_->consumed(); }
-  uint64_t total() const override { return inner_->total(); }
-  std::string_view compression() const override { return inner_->compression(); }
-  std::string_view head() const override { return head_; }
-
- private:
-  std::unique_ptr<ByteSource> inner_;
-  std::string head_;
-  size_t pos_ = 0;
-};
+  head.resize(got);
+  return std::make_unique<PeekedSource>(std::move(inner), std::move(head));
+}
 
 constexpr size_t kInChunk = 1 << 18;
 
@@ -363,42 +345,37 @@ class ExpansionLimit : public ByteSource {
   uint64_t out_ = 0;
 };
 
-// Whether the bytes start with a magic number of gzip, zstd or xz.
-bool is_compressed(std::string_view d) {
-  auto u = [&](size_t i) { return static_cast<unsigned char>(d[i]); };
-  return (d.size() >= 2 && u(0) == 0x1f && u(1) == 0x8b) ||
-         (d.size() >= 4 && u(0) == 0x28 && u(1) == 0xb5 && u(2) == 0x2f && u(3) == 0xfd) ||
-         (d.size() >= 6 && u(0) == 0xfd && d.substr(1, 4) == "7zXZ" && d[5] == '\0');
+// The compression whose magic number the bytes start with: "gzip", "zstd",
+// "xz" or "".
+std::string_view magic(std::string_view d) {
+  if (d.starts_with("\x1f\x8b")) return "gzip";
+  if (d.starts_with("\x28\xb5\x2f\xfd")) return "zstd";
+  if (d.starts_with(std::string_view("\xfd"
+                                     "7zXZ\0",
+                                     6)))
+    return "xz";
+  return "";
 }
+
+bool is_compressed(std::string_view d) { return !magic(d).empty(); }
 
 // A source over the raw bytes that decompresses them when they are gzip,
 // zstd or xz, with its first bytes read ahead (head()).
 std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
-  char head[6];
-  size_t got = 0;
-  while (got < sizeof head) {
-    size_t k = raw->read(head + got, sizeof head - got);
-    if (k == 0) break;
-    got += k;
-  }
-  std::unique_ptr<ByteSource> src =
-      std::make_unique<PeekedSource>(std::move(raw), std::string(head, got));
-  auto u = [&](size_t i) { return static_cast<unsigned char>(head[i]); };
-  if (got >= 2 && u(0) == 0x1f && u(1) == 0x8b)
+  std::unique_ptr<ByteSource> src = read_ahead(std::move(raw), 6);
+  std::string_view method = magic(src->head());
+  if (method == "gzip")
     src = std::make_unique<ExpansionLimit>(std::make_unique<GzipSource>(std::move(src)));
-  else if (got >= 4 && u(0) == 0x28 && u(1) == 0xb5 && u(2) == 0x2f && u(3) == 0xfd)
+  else if (method == "zstd")
     src = std::make_unique<ExpansionLimit>(std::make_unique<ZstdSource>(std::move(src)));
-  else if (got >= 6 && std::memcmp(head,
-                                   "\xfd"
-                                   "7zXZ\0",
-                                   6) == 0) {
+  else if (method == "xz") {
 #ifdef MEMSIGHT_HAVE_LZMA
     src = std::make_unique<ExpansionLimit>(std::make_unique<XzSource>(std::move(src)));
 #else
     throw Error("xz-compressed input: this memsight was built without liblzma");
 #endif
   }
-  return std::make_unique<Lookahead>(std::move(src));
+  return read_ahead(std::move(src), ByteSource::kHeadBytes);
 }
 
 }  // namespace

@@ -194,18 +194,9 @@ std::string_view Reader::string_view() {
 // the JSON output write it back): a string that is not is an error at its
 // opening quote, byte `at`.
 void Reader::check_utf8(std::string_view text, uint64_t at) const {
-  uint32_t surrogate = 0;
-  for (size_t i = 0; i < text.size();) {
-    if (static_cast<unsigned char>(text[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = utf8_length(text, i, surrogate);
-    if (len == 0 || surrogate)
-      throw Error("malformed JSON at byte " + std::to_string(at) +
-                  ": the string there is not valid UTF-8 (JSON text must be)");
-    i += len;
-  }
+  if (!is_utf8(text, /*surrogates=*/false))
+    throw Error("malformed JSON at byte " + std::to_string(at) +
+                ": the string there is not valid UTF-8 (JSON text must be)");
 }
 
 void Reader::string(std::string& out) {
