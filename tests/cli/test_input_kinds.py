@@ -113,6 +113,16 @@ def test_profile_names_what_it_was_given(run, files, tmp_path, args, kind, says)
     assert list(tmp_path.iterdir()) == [], "nothing written"
 
 
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip", "legacy"])
+def test_a_real_torch_save_file_is_named(run, tmp_path, zipped):
+    torch = pytest.importorskip("torch")
+    f = tmp_path / "weights.pt"
+    torch.save({"w": torch.ones(3)}, f, _use_new_zipfile_serialization=zipped)
+    err = one_line_error(run("summary", f))
+    assert err == (f"memsight summary: {f}: a file torch.save wrote (tensors or a checkpoint), not a memory "
+                   "snapshot: a memory snapshot is what torch.cuda.memory._dump_snapshot(path) writes"), err
+
+
 def test_standard_input_is_named_and_suggested_as_dash(run):
     err = one_line_error(run("profile", "-", input=SNAP.read_bytes()))
     assert err.startswith("memsight profile: standard input: a torch memory snapshot"), err
