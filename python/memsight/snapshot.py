@@ -396,7 +396,9 @@ class Snapshot:
         return self._snap.pickle()
 
     def to_pickle(self, path: PathLike) -> str:
-        """Writes the pickle to ``path``; gzip for ``.gz``, zstd for ``.zst``/``.zstd``."""
+        """Writes the pickle to ``path``; gzip for ``.gz``, zstd for ``.zst``/``.zstd``, xz
+        for ``.xz``. Another compression suffix (``.bz2``, ``.lz4``, ...) raises
+        :class:`memsight.MemsightError` before anything is written."""
         self._need_trace("to_pickle()")
         p = _fspath(path)
         self._snap.write(p)
@@ -461,10 +463,11 @@ def load(
     ``segments()``, ``memory()``, ``compare()`` and ``svg()``, and several
     times faster on a big file; what needs the trace then raises
     :class:`memsight.MemsightError`. A compressed file may expand to 100 times
-    its compressed size plus 64 MiB, at most 32 GiB; ``max_expanded`` (bytes)
-    sets another limit, as the CLI's ``--max-expanded``. Raises
-    :class:`memsight.MemsightError` for bad input and ``FileNotFoundError``
-    for a missing file.
+    the compressed bytes read so far plus 64 MiB, at most 32 GiB;
+    ``max_expanded`` (bytes) sets another limit, as the CLI's
+    ``--max-expanded``. Raises :class:`memsight.MemsightError` for bad input
+    (a file of another kind, such as a torch.profiler trace, is named with the
+    command that reads it) and ``FileNotFoundError`` for a missing file.
     """
     p = _fspath(path)
     if not os.path.exists(p):

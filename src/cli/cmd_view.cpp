@@ -41,6 +41,8 @@ int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
     }
   }
   const std::string& input = a.positional[0];
+  const std::string out = a.get("--output", default_output(input));
+  output_format(name, out, {"html"}, "html");
   Snapshot snap = load(input);
   opts.source_name = input == "-" ? "<stdin>" : input.substr(input.find_last_of('/') + 1);
   opts.title = opts.source_name + " - memsight";
@@ -51,7 +53,6 @@ int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
   opts.summary_json =
       summary_json(snap, summarize(snap, {.user_code = opts.user_code, .empty_devices = false}),
                    /*every_device=*/false);
-  std::string out = a.get("--output", default_output(input));
   write_output(out, render_html(snap, opts));
   if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;

@@ -40,7 +40,7 @@ Beyond torch:
   trace-plot SNAP [-o FILE]  the report, opened on the memory timeline
   segment-plot SNAP [-o FILE]
                              the report, opened on the allocator state history
-  convert SNAP -o OUT        rewrite a snapshot (.gz/.zst names compress)
+  convert SNAP -o OUT        rewrite a snapshot (.gz/.zst/.xz names compress)
   profile TRACE [--json] [-o report.html]
                              torch.profiler Chrome trace: memory and time per step
   profile --timeline TIMELINE -o timeline.html
@@ -48,9 +48,15 @@ Beyond torch:
 
 Options of every command that reads a snapshot:
   --max-expanded SIZE        the most bytes a compressed snapshot may expand
-                             to (8G, 512M, ...). Default: 100 times its
-                             compressed size plus 64 MiB, at most 32 GiB;
-                             past it the read stops with an error.
+                             to (8G, 512M, ...). Default: 100 times the
+                             compressed bytes read so far plus 64 MiB, at
+                             most 32 GiB; past it the read stops with an error.
+
+A file given to the wrong command is named with the command that reads it
+(a profiler trace to `summary`, a snapshot to `profile`). An output's format
+follows its name (-o x.json: JSON, -o x.html: a page, -o x.svg: SVG); a name
+asking for a format the command does not write is refused before anything is
+read or written.
 
 Memory stays proportional to the input: a length or count declared inside
 a file never reserves more than the bytes behind it. A FIFO or a terminal
@@ -92,7 +98,8 @@ const char* command_help(const std::string& c) {
            "A site is the innermost frame of your own code (not torch, the standard\n"
            "library or installed packages); stacks show your frames first and count\n"
            "the hidden ones.\n"
-           "  --json              machine-readable output (every frame with its kind)\n"
+           "  --json              machine-readable output (every frame with its kind);\n"
+           "                      -o NAME.json writes it too\n"
            "  --frames all        also print every frame of each stack, with its kind\n"
            "  --user-code PATS    comma-separated filename substrings that count as\n"
            "                      your code (e.g. torch/nn/ when debugging torch);\n"
@@ -117,8 +124,8 @@ const char* command_help(const std::string& c) {
            "the peak and what allocated most (by op, with the line of your code that\n"
            "called it when the trace has Python stacks), and the ops and kernels that\n"
            "took the most time.\n"
-           "  --json          machine-readable: {\"steps\": [{\"step\": N, \"devices\":\n"
-           "                  {\"cuda:0\": {\"peak_allocated\": B, ...}}, ...}]}\n"
+           "  --json          machine-readable (or -o NAME.json): {\"steps\": [{\"step\": N,\n"
+           "                  \"devices\": {\"cuda:0\": {\"peak_allocated\": B, ...}}, ...}]}\n"
            "  -o FILE.html    a self-contained page: memory curves per device with the\n"
            "                  steps marked, and the tables\n"
            "  --user-code PATS  what counts as your code (as for `summary`)\n"
@@ -130,7 +137,9 @@ const char* command_help(const std::string& c) {
   if (c == "convert")
     return "usage: memsight convert SNAPSHOT -o OUT\n\n"
            "Reads a snapshot and writes it back as a pickle that torch and pickle.load\n"
-           "read; OUT ending in .gz or .zst is compressed.\n";
+           "read; OUT ending in .gz, .zst or .xz is compressed. Another compression\n"
+           "suffix (.bz2, .lz4, ...) or a name of another format (.json, .html) is\n"
+           "refused before the snapshot is read.\n";
   return nullptr;
 }
 

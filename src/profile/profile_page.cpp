@@ -7,6 +7,7 @@
 #include "memsight/error.h"
 #include "memsight/html.h"
 #include "memsight/profile.h"
+#include "pickle/input_kind.h"
 #include "pickle/source.h"
 #include "profile/json_stream.h"
 #include "report/bundle.h"
@@ -142,12 +143,13 @@ MemoryTimeline read_timeline(ByteSource& src) {
 }  // namespace
 
 MemoryTimeline read_memory_timeline(const std::string& path) {
-  auto src = open_source(path);
-  return read_timeline(*src);
+  return read_named(path,
+                    [&] { return read_timeline(*open_input(path, InputKind::MemoryTimeline)); });
 }
 
 MemoryTimeline read_memory_timeline_bytes(std::string_view data) {
   auto src = memory_source(data);
+  expect_input(src->head(), InputKind::MemoryTimeline, "");
   return read_timeline(*src);
 }
 

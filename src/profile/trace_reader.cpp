@@ -11,6 +11,7 @@
 
 #include "memsight/error.h"
 #include "memsight/profile.h"
+#include "pickle/input_kind.h"
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
 #include "profile/json_stream.h"
@@ -328,23 +329,20 @@ void read_events(json::Reader& r, ByteSource& src, ProfileTrace& t) {
   }
 }
 
-}  // namespace
-
-ProfileTrace read_profile_trace(const std::string& path) {
-  auto src = open_source(path);
-  json::Reader r(*src);
+ProfileTrace read_trace(ByteSource& src) {
+  json::Reader r(src);
   ProfileTrace t;
   std::string key, tmp;
   bool events = false;
   json::Kind top = r.peek();
   if (top == json::Kind::Array) {  // a bare event list is a valid Chrome trace too
-    read_events(r, *src, t);
+    read_events(r, src, t);
     events = true;
   } else if (top == json::Kind::Object) {
     r.begin_object();
     while (r.next_key(key)) {
       if (key == "traceEvents") {
-        read_events(r, *src, t);
+        read_events(r, src, t);
         events = true;
       } else if (key == "deviceProperties") {
         read_device_properties(r, t, key, tmp);
@@ -370,6 +368,12 @@ ProfileTrace read_profile_trace(const std::string& path) {
   r.finish();
   if (!events) throw Error("not a torch.profiler trace: no traceEvents");
   return t;
+}
+
+}  // namespace
+
+ProfileTrace read_profile_trace(const std::string& path) {
+  return read_named(path, [&] { return read_trace(*open_input(path, InputKind::ProfilerTrace)); });
 }
 
 }  // namespace memsight

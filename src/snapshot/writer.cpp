@@ -493,10 +493,6 @@ class Pickler {
   std::unordered_map<StackId, uint32_t> stack_memo_;
 };
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 }  // namespace
 
 std::string pickle_snapshot(const Snapshot& snap) { return Pickler(snap).run(); }
@@ -556,11 +552,9 @@ void write_file_atomic(const std::string& path, std::string_view content) {
 }
 
 void write_snapshot_file(const Snapshot& snap, const std::string& path) {
+  std::string method = compression_for_name(path);  // refused before any work
   std::string data = pickle_snapshot(snap);
-  if (ends_with(path, ".gz"))
-    data = compress(data, "gzip");
-  else if (ends_with(path, ".zst") || ends_with(path, ".zstd"))
-    data = compress(data, "zstd");
+  if (!method.empty()) data = compress(data, method);
   write_file_atomic(path, data);
 }
 

@@ -248,13 +248,15 @@ def test_missing_file(run):
 def test_not_a_pickle(run, tmp_path):
     f = tmp_path / "x.pickle"
     f.write_text("hello, I am text\n")
-    assert_user_error(run("stats", f), "not a pickle")
+    assert_user_error(run("stats", f), f"{f}: text, not a memory snapshot")
+    f.write_bytes(b"\x01\x02binary")
+    assert_user_error(run("stats", f), f"{f}: not a pickle (starts with byte 0x01)")
 
 
 def test_empty_file(run, tmp_path):
     f = tmp_path / "empty.pickle"
     f.write_bytes(b"")
-    assert_user_error(run("stats", f), "truncated")
+    assert_user_error(run("stats", f), f"{f}: the input is empty (0 bytes), not a memory snapshot")
 
 
 @pytest.mark.parametrize("cut", [1, 2, 100, 5000, 20000])

@@ -279,6 +279,15 @@ export class DeviceData {
     this.loadMs = performance.now() - t0;
   }
 
+  // This device's part of `memsight summary --json` as the engine embedded
+  // it (null for a device with no trace entries and no segments): every
+  // peak, current value and OOM the page states comes from here.
+  get summary() {
+    const s = this.page.meta.summary;
+    if (!s || !Array.isArray(s.devices)) return null;
+    return s.devices.find((d) => d.device === this.index) || null;
+  }
+
   // Event times in µs since the epoch (non-decreasing: the page's clock).
   get times() {
     if (!this._times) {

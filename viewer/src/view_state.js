@@ -151,7 +151,7 @@ export class StateView {
       }
     }
     this.stats.replaceChildren(...[
-      h('span', null, h('b', null, formatSize(L.allocated, false)), ' allocated'),
+      h('span', null, h('b', null, formatSize(L.allocated, false)), ' requested'),
       h('span', null, h('b', null, formatSize(L.reserved, false)), ' reserved'),
       h('span', null, `${formatCount(L.segs.length)} segments · ${formatCount(blocks)} blocks`),
       h('span', null, `${formatSize(rounding, false)} lost to rounding`),

@@ -543,7 +543,9 @@ export class TimelineView {
   stateLabel(s) {
     const md = this.model;
     const total = formatSize(md.total[s], false);
-    const label = this.mode === 'st' ? 'reserved' : 'allocated';
+    // What the bands add up to: segment sizes, or (as memory_viz draws them)
+    // the requested sizes of the allocations not yet free_completed.
+    const label = this.mode === 'st' ? 'in segments' : 'requested';
     if (s === 0) return `before the first trace entry: ${total} ${label}`;
     const t = md.stateTime(s) - this.dev.times[0];
     return `after trace entry ${formatCount(this.dev.entry(s - 1))} (+${formatDuration(t)}): ${total} ${label}`;
@@ -559,14 +561,27 @@ export class TimelineView {
     this.scheduleOverlay();
   }
 
+  // The peak as the engine's summary counts it (the overview's numbers), and
+  // what the bands themselves add up to.
   showIdleDetails() {
     const md = this.model;
-    const what = this.mode === 'st' ? 'reserved' : 'allocated';
+    const sum = this.dev.summary;
+    const entry = (e) => (e >= 0 ? ` after trace entry ${formatCount(e)}` : ' before the first trace entry');
+    let peak;
+    if (!sum) {
+      peak = ['Nothing recorded on this device. '];
+    } else if (this.mode === 'st') {
+      peak = ['Peak reserved: ', h('b', null, formatSize(sum.peak_reserved)), entry(sum.peak_reserved_event),
+        " (torch's max_memory_reserved). The bands are segments (cudaMalloc calls); ",
+        'expandable segments grow by mapping pages, which they do not show. '];
+    } else {
+      peak = ['Peak allocated: ', h('b', null, formatSize(sum.peak_allocated)), entry(sum.peak_allocated_event),
+        " (torch's max_memory_allocated, whole blocks). The bands are requested sizes until free_completed, ",
+        `as memory_viz draws them (torch's requested_bytes, peak ${formatSize(sum.peak_requested, false)}). `];
+    }
     this.detailsHead.replaceChildren(
-      h('div', { class: 'idle' },
-        `Peak ${what}: `, h('b', null, formatSize(md.meta.peak)),
-        md.meta.peakEvent >= 0 ? ` after trace entry ${formatCount(this.dev.entry(md.meta.peakEvent))}` : '',
-        ` · ${formatCount(md.m)} ${this.noun} over ${formatCount(md.n)} events. `,
+      h('div', { class: 'idle' }, ...peak,
+        `${formatCount(md.m)} ${this.noun} over ${formatCount(md.n)} events. `,
         'Hover a band for its details, click to pin them. Wheel: zoom; drag: pan; double-click: reset; ',
         'search matches are drawn even below the detail limit.'));
     this.dev.page.showStack(this.detailsStack, null);
