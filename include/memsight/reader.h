@@ -27,7 +27,8 @@ enum class ReadScope {
 };
 
 // A compressed input may expand to at most kExpansionAllowance bytes plus
-// kExpansionRatio times the compressed bytes read so far, and never past
+// kExpansionRatio times its compressed size (of a stream of unknown size:
+// the compressed bytes read so far), and never past
 // kDefaultMaxExpanded; set_max_expanded(n) replaces both limits by n bytes
 // (0 restores them). Applies to later reads on the calling thread.
 inline constexpr uint64_t kExpansionRatio = 100;

@@ -49,8 +49,9 @@ Beyond torch:
 Options of every command that reads a snapshot:
   --max-expanded SIZE        the most bytes a compressed snapshot may expand
                              to (8G, 512M, ...). Default: 100 times the
-                             compressed bytes read so far plus 64 MiB, at
-                             most 32 GiB; past it the read stops with an error.
+                             compressed file's size (on a pipe, of the bytes
+                             read so far) plus 64 MiB, at most 32 GiB; past
+                             it the read stops with an error.
 
 A file given to the wrong command is named with the command that reads it
 (a profiler trace to `summary`, a snapshot to `profile`). An output's format

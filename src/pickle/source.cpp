@@ -284,8 +284,9 @@ class XzSource : public ByteSource {
 #endif
 
 // Stops a decompressor whose output runs far past its input: a few bytes
-// of gzip or zstd can claim gigabytes. The limit grows with the compressed
-// bytes read so far, so a stream is judged before it has been read whole.
+// of gzip or zstd can claim gigabytes. The limit is 100 times the compressed
+// file's size plus 64 MiB; on a pipe, whose size is unknown, it grows with
+// the compressed bytes read so far, so a stream is judged as it arrives.
 // Per thread: a read runs on its caller's thread (helper threads only ever
 // see mapped, uncompressed input), and Python may read in several threads.
 thread_local uint64_t t_max_expanded = 0;
@@ -313,17 +314,23 @@ class ExpansionLimit : public ByteSource {
  private:
   uint64_t limit() const {
     if (t_max_expanded) return t_max_expanded;
-    return std::min(kDefaultMaxExpanded,
-                    kExpansionAllowance + kExpansionRatio * inner_->consumed());
+    return std::min(kDefaultMaxExpanded, kExpansionAllowance + kExpansionRatio * compressed());
+  }
+  // The compressed size the limit is computed from: the file's, else what has arrived.
+  uint64_t compressed() const {
+    return inner_->total() ? inner_->total() : inner_->consumed();
   }
   // Says which limit stopped the read, with the numbers it was computed from.
   [[noreturn]] void fail() const {
-    uint64_t lim = limit(), read = inner_->consumed();
+    uint64_t lim = limit(), read = compressed();
     std::string why;
     if (t_max_expanded)
       why = "the --max-expanded limit";
     else if (lim == kDefaultMaxExpanded)
       why = "the most any compressed input may expand to without --max-expanded";
+    else if (inner_->total())
+      why = "the limit for " + sized(read) + " of compressed file: " +
+            std::to_string(kExpansionRatio) + " times its size plus 64 MiB, at most 32 GiB";
     else
       why = "the limit after " + sized(read) +
             " of compressed input: " + std::to_string(kExpansionRatio) +

@@ -75,6 +75,8 @@ def test_unwinder_is_safe_only_once_inductor_is_fully_imported(monkeypatch: pyte
 
 
 def test_nothing_starts_without_cuda_or_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_native_dump, "_state", _native_dump._State())
+    monkeypatch.setenv("MEMSIGHT_NATIVE_DUMP", "1")
     monkeypatch.setattr(_native_dump, "cuda_available", lambda: False)
     _native_dump.prepare(wait=True)  # returns at once: no thread, no build
     assert _native_dump._state.thread is None and _native_dump.take() is None
