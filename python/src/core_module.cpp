@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "memsight/categories.h"
 #include "memsight/cli.h"
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
@@ -237,6 +238,17 @@ PYBIND11_MODULE(_core, m) {
             return py::make_tuple(text(out.first), text(out.second));
           },
           py::arg("user_code") = "", py::arg("frames_all") = false)
+      .def(
+          "categories_json",
+          [](const Snapshot& s, size_t device, const std::string& at) {
+            return released([&] {
+              std::string out;
+              memsight::append_category_view_json(out, memsight::categories_at(s, device, at));
+              return out;
+            });
+          },
+          py::arg("device"), py::arg("at"),
+          "What kind of memory on `device` at a moment (memsight/categories.h), as JSON.")
       .def(
           "render_html",
           [](const Snapshot& s, const std::string& view, const std::string& title,
