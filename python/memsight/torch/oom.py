@@ -36,6 +36,7 @@ from ._dist import dist_info
 from ._files import FileCallback
 from .recording import Recording
 from .state import TrainState
+from .tags import add_tags
 
 log = logging.getLogger("memsight")
 
@@ -124,6 +125,9 @@ class OOMObserver(FileCallback):
             passed to uploads.
         context, stacks: what stacks torch records (see ``record``).
         parallel: render the pages and flamegraphs in parallel threads.
+        model, optimizer: tag their storages in the snapshot and mark their
+            phases, so the diagnosis tells parameters, gradients, optimizer
+            state and activations apart exactly (see ``record``).
 
     Armed by ``fit_start`` (or :meth:`arm`), disarmed by ``close``.
     """
@@ -139,10 +143,13 @@ class OOMObserver(FileCallback):
         context: str = "alloc",
         stacks: str = "python",
         parallel: bool = True,
+        model: Any = None,
+        optimizer: Any = None,
     ) -> None:
         super().__init__(folder, filename, remote_file_name, overwrite)
         self.max_entries = int(max_entries)
-        self._recording = Recording(max_entries, context, stacks, owner="OOMObserver")
+        self._recording = Recording(max_entries, context, stacks, owner="OOMObserver", model=model,
+                                    optimizer=optimizer)
         self.parallel = parallel
         self.armed = False
         #: Files written for the last OOM, and how long that took (seconds).
@@ -199,7 +206,7 @@ class OOMObserver(FileCallback):
         state = self.state or TrainState()
         self.oom_count += 1
         try:
-            snap = torch.cuda.memory._snapshot()
+            snap = add_tags(torch.cuda.memory._snapshot())
             t = lap("snapshot", t0)
         except Exception:
             log.exception("memsight: OOM on device %d, but the memory snapshot could not be taken", device)
