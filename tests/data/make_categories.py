@@ -35,7 +35,7 @@ RECOMPUTE = {"name": "recompute_fn", "filename": "/usr/lib/python3/dist-packages
              "line": 1000}
 
 
-def block_size(requested: int) -> int:
+def round_size(requested: int) -> int:
     return max(512, (requested + 511) // 512 * 512)
 
 
@@ -59,12 +59,36 @@ class Sim:
     truth: list = field(default_factory=list)
     annotations: list = field(default_factory=list)
     storages: list = field(default_factory=list)
-    next_addr: int = BASE
+    free_blocks: list = field(default_factory=lambda: [(BASE, SEGMENT)])  # (addr, size), by address
     time: int = 1_795_000_000_000_000
     phase: str = ""  # memsight's current mark ("memsight:fwd:layers.0", ...)
     frames: list = field(default_factory=lambda: [TRAIN])
 
     # -- the allocator ----------------------------------------------------------
+    # torch's caching allocator in one segment: the smallest free block that
+    # fits, from its start, split when the rest is at least 512 bytes (a
+    # request up to 1 MiB) or more than 1 MiB; freed blocks merge.
+    def _carve(self, requested: int) -> tuple[int, int]:
+        size = round_size(requested)
+        i = min((i for i, (_, n) in enumerate(self.free_blocks) if n >= size),
+                key=lambda i: (self.free_blocks[i][1], self.free_blocks[i][0]))
+        addr, n = self.free_blocks[i]
+        rest = n - size
+        if rest >= 512 if size <= MiB else rest > MiB:
+            self.free_blocks[i] = (addr + size, rest)
+        else:
+            del self.free_blocks[i]
+            size = n
+        return addr, size
+
+    def _release(self, addr: int, size: int) -> None:
+        blocks = sorted(self.free_blocks + [(addr, size)])
+        merged = [blocks[0]]
+        for a, n in blocks[1:]:
+            pa, pn = merged[-1]
+            merged[-1:] = [(pa, pn + n)] if pa + pn == a else [(pa, pn), (a, n)]
+        self.free_blocks = merged
+
     def _entry(self, action, addr, size, frames=None):
         self.time += 3
         meta = self.phase if self.mode == "marks" else ""
@@ -77,18 +101,16 @@ class Sim:
     def before(self, requested, kind, module, name):
         """A block that existed before recording began: without tags, all
         that is known of it."""
-        t = Truth(self.next_addr, block_size(requested), requested, "before_recording", None)
-        self.next_addr += t.size
+        addr, size = self._carve(requested)
+        t = Truth(addr, size, requested, "before_recording", None)
         self.truth.append(t)
         self.tag(t, kind, name, module)
         return t
 
     def alloc(self, requested, kind, module=None):
         # Modules come from memsight's marks; stacks alone do not name them.
-        t = Truth(self.next_addr, block_size(requested), requested, kind,
-                  module if self.mode != "stacks" else None)
-        self.next_addr += t.size
-        assert self.next_addr < BASE + SEGMENT - 2 * MiB
+        addr, size = self._carve(requested)
+        t = Truth(addr, size, requested, kind, module if self.mode != "stacks" else None)
         t.alloc = self._entry("alloc", t.addr, requested)
         self.truth.append(t)
         return t
@@ -96,6 +118,7 @@ class Sim:
     def free(self, t):
         t.free = self._entry("free_requested", t.addr, t.requested)
         self._entry("free_completed", t.addr, t.requested)
+        self._release(t.addr, t.size)
 
     def tag(self, t, kind, name, module):
         """memsight.torch's tag of the storage in block t, at the snapshot."""

@@ -92,10 +92,14 @@ def test_tagged_snapshot_and_sources(memsight):
     assert j.sources.phases == "memsight marks"
     at = j.at_snapshot.by_category
     mib = mc.MiB
-    # 2 weights, 2 gradients, 4 Adam states of 4 MiB; the buffer
-    assert (at.parameter.bytes, at.gradient.bytes, at.optimizer_state.bytes) == (8 * mib, 8 * mib, 16 * mib)
-    assert at.parameter.tagged == at.parameter.bytes and at.buffer.bytes == 64 * 1024
-    assert at.parameter.requested == 8 * mib
+    # 2 weights, 2 gradients, 4 Adam states of 4 MiB requested (blocks can be
+    # larger: the allocator hands out a whole free block when the rest is small)
+    req = (at.parameter.requested, at.gradient.requested, at.optimizer_state.requested)
+    assert req == (8 * mib, 8 * mib, 16 * mib)
+    truth = sim.expected(len(snap["device_traces"][0]) - 1)
+    assert [at[k].bytes for k in ("parameter", "gradient", "optimizer_state", "buffer")] == \
+        [truth[k][0] for k in ("parameter", "gradient", "optimizer_state", "buffer")]
+    assert at.parameter.tagged == at.parameter.bytes and at.buffer.requested == 64 * 1024
     # a storage on another device, and one in no live block, match nothing
     snap["memsight_tags"]["storages"] += [
         {"device": 1, "addr": mc.BASE, "size": 512, "category": "gradient", "name": "x", "module": ""},
