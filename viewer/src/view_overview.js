@@ -7,6 +7,7 @@ import {
 } from './format.js';
 import { largestFree, layoutState } from './state.js';
 import { h } from './ui.js';
+import { kindsSection, oomKinds } from './categories.js';
 
 export class OverviewView {
   constructor(app, dev) {
@@ -52,6 +53,8 @@ export class OverviewView {
     const sections = [cards];
     if (dm.ooms) sections.push(sum ? this.summaryOomSection(sum) : this.oomSection());
     sections.push(sum ? this.summarySitesSection(sum) : this.topSitesSection());
+    const kinds = sum ? kindsSection(sum) : null;
+    if (kinds) sections.push(kinds);
     sections.push(h('div', { class: 'two-col' }, this.factsSection(sum), this.settingsSection()));
     if (meta.summary) sections.push(this.summarySection(meta.summary));
     this.el.replaceChildren(
@@ -135,6 +138,7 @@ export class OverviewView {
           o.limit >= 0 ? kv('allocator limit', formatSize(o.limit)) : null,
           o.device_total > 0 ? kv('device total', formatSize(o.device_total)) : null),
         h('p', { class: 'verdict' }, o.explanation),
+        oomKinds(o),
         (o.remedies || []).length ? h('ul', { class: 'remedies' }, o.remedies.map((r) => h('li', null, r))) : null,
         o.frames && o.frames.length
           ? h('div', { class: 'oom-site' }, 'requested from: ', this.stackDetails(o.site || 'stack', o.frames)) : null);
