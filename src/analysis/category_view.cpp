@@ -21,6 +21,28 @@ constexpr Category kAll[kCategoryCount] = {
     Category::Buffer,           Category::Activation,      Category::Temporary,
     Category::AutogradInternal, Category::BeforeRecording, Category::Unknown};
 
+// "layers.2" before "layers.10": numbered components compare as numbers.
+bool natural_less(std::string_view a, std::string_view b) {
+  size_t i = 0, j = 0;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      size_t i2 = i, j2 = j;
+      while (i2 < a.size() && digit(a[i2])) ++i2;
+      while (j2 < b.size() && digit(b[j2])) ++j2;
+      if (i2 - i != j2 - j) return i2 - i < j2 - j;
+      if (int c = a.substr(i, i2 - i).compare(b.substr(j, j2 - j)); c) return c < 0;
+      i = i2;
+      j = j2;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
 // Modules by name, with every enclosing module, bytes added up the tree;
 // returned depth first, children largest first.
 std::vector<ModuleNode> module_tree(
@@ -62,7 +84,7 @@ std::vector<ModuleNode> module_tree(
     auto& ch = children[n];
     std::sort(ch.begin(), ch.end(), [&](int32_t a, int32_t b) {
       return nodes[a].total != nodes[b].total ? nodes[a].total > nodes[b].total
-                                              : nodes[a].name < nodes[b].name;
+                                              : natural_less(nodes[a].name, nodes[b].name);
     });
     for (int32_t c : ch) self(self, c, at);
   };
@@ -221,23 +243,29 @@ std::string category_text(const CategoryView& v, const std::string& indent) {
 
 std::string module_text(const CategoryView& v, const std::string& indent, size_t max_lines) {
   if (v.modules.empty()) return "";
-  // Open the largest shown module that has submodules, until max_lines.
+  // Open the largest shown module that has submodules while lines are
+  // left, showing its largest submodules and a line for the rest.
   std::vector<std::vector<int32_t>> children(v.modules.size());
   for (size_t i = 1; i < v.modules.size(); ++i)
-    children[v.modules[i].parent].push_back(static_cast<int32_t>(i));
+    children[v.modules[i].parent].push_back(static_cast<int32_t>(i));  // largest first
   std::vector<uint8_t> shown(v.modules.size(), 0), open(v.modules.size(), 0);
+  std::vector<size_t> hidden(v.modules.size(), 0);  // submodules left out, per opened module
   shown[0] = 1;
-  size_t count = 1;
-  for (;;) {
+  size_t lines = 1;
+  while (lines < max_lines) {
     int32_t best = -1;
     for (size_t i = 0; i < v.modules.size(); ++i)
-      if (shown[i] && !open[i] && !children[i].empty() && count + children[i].size() <= max_lines &&
+      if (shown[i] && !open[i] && !children[i].empty() &&
           (best < 0 || v.modules[i].total > v.modules[best].total))
         best = static_cast<int32_t>(i);
     if (best < 0) break;
     open[best] = 1;
-    for (int32_t ch : children[best]) shown[ch] = 1;
-    count += children[best].size();
+    const auto& ch = children[best];
+    size_t room = max_lines - lines;
+    size_t take = ch.size() <= room ? ch.size() : std::max<size_t>(1, room - 1);
+    for (size_t k = 0; k < take; ++k) shown[ch[k]] = 1;
+    hidden[best] = ch.size() - take;
+    lines += take + (hidden[best] ? 1 : 0);
   }
   std::vector<int> depth(v.modules.size(), 0);
   size_t width = 0;
@@ -245,15 +273,34 @@ std::string module_text(const CategoryView& v, const std::string& indent, size_t
   for (size_t i = 0; i < v.modules.size(); ++i)
     if (shown[i]) width = std::max(width, 2 * depth[i] + display(v.modules[i].name).size());
   width = std::min<size_t>(width, 48);
+  auto line = [&](int64_t bytes, std::string name, const std::string& what) {
+    if (name.size() < width) name.resize(width, ' ');
+    char size[32];
+    std::snprintf(size, sizeof size, "%10s  ", sz(bytes).c_str());
+    return indent + size + name + (what.empty() ? "" : "  " + what) + '\n';
+  };
   std::string out;
+  std::vector<int32_t> stack;  // opened modules whose "more" line is due
+  auto close_to = [&](int d) {
+    while (!stack.empty() && depth[stack.back()] >= d) {
+      int32_t m = stack.back();
+      stack.pop_back();
+      int64_t rest = 0;
+      for (size_t k = children[m].size() - hidden[m]; k < children[m].size(); ++k)
+        rest += v.modules[children[m][k]].total;
+      out += line(rest,
+                  std::string(2 * depth[m] + 2, ' ') + "(" + std::to_string(hidden[m]) +
+                      " more submodules)",
+                  "");
+    }
+  };
   for (size_t i = 0; i < v.modules.size(); ++i) {
     if (!shown[i]) continue;
+    close_to(depth[i]);
     const ModuleNode& m = v.modules[i];
-    std::string name = std::string(2 * depth[i], ' ') + display(m.name);
-    if (name.size() < width) name.resize(width, ' ');
-    std::string split;
     CategoryTotals t;
     t.bytes = m.bytes;
+    std::string split;
     size_t k = 0;
     for (size_t c : by_size(t)) {
       if (k++ == 3) {
@@ -263,10 +310,10 @@ std::string module_text(const CategoryView& v, const std::string& indent, size_t
       split +=
           (split.empty() ? "" : ", ") + std::string(category_name(kAll[c])) + " " + sz(m.bytes[c]);
     }
-    char size[32];
-    std::snprintf(size, sizeof size, "%10s  ", sz(m.total).c_str());
-    out += indent + size + name + "  " + split + '\n';
+    out += line(m.total, std::string(2 * depth[i], ' ') + display(m.name), split);
+    if (hidden[i]) stack.push_back(static_cast<int32_t>(i));
   }
+  close_to(0);
   if (v.unattributed) {
     char size[32];
     std::snprintf(size, sizeof size, "%10s  ", sz(v.unattributed).c_str());
@@ -295,9 +342,10 @@ std::vector<std::string> category_remedies(const CategoryView& v) {
                          "(ZeRO, FSDP)");
   if (share(Category::Activation, 20))
     out.emplace_back(v.totals.of(Category::Activation),
-                     holds(Category::Activation) +
-                         ": checkpoint those modules (torch.utils.checkpoint) or use a smaller "
-                         "batch or sequence");
+                     holds(Category::Activation) + ": checkpoint " +
+                         (module_span(v, Category::Activation).empty() ? "the layers that make them"
+                                                                       : "those modules") +
+                         " (torch.utils.checkpoint) or use a smaller batch or sequence");
   if (share(Category::Gradient, 20))
     out.emplace_back(v.totals.of(Category::Gradient),
                      holds(Category::Gradient) +
