@@ -363,7 +363,10 @@ void apply_tags(const std::vector<StorageTag>& tags, int64_t device, const repla
     auto it = std::upper_bound(live.begin(), live.end(), std::make_pair(tag.address, UINT32_MAX));
     if (it == live.begin()) continue;
     const replay::Lifetime& l = rr.blocks[std::prev(it)->second];
-    if (tag.address >= l.address + l.size) continue;
+    // tag.address >= l.address; unsigned: a file's addresses can be anything
+    if (static_cast<uint64_t>(tag.address) - static_cast<uint64_t>(l.address) >=
+        static_cast<uint64_t>(l.size))
+      continue;
     ++bc.sources.tags_matched;
     uint32_t b = std::prev(it)->second;
     if (priority(tag.category) >= best[b]) continue;

@@ -16,6 +16,8 @@ namespace {
 
 std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
 
+constexpr size_t kMaxDepth = 64;  // module nesting shown
+
 constexpr Category kAll[kCategoryCount] = {
     Category::Parameter,        Category::Gradient,        Category::OptimizerState,
     Category::Buffer,           Category::Activation,      Category::Temporary,
@@ -62,8 +64,10 @@ std::vector<ModuleNode> module_tree(
     if (!total) continue;
     std::vector<int32_t> path{node("", -1)};
     const std::string& name = names[m];
-    for (size_t dot = 0; !name.empty(); ++dot) {
-      dot = name.find('.', dot);
+    // A name deeper than kMaxDepth (a file can hold anything) hangs under
+    // its kMaxDepth-th enclosing module.
+    for (size_t dot = 0, depth = 1; !name.empty(); ++dot, ++depth) {
+      dot = depth < kMaxDepth ? name.find('.', dot) : std::string::npos;
       path.push_back(node(name.substr(0, dot), path.back()));
       if (dot == std::string::npos) break;
     }
@@ -77,8 +81,12 @@ std::vector<ModuleNode> module_tree(
   std::vector<ModuleNode> out;
   if (nodes.empty()) return out;
   out.reserve(nodes.size());
-  auto walk = [&](auto& self, int32_t n, int32_t parent) -> void {
-    int32_t at = static_cast<int32_t>(out.size());
+  // Depth first, children largest first (an explicit stack: no recursion).
+  std::vector<std::pair<int32_t, int32_t>> todo{{0, -1}};  // (node, parent's index in out)
+  while (!todo.empty()) {
+    auto [n, parent] = todo.back();
+    todo.pop_back();
+    const auto at = static_cast<int32_t>(out.size());
     out.push_back(nodes[n]);
     out.back().parent = parent;
     auto& ch = children[n];
@@ -86,9 +94,8 @@ std::vector<ModuleNode> module_tree(
       return nodes[a].total != nodes[b].total ? nodes[a].total > nodes[b].total
                                               : natural_less(nodes[a].name, nodes[b].name);
     });
-    for (int32_t c : ch) self(self, c, at);
-  };
-  walk(walk, 0, -1);
+    for (auto it = ch.rbegin(); it != ch.rend(); ++it) todo.emplace_back(*it, at);
+  }
   return out;
 }
 

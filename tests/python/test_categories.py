@@ -172,3 +172,24 @@ def test_real_fixture_kinds_add_up_to_the_model(memsight):
     assert peak.gradient.bytes == weights and peak.gradient.count == 18
     assert j.categories.at_peak.total == j.peak_allocated
     assert j.categories.sources.phases == "stacks"
+
+
+def test_hostile_tags_and_marks(memsight):
+    """Whatever a file holds in tags and marks: no crash, no hang, a report."""
+    sim = mc.Sim("marks", tags=True)
+    snap = mc.train(sim, steps=1, layers=2)
+    deep = ".".join(["m"] * 20000)
+    snap["memsight_tags"]["storages"] += [
+        {"device": 0, "addr": 2**63 - 1, "size": 2**63 - 1, "category": "parameter", "name": "x", "module": deep},
+        {"device": -5, "addr": -(2**63), "size": -1, "category": "buffer", "name": "", "module": "a..b."},
+    ] + [{"device": 0, "addr": mc.BASE + i, "size": 1, "category": "gradient", "name": str(i), "module": deep}
+         for i in range(0, 4096, 512)]
+    for e in snap["device_traces"][0][:20]:
+        e["user_metadata"] = "memsight:fwd:" + deep if e["action"] == "alloc" else "memsight:"
+    s = memsight.from_dict(snap)
+    j = json.loads(s.summary_json())
+    mods = j["devices"][0]["categories"]["at_snapshot"]["modules"]
+    assert max(m["name"].count(".") for m in mods) == 19999  # the deep name, hung at depth 64
+    assert len([m for m in mods if m["name"].startswith("m")]) == 64
+    assert "by module" in s.summary_text()
+    s.html()  # the page packs them too

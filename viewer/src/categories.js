@@ -23,6 +23,24 @@ export const KIND_COLORS = CATEGORIES.map((c) => c.color);
 // "(model)" for the model itself.
 export function moduleLabel(name) { return name === '' ? '(model)' : name; }
 
+// Nesting shown (as the engine's module trees): a deeper name hangs under
+// its MAX_DEPTH-th enclosing module.
+const MAX_DEPTH = 64;
+
+// The enclosing modules of a name, outermost first, without the model ('').
+function modulePath(name) {
+  const parts = name.split('.');
+  const out = [];
+  for (let i = 1; i < Math.min(parts.length, MAX_DEPTH); i++) out.push(parts.slice(0, i).join('.'));
+  out.push(name);
+  return out;
+}
+
+function moduleParent(name) {
+  const path = modulePath(name);
+  return path.length > 1 ? path[path.length - 2] : '';
+}
+
 export class Categories {
   constructor(dev) {
     this.dev = dev;
@@ -84,8 +102,7 @@ export class Categories {
       }
       add('', k, v);
       if (m === '') continue;
-      const parts = m.split('.');
-      for (let i = 1; i <= parts.length; i++) add(parts.slice(0, i).join('.'), k, v);
+      for (const p of modulePath(m)) add(p, k, v);
     }
     return { state: s, bytes, tagged, modules, outside };
   }
@@ -132,11 +149,11 @@ function moduleTree(modules, outside) {
   const children = new Map();
   for (const name of names) {
     if (name === '') continue;
-    const dot = name.lastIndexOf('.');
-    const parent = dot < 0 ? '' : name.slice(0, dot);
+    const parent = moduleParent(name);
     if (!children.has(parent)) children.set(parent, []);
     children.get(parent).push(name);
   }
+  const SHOWN = 200;  // submodules listed under one module; the rest summed
   const size = (name) => total(modules.get(name));
   let open = 0;
   const node = (name, depth) => {
@@ -145,8 +162,11 @@ function moduleTree(modules, outside) {
     const line = [h('span', { class: 'num' }, formatSize(size(name), false)), ' ', label, ' ',
       h('span', { class: 'sub' }, split(modules.get(name)))];
     if (!kids.length) return h('li', { class: 'mod-leaf' }, ...line);
+    const rest = kids.slice(SHOWN).reduce((a, k) => a + size(k), 0);
     const d = h('details', { class: 'mod' }, h('summary', null, ...line),
-      h('ul', null, kids.map((k) => node(k, depth + 1))));
+      h('ul', null, kids.slice(0, SHOWN).map((k) => node(k, depth + 1)),
+        kids.length > SHOWN ? h('li', { class: 'mod-leaf' }, h('span', { class: 'num' }, formatSize(rest, false)),
+          ' ', h('span', { class: 'sub' }, `(${kids.length - SHOWN} more submodules)`)) : null));
     if (depth < 2 && open++ < 6) d.open = true;
     return h('li', null, d);
   };
