@@ -350,3 +350,28 @@ def _write(tmp_path, name, r):
 
 if __name__ == "__main__":
     pytest.main([__file__, "-q", "-s"])
+
+
+def test_torch_profiler_writes_a_tagged_snapshot_per_saved_window(tmp_path):
+    import torch
+
+    import memsight
+    from memsight.torch import Callbacks, TorchProfiler, cyclic_schedule
+
+    model = transformer(layers=2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    prof = TorchProfiler(folder=str(tmp_path / "{run_name}"), remote_file_name=None,
+                         schedule=cyclic_schedule(wait=1, warmup=1, active=2, repeat=1),
+                         model=model, optimizer=opt)
+    with Callbacks(prof, run_name="p") as cbs:
+        for _ in range(5):
+            cbs.batch_start()
+            lm_step(model, opt, set_to_none=True)
+            cbs.batch_end()
+    (files,) = prof.saved_traces.values()
+    snap = [f for f in files if f.endswith(".memory_snapshot.pickle")]
+    assert snap and snap[0].startswith(str(tmp_path / "p" / "rank0.4"))
+    s = memsight.load(snap[0])
+    c = s.summary().devices[torch.cuda.current_device()].categories
+    assert c.sources.tags_matched > 0 and c.at_snapshot.by_category.parameter.tagged > 0
+    assert not torch._C._cuda_isHistoryEnabled()  # recording followed the profiler's window
