@@ -341,32 +341,33 @@ std::vector<std::string> category_remedies(const CategoryView& v) {
     return std::string(category_name(c)) + " " + sz(v.totals.of(c)) + " of the " + sz(total) +
            " allocated" + (where.empty() ? "" : " (most in " + where + ")");
   };
-  if (share(Category::OptimizerState, 20))
-    out.emplace_back(v.totals.of(Category::OptimizerState),
-                     holds(Category::OptimizerState) +
-                         ": a lower-memory optimizer (8-bit or factored states, such as "
-                         "bitsandbytes' 8-bit Adam or Adafactor) or sharding it across ranks "
-                         "(ZeRO, FSDP)");
-  if (share(Category::Activation, 20))
-    out.emplace_back(v.totals.of(Category::Activation),
-                     holds(Category::Activation) + ": checkpoint " +
-                         (module_span(v, Category::Activation).empty() ? "the layers that make them"
-                                                                       : "those modules") +
-                         " (torch.utils.checkpoint) or use a smaller batch or sequence");
-  if (share(Category::Gradient, 20))
-    out.emplace_back(v.totals.of(Category::Gradient),
-                     holds(Category::Gradient) +
-                         ": shard them across ranks (FSDP, ZeRO-2) or step the optimizer "
-                         "in the backward pass so each is freed once used");
-  if (share(Category::Parameter, 30))
-    out.emplace_back(v.totals.of(Category::Parameter),
-                     holds(Category::Parameter) +
-                         ": keep the weights in bf16, or shard them across ranks (FSDP)");
-  if (share(Category::Temporary, 25))
-    out.emplace_back(v.totals.of(Category::Temporary),
-                     holds(Category::Temporary) +
-                         ": the memory of one operation at a time; fused or in-place "
-                         "operations, or smaller chunks, lower it");
+  // What to change for each kind, once it holds this share of the memory.
+  struct Advice {
+    Category kind;
+    int percent;
+    std::string_view text;
+  };
+  static constexpr Advice kAdvice[] = {
+      {Category::OptimizerState, 20,
+       "a lower-memory optimizer (8-bit or factored states, such as bitsandbytes' 8-bit Adam or "
+       "Adafactor) or sharding it across ranks (ZeRO, FSDP)"},
+      {Category::Activation, 20,
+       "checkpoint those modules (torch.utils.checkpoint) or use a smaller batch or sequence"},
+      {Category::Gradient, 20,
+       "shard them across ranks (FSDP, ZeRO-2) or step the optimizer in the backward pass so each "
+       "is freed once used"},
+      {Category::Parameter, 30, "keep the weights in bf16, or shard them across ranks (FSDP)"},
+      {Category::Temporary, 25,
+       "the memory of one operation at a time; fused or in-place operations, or smaller chunks, "
+       "lower it"},
+  };
+  for (const Advice& a : kAdvice) {
+    if (!share(a.kind, a.percent)) continue;
+    std::string text(a.text);
+    if (a.kind == Category::Activation && module_span(v, a.kind).empty())
+      text.replace(text.find("those modules"), 13, "the layers that make them");
+    out.emplace_back(v.totals.of(a.kind), holds(a.kind) + ": " + text);
+  }
   std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first > b.first; });
   std::vector<std::string> text;
   for (auto& [bytes, s] : out) text.push_back(std::move(s));
