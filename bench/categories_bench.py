@@ -33,7 +33,7 @@ def main():
     args = ap.parse_args()
     large = pathlib.Path(args.source) if args.source else prepare(1)[0]
     warm(large)
-    print(f"| command | without (median s) | with (median s) | added | peak RSS without / with |")
+    print("| command | without (median s) | with (median s) | added | peak RSS without / with |")
     print("| --- | --- | --- | --- | --- |")
     worst = 0.0
     for cmd in (["summary"], ["summary", "--json"], ["view", "-o", "/dev/null"]):
