@@ -47,6 +47,7 @@ def out_dir(tmp_path) -> pathlib.Path:
 # -- the models ---------------------------------------------------------------------------------
 def transformer(layers=4, d=512, heads=8, vocab=4096, checkpoint=False):
     import torch
+    import torch.utils.checkpoint
     from torch import nn
 
     class Block(nn.Module):

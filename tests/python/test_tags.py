@@ -224,6 +224,8 @@ def test_a_failing_mark_turns_marks_off_and_never_raises(caplog):
 
 @pytest.mark.skipif(not hasattr(torch._C, "_current_graph_task_id"), reason="torch has no graph task id")
 def test_a_forward_rerun_in_backward_is_recompute():
+    import torch.utils.checkpoint
+
     net = Net()
     pm, rec = marks_of(net)
     x = torch.randn(3, 4, requires_grad=True)
