@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "memsight/categories.h"
 #include "memsight/frames.h"
 #include "memsight/snapshot.h"
 
@@ -45,6 +46,7 @@ struct OomReport {
   std::vector<std::string> causes;  // every cause that holds, main first
   std::string explanation;          // plain-language diagnosis with the facts
   std::vector<std::string> remedies;
+  CategoryView categories;  // what kind of memory was allocated then
 };
 
 struct DeviceSummary {
@@ -83,6 +85,10 @@ struct DeviceSummary {
   bool exact = true;
   std::string exactness;  // why not, in a sentence ("" when exact)
   std::vector<OomReport> ooms;
+  // What kind of memory (memsight/categories.h), at the allocated peak and
+  // at the snapshot, and how it could be told.
+  CategoryView categories_peak, categories_now;
+  CategorySources category_sources;
 };
 
 struct Summary {

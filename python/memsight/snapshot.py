@@ -343,6 +343,34 @@ class Snapshot:
         text, js = self._summary_pair(user_code)
         return Summary(json.loads(js), text)
 
+    # -- what kind of memory ----------------------------------------------------
+    def categories(self, at: str | int = "peak", device: int | None = None) -> Summary:
+        """What kind of memory was allocated at one moment, and whose.
+
+        ``at``: ``"peak"`` (the allocated peak), ``"snapshot"`` (the end of
+        the trace), ``"oom"`` (the first OOM), ``"oom:K"`` (the K-th, from 0)
+        or a trace entry index (the state after it; -1: before the first).
+        ``device``: default the device with the longest trace. Returns a dict
+        with attribute access: ``total``, ``by_category`` (for each of
+        parameter, gradient, optimizer_state, buffer, activation, temporary,
+        autograd_internal, before_recording, unknown: ``bytes`` (block
+        bytes, as ``memory_allocated()`` counts them), ``tagged`` (of them,
+        recorded by memsight.torch rather than inferred), ``requested``,
+        ``count``), ``modules`` (the module tree, depth first, each with its
+        submodules: ``name``, ``parent``, ``total``, ``by_category``) and
+        ``unattributed`` (bytes of no known module). docs/summary.md says how
+        each block is classified.
+        """
+        self._need_trace("categories()")
+        if isinstance(at, bool) or not isinstance(at, (str, int)):
+            raise ValueError(f"at must be 'peak', 'snapshot', 'oom', 'oom:K' or a trace entry index, not {at!r}")
+        if device is None:
+            lengths = self.device_trace_lengths
+            device = max(range(len(lengths)), key=lambda d: lengths[d]) if lengths else 0
+        if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+            raise ValueError(f"device must be a device number, not {device!r}")
+        return Summary(json.loads(self._snap.categories_json(device, str(at))))
+
     # -- rendering ---------------------------------------------------------------
     def html(self, view: str = "overview", title: str | None = None, with_summary: bool = True,
              user_code: str | list[str] | None = None) -> str:

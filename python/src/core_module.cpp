@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "memsight/categories.h"
 #include "memsight/cli.h"
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
@@ -248,6 +249,17 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("user_code") = "", py::arg("frames_all") = false)
       .def(
+          "categories_json",
+          [](const Snapshot& s, size_t device, const std::string& at) {
+            return released([&] {
+              std::string out;
+              memsight::append_category_view_json(out, memsight::categories_at(s, device, at));
+              return out;
+            });
+          },
+          py::arg("device"), py::arg("at"),
+          "What kind of memory on `device` at a moment (memsight/categories.h), as JSON.")
+      .def(
           "render_html",
           [](const Snapshot& s, const std::string& view, const std::string& title,
              const std::string& source_name, uint64_t source_bytes, const py::str& summary_json,
@@ -309,32 +321,25 @@ PYBIND11_MODULE(_core, m) {
       "a newline; counts of 0 or less are left out.");
   m.def(
       "snapshot_from_raw",
-      [](uintptr_t address, const std::vector<std::tuple<int64_t, int64_t, int64_t>>& memory) {
-        Snapshot snap;
-        {
-          py::gil_scoped_release nogil;
-          snap = memsight::snapshot_from_raw(
-              *reinterpret_cast<const memsight_raw_snapshot*>(address));
-        }
-        if (!memory.empty()) {
-          // Beside torch's keys: the device's size and the allocator's limit,
-          // which name a memory cap or other processes at an OOM.
-          memsight::PyValue list = memsight::PyValue::list();
-          for (const auto& [device, total, limit] : memory) {
-            memsight::PyValue d = memsight::PyValue::dict();
-            d.set("device", memsight::PyValue::integer(device));
-            d.set("total", memsight::PyValue::integer(total));
-            d.set("limit", limit < 0 ? memsight::PyValue::none() : memsight::PyValue::integer(limit));
-            list.items.push_back(std::move(d));
+      [](uintptr_t address, const py::bytes& extra) {
+        std::string extra_pickle = extra;
+        py::gil_scoped_release nogil;
+        Snapshot snap =
+            memsight::snapshot_from_raw(*reinterpret_cast<const memsight_raw_snapshot*>(address));
+        if (!extra_pickle.empty()) {
+          // memsight's own keys beside torch's (memsight_tags, memsight_device_memory),
+          // read by the one safe reader.
+          Snapshot e = memsight::read_snapshot_bytes(extra_pickle);
+          for (auto& [k, v] : e.top_level) {
+            snap.top_keys.push_back(k);
+            snap.top_level.emplace_back(k, std::move(v));
           }
-          snap.top_keys.push_back("memsight_device_memory");
-          snap.top_level.emplace_back("memsight_device_memory", std::move(list));
         }
         return std::make_shared<Snapshot>(std::move(snap));
       },
-      py::arg("address"), py::arg("device_memory") = std::vector<std::tuple<int64_t, int64_t, int64_t>>{},
-      "The model of a raw allocator snapshot (the native dumper's arrays at `address`), "
-      "optionally with memsight_device_memory entries (device, total, limit or -1).");
+      py::arg("address"), py::arg("extra") = py::bytes(),
+      "The model of a raw allocator snapshot (the native dumper's arrays at `address`), with "
+      "the top-level keys of `extra` (a pickled dict holding 'segments': [] and plain data).");
   m.def("format_size", &memsight::format_size, py::arg("num"));
   m.def(
       "profile_report",

@@ -3,6 +3,7 @@
 // and the JSON number them.
 #include <cstdio>
 
+#include "analysis/classify.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
@@ -152,9 +153,17 @@ void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummar
     append_json_string(out, o.site);
     out += ",\"frames\":";
     json_stack(out, fc, o.stack);
+    out += ",\"categories\":";
+    append_category_view_json(out, o.categories);
     out += '}';
   }
-  out += "]}";
+  out += "],\"categories\":{\"sources\":";
+  append_category_sources_json(out, d.category_sources);
+  out += ",\"at_peak\":";
+  append_category_view_json(out, d.categories_peak);
+  out += ",\"at_snapshot\":";
+  append_category_view_json(out, d.categories_now);
+  out += "}}";
 }
 
 }  // namespace
@@ -215,6 +224,14 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         out += std::string(line) + "allocated before recording began\n";
       }
     }
+    if (d.categories_peak.totals.total() || d.categories_now.totals.total()) {
+      out += "  what kind, at the allocated peak (" + category_sources_text(d.category_sources) +
+             "):\n" + category_text(d.categories_peak, "    ");
+      if (!d.categories_peak.modules.empty())
+        out += "  by module at the allocated peak (each with its submodules):\n" +
+               module_text(d.categories_peak, "    ");
+      out += wrapped("what kind, at the snapshot: " + category_line(d.categories_now), "  ");
+    }
     for (const OomReport& o : d.ooms) {
       out += "  OUT OF MEMORY at trace entry " + std::to_string(o.event) + ": " + o.verdict;
       if (o.causes.size() > 1) {
@@ -223,6 +240,8 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         out += ")";
       }
       out += '\n' + wrapped(o.explanation, "    ");
+      if (o.categories.totals.total())
+        out += wrapped("By kind: " + category_line(o.categories) + ".", "    ");
       if (o.stack) {
         out += "    requested from: " + o.site + '\n';
         if (frames_all) all_frames(out, fc, o.stack, "        ");

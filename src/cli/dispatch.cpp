@@ -35,7 +35,8 @@ Commands compatible with `python -m torch.cuda._memory_viz` (same text):
 
 Beyond torch:
   summary SNAP [--json]      torch's peak counters, allocation sites in your
-                             code, fragmentation, out-of-memory causes and fixes
+                             code, what kind of memory by module, fragmentation,
+                             out-of-memory causes and fixes
   view SNAP [-o FILE]        self-contained interactive HTML report (offline)
   trace-plot SNAP [-o FILE]  the report, opened on the memory timeline
   segment-plot SNAP [-o FILE]
@@ -91,7 +92,10 @@ const char* command_help(const std::string& c) {
            "Per device: peak allocated, active and reserved memory and when they\n"
            "happened (torch's own counters: max_memory_allocated, active_bytes,\n"
            "max_memory_reserved, replayed block by block), the allocation sites live\n"
-           "at the peak, memory allocated before recording began, fragmentation,\n"
+           "at the peak, what kind of memory was allocated (parameters, gradients,\n"
+           "optimizer state, activations, ...: tagged by memsight.torch or inferred)\n"
+           "at the peak, the snapshot and each OOM, by module, memory allocated\n"
+           "before recording began, fragmentation,\n"
            "whether the history is complete, and for every out-of-memory event its\n"
            "cause (fragmentation, a memory limit, other processes, true demand) and\n"
            "what to change. Events are trace entry indices, as `memsight trace` and\n"

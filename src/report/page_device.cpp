@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "report/page_categories.h"
 #include "report/page_json.h"
 
 namespace memsight::report {
@@ -165,6 +166,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
 
   phase("segments");
   report::Timeline tl = report::build_timeline(snap, ann, d, false);
+  const std::string categories = pack_categories(p, snap, ann, d, tl);
   localize(tl.src, blk_local);
   phase("timeline");
   pack_timeline(p, pre + "tl.", tl);
@@ -205,6 +207,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
       .num("ooms", static_cast<double>(ooms))
       .num("freeOnly", static_cast<double>(free_only))
       .raw("tl", timeline_meta(tl))
+      .raw("cat", categories)
       .raw("st", timeline_meta(st))
       .raw("sc", JsonObject()
                      .num("interval", sc.cp_interval)

@@ -179,14 +179,17 @@ def test_raw_arrays_give_back_torchs_snapshot(path: Path) -> None:
     assert key_orders(again) == key_orders(original)
 
 
-def test_device_memory_is_one_key_beside_torchs() -> None:
+def test_memsights_keys_beside_torchs() -> None:
     with open(DATA / "oom.pickle", "rb") as f:
         original = pickle.load(f)
     raw = RawBuilder().build(original)
-    snap = core().snapshot_from_raw(ctypes.addressof(raw), [(0, 85_000_000_000, 2 << 30), (1, 80, -1)])
+    memory = [{"device": 0, "total": 85_000_000_000, "limit": 2 << 30}, {"device": 1, "total": 80, "limit": None}]
+    extra = {"segments": [], "memsight_device_memory": memory, "memsight_tags": {"version": 1, "storages": []}}
+    snap = core().snapshot_from_raw(ctypes.addressof(raw), pickle.dumps(extra, protocol=4))
     again = pickle.loads(snap.pickle())
-    assert again.pop("memsight_device_memory") == [
-        {"device": 0, "total": 85_000_000_000, "limit": 2 << 30}, {"device": 1, "total": 80, "limit": None}]
+    assert list(again)[-2:] == ["memsight_device_memory", "memsight_tags"]
+    assert again.pop("memsight_device_memory") == memory
+    assert again.pop("memsight_tags") == {"version": 1, "storages": []}
     assert again == original
 
 

@@ -4,6 +4,7 @@
 
 import { formatCount, formatDuration, formatFrames, formatSize, formatTimestamp } from './format.js';
 import { h } from './ui.js';
+import { kindsSection, oomKinds } from './categories.js';
 
 export class OverviewView {
   constructor(app, dev) {
@@ -47,6 +48,8 @@ export class OverviewView {
           ooms.length ? 'diagnosis below' : 'no oom event in the trace', null, ooms.length ? 'bad' : 'good')));
       if (ooms.length) sections.push(this.oomSection(sum));
       sections.push(this.sitesSection(sum));
+      const kinds = kindsSection(sum);
+      if (kinds) sections.push(kinds);
     } else {
       sections.push(h('section', { class: 'panel' }, h('p', { class: 'sub' },
         'Nothing was recorded on this device: no trace entries and no segments.')));
@@ -127,6 +130,7 @@ export class OverviewView {
           o.limit >= 0 ? kv('allocator limit', formatSize(o.limit)) : null,
           o.device_total > 0 ? kv('device total', formatSize(o.device_total)) : null),
         h('p', { class: 'verdict' }, o.explanation),
+        oomKinds(o),
         (o.remedies || []).length ? h('ul', { class: 'remedies' }, o.remedies.map((r) => h('li', null, r))) : null,
         o.frames && o.frames.length
           ? h('div', { class: 'oom-site' }, 'requested from: ', this.stackDetails(o.site || 'stack', o.frames)) : null);

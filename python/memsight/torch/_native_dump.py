@@ -56,9 +56,13 @@ class NativeDumper:
         self._lib = lib
         self.last_timings: dict[str, float] = {}
 
-    def take(self, device_memory: list[tuple[int, int, int]] | None = None) -> Any:
-        """The snapshot now, as a ``memsight._core.Snapshot``. Raises MemsightError."""
+    def take(self, extra: dict[str, Any] | None = None) -> Any:
+        """The snapshot now, as a ``memsight._core.Snapshot``, with ``extra``'s keys (plain
+        data: memsight_tags, memsight_device_memory) beside torch's. Raises MemsightError."""
         from .._engine import core
+
+        # The engine reads them through its safe reader, as it would from a file.
+        extra_pickle = pickle.dumps({"segments": [], **extra}, protocol=4) if extra else b""
 
         err = ctypes.create_string_buffer(512)
         t0 = time.perf_counter()
@@ -67,7 +71,7 @@ class NativeDumper:
             raise MemsightError("the native snapshot failed: " + err.value.decode(errors="replace"))
         try:
             t1 = time.perf_counter()
-            snap = core().snapshot_from_raw(raw, device_memory or [])
+            snap = core().snapshot_from_raw(raw, extra_pickle)
             phases = (ctypes.c_double * 4)()
             self._lib.memsight_dump_timings(raw, phases)
         finally:
@@ -315,14 +319,18 @@ def status() -> dict[str, Any]:
             "last_dump": dict(_state.dumper.last_timings) if _state.dumper else {}}
 
 
-def take(device_memory: list[tuple[int, int, int]] | None = None) -> Any:
-    """A ``memsight.Snapshot`` of the allocator now through the native path, or None
-    when it is not ready (the caller then uses torch's ``_snapshot()``)."""
+def take(extra: dict[str, Any] | None = None) -> Any:
+    """A ``memsight.Snapshot`` of the allocator now through the native path, with
+    ``extra``'s top-level keys, or None when it is not ready (the caller then uses
+    torch's ``_snapshot()``). The storages handed over (``model=``) are tagged unless
+    ``extra`` says otherwise."""
     dumper = _state.dumper
     if dumper is None:
         return None
     try:
-        core_snap = dumper.take(device_memory)
+        from .tags import tags_top_level
+
+        core_snap = dumper.take({**tags_top_level(), **(extra or {})})
     except Exception as e:
         log.warning("memsight: %s; using torch.cuda.memory._snapshot()", e)
         return None

@@ -11,12 +11,14 @@ import logging
 import os
 import pickle
 import re
+from typing import Any
 
 from . import _native_dump
 from ._cuda import torch_module
 from ._files import FileCallback
 from .recording import Recording
 from .state import TrainState
+from .tags import add_tags
 
 log = logging.getLogger("memsight")
 
@@ -46,7 +48,8 @@ class MemorySnapshot(FileCallback):
     the snapshot at the end of that window, once per run. Composer's
     parameters and defaults; ``{batch}`` in the names is the batch that
     closed the window. If the fit ends inside the window, what was recorded
-    so far is written at ``fit_end``.
+    so far is written at ``fit_end``. ``model=`` / ``optimizer=``: their
+    storages are tagged and their phases marked (see ``record``).
     """
 
     def __init__(
@@ -61,6 +64,8 @@ class MemorySnapshot(FileCallback):
         *,
         context: str = "all",
         stacks: str = "python",
+        model: Any = None,
+        optimizer: Any = None,
     ) -> None:
         super().__init__(folder, filename, remote_file_name, overwrite)
         if int(skip_batches) < 0:
@@ -68,7 +73,8 @@ class MemorySnapshot(FileCallback):
         self.skip_batches = int(skip_batches)
         self.interval = parse_batches(interval)
         self.max_entries = int(max_entries)
-        self._recording = Recording(max_entries, context, stacks, owner="MemorySnapshot")
+        self._recording = Recording(max_entries, context, stacks, owner="MemorySnapshot", model=model,
+                                    optimizer=optimizer)
         self._seen = 0  # batches ended since fit_start
         self._start_batch: int | None = None
         self.done = False
@@ -123,7 +129,7 @@ class MemorySnapshot(FileCallback):
             if msnap is not None:
                 raw = msnap.pickle()
             else:
-                snap = torch_module().cuda.memory._snapshot()
+                snap = add_tags(torch_module().cuda.memory._snapshot())
                 raw = pickle.dumps(snap, protocol=4)
                 del snap
         except Exception:

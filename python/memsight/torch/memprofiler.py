@@ -91,7 +91,8 @@ class MemProfiler:
     ``enabled=True``.
     """
 
-    def __init__(self, cfg: MemProfilerCfg | dict[str, Any] | None = None, **options: Any) -> None:
+    def __init__(self, cfg: MemProfilerCfg | dict[str, Any] | None = None, *, model: Any = None,
+                 optimizer: Any = None, **options: Any) -> None:
         if cfg is None:
             cfg = MemProfilerCfg.from_dict({"enabled": True, **options})
         elif options:
@@ -132,6 +133,8 @@ class MemProfiler:
         self._atexit = False
         self._finished = False
         self._fsdp_failed = False
+        if model is not None or optimizer is not None:
+            self.connect(model, optimizer)
 
     @property
     def enabled(self) -> bool:
@@ -149,7 +152,9 @@ class MemProfiler:
     def connect(self, module: Any, optimizer: Any = None) -> MemProfiler:
         """The module whose submodules get the hooks (and whose
         ``fsdp_mem_tracker_root_module`` is tracked), and the optimizer the
-        FSDP tracker accounts for. Hooks are attached at the first profiled call."""
+        FSDP tracker accounts for. Hooks are attached at the first profiled call.
+        The allocator-history snapshots tag their storages and mark their
+        phases (memsight.torch.record's model=, optimizer=)."""
         self.module = module
         if optimizer is not None:
             self.optimizer = optimizer
@@ -193,7 +198,10 @@ class MemProfiler:
                 self._hooks.attach(self.module)
         if self._history_fns and self._recording is None and not (self._history_fns <= self._done):
             o = cfg.cuda_allocator_history_options
-            self._recording = Recording(o.max_entries, o.context, o.stacks, owner="MemProfiler").start()
+            self._recording = Recording(o.max_entries, o.context, o.stacks, owner="MemProfiler",
+                                        model=self.module, optimizer=self.optimizer).start()
+        elif self._recording is not None and hasattr(self._recording, "hand_over"):
+            self._recording.hand_over(self.module, self.optimizer)  # connected, or the optimizer set, later
         if not self._atexit:
             atexit.register(self._at_exit)
             self._atexit = True

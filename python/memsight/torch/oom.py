@@ -37,6 +37,7 @@ from ._dist import dist_info
 from ._files import FileCallback
 from .recording import Recording
 from .state import TrainState
+from .tags import add_tags
 
 log = logging.getLogger("memsight")
 
@@ -125,6 +126,9 @@ class OOMObserver(FileCallback):
             passed to uploads.
         context, stacks: what stacks torch records (see ``record``).
         parallel: render the pages and flamegraphs in parallel threads.
+        model, optimizer: tag their storages in the snapshot and mark their
+            phases, so the diagnosis tells parameters, gradients, optimizer
+            state and activations apart exactly (see ``record``).
 
     Armed by ``fit_start`` (or :meth:`arm`), disarmed by ``close``.
     """
@@ -140,10 +144,13 @@ class OOMObserver(FileCallback):
         context: str = "alloc",
         stacks: str = "python",
         parallel: bool = True,
+        model: Any = None,
+        optimizer: Any = None,
     ) -> None:
         super().__init__(folder, filename, remote_file_name, overwrite)
         self.max_entries = int(max_entries)
-        self._recording = Recording(max_entries, context, stacks, owner="OOMObserver")
+        self._recording = Recording(max_entries, context, stacks, owner="OOMObserver", model=model,
+                                    optimizer=optimizer)
         self.parallel = parallel
         self.armed = False
         #: Files written for the last OOM, and how long that took (seconds).
@@ -207,7 +214,8 @@ class OOMObserver(FileCallback):
         start = len(self.written)
         # The native path: the allocator's snapshot straight into the engine's model,
         # no Python object per entry (see _native_dump); torch's path when not ready.
-        msnap: Any = _native_dump.take([(device, total, -1 if limit is None else limit)])
+        memory = [{"device": int(device), "total": total, "limit": limit}]
+        msnap: Any = _native_dump.take({"memsight_device_memory": memory})
         self.last_path = "native" if msnap is not None else "torch"
         if msnap is not None:
             t = lap("snapshot", t0)
@@ -218,13 +226,13 @@ class OOMObserver(FileCallback):
             t = lap("write_pickle", t)
         else:
             try:
-                snap = torch.cuda.memory._snapshot()
+                snap = add_tags(torch.cuda.memory._snapshot())
                 t = lap("snapshot", t0)
             except Exception:
                 log.exception("memsight: OOM on device %d, but the memory snapshot could not be taken", device)
                 return
             try:  # beside torch's keys: the engine reads them to name a cap or other processes
-                snap["memsight_device_memory"] = [{"device": int(device), "total": total, "limit": limit}]
+                snap["memsight_device_memory"] = memory
             except Exception:
                 log.debug("memsight: could not note the device's memory in the snapshot", exc_info=True)
             if not any(snap.get("device_traces") or []):
