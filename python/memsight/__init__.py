@@ -19,6 +19,7 @@ from __future__ import annotations
 from ._errors import EngineNotBuiltError, MemsightError
 from ._version import __version__
 from .profile import profile_html, profile_report, profile_timeline_html
+from .ranks import Ranks, ranks
 from .snapshot import (
     Comparison,
     FoldedStacks,
@@ -46,6 +47,7 @@ __all__ = [
     "EngineNotBuiltError",
     "FoldedStacks",
     "MemsightError",
+    "Ranks",
     "Snapshot",
     "Summary",
     "__version__",
@@ -58,4 +60,5 @@ __all__ = [
     "profile_html",
     "profile_report",
     "profile_timeline_html",
+    "ranks",
 ]

@@ -19,9 +19,10 @@
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
 #include "memsight/frames.h"
+#include "memsight/from_raw.h"
 #include "memsight/html.h"
 #include "memsight/profile.h"
-#include "memsight/from_raw.h"
+#include "memsight/ranks.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
 #include "memsight/summary.h"
@@ -278,6 +279,33 @@ PYBIND11_MODULE(_core, m) {
           py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1,
           py::arg("user_code") = "");
 
+  py::class_<memsight::RanksReport, std::shared_ptr<memsight::RanksReport>>(m, "RanksReport")
+      .def("text", [](const memsight::RanksReport& r) { return text(memsight::ranks_text(r)); })
+      .def("json", [](const memsight::RanksReport& r) { return text(memsight::ranks_json(r)); })
+      .def(
+          "write_html",
+          [](const memsight::RanksReport& r, const std::string& out, const std::string& pages,
+             const std::string& user_code, unsigned jobs, uint64_t max_expanded) {
+            py::gil_scoped_release nogil;
+            ExpansionLimit limit(max_expanded);
+            memsight::RanksOptions opts{memsight::UserCode::parse(user_code), jobs};
+            return memsight::write_ranks_page(r, out, pages, opts);
+          },
+          py::arg("out"), py::arg("pages") = "notable", py::arg("user_code") = "",
+          py::arg("jobs") = 0, py::arg("max_expanded") = 0,
+          "Writes the page and the rank pages `pages` names beside it; returns how many.");
+  m.def(
+      "ranks",
+      [](const std::vector<std::string>& inputs, const std::string& user_code, unsigned jobs,
+         uint64_t max_expanded) {
+        py::gil_scoped_release nogil;
+        ExpansionLimit limit(max_expanded);
+        memsight::RanksOptions opts{memsight::UserCode::parse(user_code), jobs};
+        return std::make_shared<memsight::RanksReport>(memsight::read_ranks(inputs, opts));
+      },
+      py::arg("inputs"), py::arg("user_code") = "", py::arg("jobs") = 0,
+      py::arg("max_expanded") = 0,
+      "`memsight ranks`: snapshots, directories, glob patterns or manifests, merged.");
   m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
         py::arg("trace") = true, py::arg("max_expanded") = 0,
         "Reads a snapshot file (pickle, optionally gzip/zstd/xz-compressed); with "

@@ -10,6 +10,7 @@
 #include "memsight/error.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
+#include "util/natural_order.h"
 
 namespace memsight {
 namespace {
@@ -22,28 +23,6 @@ constexpr Category kAll[kCategoryCount] = {
     Category::Parameter,        Category::Gradient,        Category::OptimizerState,
     Category::Buffer,           Category::Activation,      Category::Temporary,
     Category::AutogradInternal, Category::BeforeRecording, Category::Unknown};
-
-// "layers.2" before "layers.10": numbered components compare as numbers.
-bool natural_less(std::string_view a, std::string_view b) {
-  size_t i = 0, j = 0;
-  auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  while (i < a.size() && j < b.size()) {
-    if (digit(a[i]) && digit(b[j])) {
-      size_t i2 = i, j2 = j;
-      while (i2 < a.size() && digit(a[i2])) ++i2;
-      while (j2 < b.size() && digit(b[j2])) ++j2;
-      if (i2 - i != j2 - j) return i2 - i < j2 - j;
-      if (int c = a.substr(i, i2 - i).compare(b.substr(j, j2 - j)); c) return c < 0;
-      i = i2;
-      j = j2;
-    } else {
-      if (a[i] != b[j]) return a[i] < b[j];
-      ++i;
-      ++j;
-    }
-  }
-  return a.size() - i < b.size() - j;
-}
 
 // Modules by name, with every enclosing module, bytes added up the tree;
 // returned depth first, children largest first.

@@ -68,5 +68,6 @@ int cmd_summary(const std::vector<std::string>& argv);
 int cmd_view(const std::string& name, const std::vector<std::string>& argv);
 int cmd_convert(const std::vector<std::string>& argv);
 int cmd_profile(const std::vector<std::string>& argv);
+int cmd_ranks(const std::vector<std::string>& argv);
 
 }  // namespace memsight::cli

@@ -42,6 +42,9 @@ Beyond torch:
   segment-plot SNAP [-o FILE]
                              the report, opened on the allocator state history
   convert SNAP -o OUT        rewrite a snapshot (.gz/.zst/.xz names compress)
+  ranks SNAP... [--json] [-o report.html]
+                             many ranks' snapshots side by side: peaks, kinds,
+                             OOMs, the ranks that differ from the median
   profile TRACE [--json] [-o report.html]
                              torch.profiler Chrome trace: memory and time per step
   profile --timeline TIMELINE -o timeline.html
@@ -139,6 +142,32 @@ const char* command_help(const std::string& c) {
            "                  category (parameter, optimizer state, input, temporary,\n"
            "                  activation, gradient, autograd detail, unknown)\n"
            "A FIFO with no writer blocks, as with cat.\n";
+  if (c == "ranks")
+    return "usage: memsight ranks SNAPSHOT|DIR|PATTERN|MANIFEST... [--json] [-o FILE]\n"
+           "                      [--pages notable|all|none] [--jobs N] [--user-code PATS]\n\n"
+           "Reads the snapshots of a distributed job's ranks (one file per rank, e.g.\n"
+           "memsight.torch.dump_all_ranks or OOMObserver's coordinated dumps) and\n"
+           "reports them side by side: per rank the peak allocated, active and reserved\n"
+           "memory and when, the state at the dump, fragmentation, what kind of memory,\n"
+           "and each OOM with its diagnosis; the median rank, the ranks that differ from\n"
+           "it and by what (kind, module, allocation site), whether an OOMed rank was\n"
+           "different or only the one that failed, and what does not match (torch\n"
+           "versions, devices, dump rounds, missing ranks), never fatal.\n\n"
+           "An input is a snapshot, a directory (its *.pickle and *.pkl files,\n"
+           "compressed or not), a glob pattern in quotes (\"run/oom_3_rank*.pickle\") or\n"
+           "a dump round's manifest (*_manifest.json). The rank of a file is the one\n"
+           "memsight.torch wrote into it, else the number after \"rank\" in its name,\n"
+           "else its place among the inputs. Files are read a few at a time, each\n"
+           "summarised and dropped: memory holds a few snapshots, not all of them.\n"
+           "  --json              machine-readable (or -o NAME.json)\n"
+           "  -o NAME.html        a self-contained page: a chart of every rank, the OOMs,\n"
+           "                      the ranks that differ, a table, each rank's details\n"
+           "  --pages WHICH       with -o NAME.html, also write NAME.ranks/rankN.html, the\n"
+           "                      full page of a rank, linked from the report: notable\n"
+           "                      (default: the OOMed, typical and differing ranks, at\n"
+           "                      most 16), all, or none\n"
+           "  --jobs N            files read at once (default: up to 4)\n"
+           "  --user-code PATS    what counts as your code (as for `summary`)\n";
   if (c == "convert")
     return "usage: memsight convert SNAPSHOT -o OUT\n\n"
            "Reads a snapshot and writes it back as a pickle that torch and pickle.load\n"
@@ -181,6 +210,7 @@ int run_command(const std::string& cmd, const std::vector<std::string>& rest) {
   if (cmd == "summary") return cmd_summary(rest);
   if (cmd == "view" || cmd == "trace-plot" || cmd == "segment-plot") return cmd_view(cmd, rest);
   if (cmd == "profile") return cmd_profile(rest);
+  if (cmd == "ranks") return cmd_ranks(rest);
   return cmd_convert(rest);
 }
 

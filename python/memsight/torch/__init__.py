@@ -20,6 +20,11 @@ Per-phase profiling of chosen calls (see docs/memprofiler.md)::
     prof = memsight.torch.MemProfiler(collect_funcs={"default": ["train_step"]}).connect(model)
     train_step = prof.profile(train_step)
 
+Every rank of a distributed job at the same moment (see docs/ranks.md)::
+
+    memsight.torch.watch_ranks("dumps")              # on every rank, after init_process_group
+    memsight.torch.dump_all_ranks("before_eval")     # on any rank: every rank writes its snapshot
+
 Which line took the memory, which tensors hold it, and lending the GPU::
 
     with memsight.torch.LineProfiler(train_step) as prof:
@@ -55,6 +60,7 @@ from .memprofiler_config import (
 from .memprofiler_mixin import MemProfilerMixin
 from .oom import OOMObserver
 from .profiler import ProfilerAction, TorchProfiler, TraceTime, cyclic_schedule
+from .rank_dumps import DumpRound, RankDumps, dump_all_ranks, unwatch_ranks, watch_ranks
 from .recording import (
     RecordOptions,
     Recording,
@@ -84,6 +90,7 @@ __all__ = [
     "CallbackProtocol",
     "Callbacks",
     "Courtesy",
+    "DumpRound",
     "LineProfiler",
     "MemReporter",
     "MemoryMonitor",
@@ -97,6 +104,7 @@ __all__ = [
     "MemProfilerSchedule",
     "OOMObserver",
     "ProfilerAction",
+    "RankDumps",
     "TorchProfiler",
     "TraceTime",
     "cyclic_schedule",
@@ -107,6 +115,7 @@ __all__ = [
     "clear_global_line_profiler",
     "dist_info",
     "dump",
+    "dump_all_ranks",
     "ensure_folder_is_empty",
     "flush_uploads",
     "format_name_with_dist",
@@ -126,4 +135,6 @@ __all__ = [
     "start_recording",
     "stop_recording",
     "storage_tags",
+    "unwatch_ranks",
+    "watch_ranks",
 ]
