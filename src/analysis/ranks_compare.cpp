@@ -78,8 +78,9 @@ void add_parts(std::vector<RankPart>& out, const char* kind, const Items& mine,
     auto it = have.find(name);
     if (it == have.end() && cut) continue;  // unknown: below the rank's cut
     int64_t delta = (it == have.end() ? 0 : it->second) - m;
-    // Parts that go the way of the difference and matter next to it.
-    if ((delta > 0) != (diff > 0) || std::fabs(double(delta)) < std::fabs(diff) * 0.05 ||
+    // Parts that matter next to the difference, either way: at another
+    // moment of the step a rank can hold more of one kind and less of another.
+    if (delta == 0 || std::fabs(double(delta)) < std::fabs(diff) * 0.05 ||
         std::llabs(delta) < kDifferBytes / 4)
       continue;
     parts.push_back({kind, name, delta});

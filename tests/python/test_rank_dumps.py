@@ -203,3 +203,42 @@ def test_the_merged_report_reads_a_round(tmp_path, snapshots, core):
     assert rep.world_size == 3 and rep.missing == [] and rep.mismatches == []
     assert [v.rank for v in rep.ooms] == [1]  # oom.pickle holds an OOM
     assert rep.ooms[0].different
+
+
+def test_an_oom_asks_every_rank_and_the_diagnosis_compares_them(fake_torch, tmp_path, snapshots, core,
+                                                                  monkeypatch):
+    from memsight.torch import OOMObserver, TrainState
+    from memsight.torch import oom as oom_mod
+
+    store = HashStore()
+    rank1 = lambda env=None: {"rank": 1, "world_size": 3, "local_rank": 1}  # noqa: E731
+    monkeypatch.setattr(rank_dumps, "default_store", lambda: store)
+    monkeypatch.setattr(rank_dumps, "dist_info", rank1)
+    monkeypatch.setattr(oom_mod, "dist_info", rank1)
+    monkeypatch.setattr(rank_dumps, "_shared", None)
+    monkeypatch.setattr(rank_dumps, "_users", 0)
+    r0 = make_rank(store, 0, tmp_path / "rank0", snapshots).start()  # rank 2 is hung
+    obs = OOMObserver(folder=str(tmp_path / "rank1"), remote_file_name=None, ranks_timeout=1.0)
+    obs.arm(TrainState(run_name="r"))
+    assert rank_dumps.shared_watcher() is not None and rank_dumps.shared_watcher().rank == 1
+    try:
+        fake_torch.oom(device=0, alloc=1 << 30, free=1 << 20)
+    finally:
+        r0.stop()
+        obs.close()
+    assert rank_dumps.shared_watcher() is None  # close stops the watcher
+    rnd = obs.last_round
+    assert rnd.seq == 1 and rnd.origin_rank == 1 and sorted(rnd.files) == [0, 1]
+    assert rnd.missing == {2: "did not answer within 1 s"}
+    assert "CUDA out of memory on rank 1, device 0: 1.0GiB requested" in rnd.reason
+    # the OOM snapshot is the round's file too (one file, two names), and says which rank it is
+    own = tmp_path / "rank1" / "oom_1_rank1.pickle"
+    assert os.path.samefile(own, tmp_path / "rank1" / "rank0_oom_snapshot.pickle")
+    assert loaded(own)["memsight_rank"]["rank"] == 1
+    assert loaded(rnd.files[0])["memsight_rank"]["reason"] == rnd.reason
+    text = open(tmp_path / "rank1" / "rank0_oom_oom_diagnosis.txt").read()
+    assert "Every rank at this moment (dump round 1: 2 of 3 ranks wrote a snapshot, 2 of them here" in text
+    assert "rank 2: no snapshot (did not answer within 1 s)" in text
+    assert "2 ranks (oom round 1, world size 3), 1 ran out of memory" in text
+    assert "missing: no dump of rank 2" in text
+    assert "Rank 1 was different: its peak allocated 1.6GiB" in text
