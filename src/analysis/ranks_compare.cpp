@@ -150,6 +150,17 @@ RankOomVerdict judge_oom(const RankSummary& r, const RanksReport& rep) {
   double diff = peak - med;
   std::string also =
       oom_others.empty() ? "" : " Ranks " + rank_ranges(oom_others) + " ran out of memory too.";
+  const std::string& verdict = r.ooms.front().verdict;
+  if (!bytes_differ(peak, med) && (verdict == "limit" || verdict == "other processes")) {
+    // The same work on a smaller device: what differs is the device.
+    v.text = name + " held what the other ranks hold (its peak " + sz(peak) + ", their median " +
+             sz(med) + "); what differs is its device: " +
+             (verdict == "limit" ? "a memory cap inside the process (set_per_process_memory_fraction"
+                                   " or similar) that the others may not have"
+                                 : "memory that other processes held on its GPU") +
+             "." + also;
+    return v;
+  }
   if (!bytes_differ(peak, med)) {
     v.text = name + " was not different, only the one that failed: the other ranks' peaks reach " +
              "as much (median " + sz(med) + ", its own " + sz(peak) +

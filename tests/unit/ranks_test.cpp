@@ -90,6 +90,13 @@ TEST(Ranks, AnOomIsDifferentOrOnlyFirst) {
   EXPECT_FALSE(same.oom_verdicts[0].different);
   EXPECT_NE(same.oom_verdicts[0].text.find("Rank 3 was not different"), std::string::npos);
 
+  in[3].ooms[0].verdict = "limit";  // the same work under a cap: the device differs
+  RanksReport capped = merge_ranks(in);
+  EXPECT_FALSE(capped.oom_verdicts[0].text.find("what differs is its device: a memory cap") ==
+               std::string::npos)
+      << capped.oom_verdicts[0].text;
+
+  in[3].ooms[0].verdict = "demand";
   in[3].peak_allocated = 1500 * MiB;
   RanksReport more = merge_ranks(in);
   EXPECT_TRUE(more.oom_verdicts[0].different);
