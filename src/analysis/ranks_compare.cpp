@@ -269,22 +269,53 @@ void add_notes(RanksReport& rep, const std::vector<int64_t>& numbered) {
                         " used several devices; each rank's busiest device is summarised");
 }
 
+// Two files of one rank that hold the same dump: memsight_rank says the same
+// round and the same moment.
+bool same_dump(const RankSummary& a, const RankSummary& b) {
+  return a.origin.seq >= 0 && a.origin.seq == b.origin.seq && a.origin.tag == b.origin.tag &&
+         a.origin.time == b.origin.time && a.origin.pid == b.origin.pid;
+}
+
+std::string twice(const RankSummary& a, const RankSummary& b) {
+  std::string hint = "DIR/oom_1_rank*.pickle";
+  if (b.origin.seq >= 0) {
+    size_t slash = b.path.find_last_of('/');
+    std::string dir = slash == std::string::npos ? "" : b.path.substr(0, slash + 1);
+    std::string round = b.origin.tag + "_" + std::to_string(b.origin.seq);
+    hint = dir + round + "_manifest.json or '" + dir + round + "_rank*.pickle'";
+  }
+  return "rank " + std::to_string(b.rank) + " appears twice: " + a.path + " and " + b.path +
+         "; give the files of one dump round (e.g. " + hint + ")";
+}
+
 }  // namespace
 
 RanksReport merge_ranks(std::vector<RankSummary> ranks) {
   RanksReport rep;
-  // Ranks no file names are numbered in argument order, with the numbers left.
+  // A rank twice is an error, unless both files hold the same dump (the OOM
+  // snapshot and its name in the round). Ranks no file names are numbered in
+  // argument order, with the numbers left.
   std::set<int64_t> taken;
-  std::map<int64_t, const RankSummary*> seen;
-  for (const RankSummary& r : ranks) {
-    if (r.rank < 0) continue;
-    auto [it, fresh] = seen.emplace(r.rank, &r);
-    if (!fresh)
-      throw Error("rank " + std::to_string(r.rank) + " appears twice: " + it->second->path +
-                  " and " + r.path +
-                  "; give the files of one dump round (e.g. DIR/oom_1_rank*.pickle)");
-    taken.insert(r.rank);
+  std::map<int64_t, size_t> seen;  // rank -> index in kept
+  std::vector<RankSummary> kept;
+  std::vector<std::string> same;
+  for (RankSummary& r : ranks) {
+    if (r.rank >= 0) {
+      auto [it, fresh] = seen.emplace(r.rank, kept.size());
+      if (!fresh && same_dump(kept[it->second], r)) {
+        same.push_back(r.path + " (" + kept[it->second].path + ")");
+        continue;
+      }
+      if (!fresh) throw Error(twice(kept[it->second], r));
+      taken.insert(r.rank);
+    }
+    kept.push_back(std::move(r));
   }
+  ranks = std::move(kept);
+  if (!same.empty())
+    rep.notes.push_back("the same dump under two names, read once: " + same.front() +
+                        (same.size() > 1 ? " and " + std::to_string(same.size() - 1) + " more"
+                                         : ""));
   std::vector<int64_t> numbered;
   int64_t next = 0;
   for (RankSummary& r : ranks) {

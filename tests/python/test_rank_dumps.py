@@ -242,3 +242,10 @@ def test_an_oom_asks_every_rank_and_the_diagnosis_compares_them(fake_torch, tmp_
     assert "2 ranks (oom round 1, world size 3), 1 ran out of memory" in text
     assert "missing: no dump of rank 2" in text
     assert "Rank 1 was different: its peak allocated 1.6GiB" in text
+    # the OOMed rank's folder holds its snapshot under two names: read once
+    import memsight
+
+    here = memsight.ranks(str(tmp_path / "rank1"))
+    assert [r.rank for r in here.ranks] == [1]
+    assert here.notes[0].startswith("the same dump under two names, read once")
+    assert here.missing == [0, 2]  # the manifest beside them: rank 0 wrote elsewhere, rank 2 not at all

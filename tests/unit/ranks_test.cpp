@@ -139,6 +139,36 @@ TEST(Ranks, NumberingDuplicatesAndMissing) {
   }
 }
 
+TEST(Ranks, TheSameDumpUnderTwoNamesIsReadOnce) {
+  // OOMObserver's snapshot and its name in the round: one file, two names
+  RankSummary oom = rank(1, MiB, "run/rank1_oom_snapshot.pickle");
+  oom.origin.tag = "oom";
+  oom.origin.seq = 2;
+  oom.origin.time = 1795000000.5;
+  RankSummary link = oom;
+  link.path = "run/oom_2_rank1.pickle";
+  RanksReport rep = merge_ranks({rank(0, MiB), oom, link});
+  ASSERT_EQ(rep.ranks.size(), 2u);
+  EXPECT_EQ(rep.ranks[1].path, "run/rank1_oom_snapshot.pickle");
+  EXPECT_EQ(rep.notes.at(0),
+            "the same dump under two names, read once: run/oom_2_rank1.pickle "
+            "(run/rank1_oom_snapshot.pickle)");
+  // another round of the same rank is an error that names the round to pick
+  RankSummary later = link;
+  later.origin.tag = "manual";
+  later.origin.seq = 3;
+  later.path = "run/manual_3_rank1.pickle";
+  try {
+    merge_ranks({oom, later});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "rank 1 appears twice: run/rank1_oom_snapshot.pickle and run/manual_3_rank1.pickle; "
+              "give the files of one dump round (e.g. run/manual_3_manifest.json or "
+              "'run/manual_3_rank*.pickle')");
+  }
+}
+
 TEST(Ranks, MismatchesAreNamedNotFatal) {
   std::vector<RankSummary> in;
   for (int r = 0; r < 4; ++r) {
