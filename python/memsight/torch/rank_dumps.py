@@ -234,7 +234,7 @@ class RankDumps:
 
     def _watch(self) -> None:
         while not self._stop.wait(self.interval):
-            self.poll(force=True)
+            self.poll()
 
     def poll(self, force: bool = False) -> list[DumpRound]:
         """The cheap check: whether another rank asked for a round since the
@@ -244,7 +244,7 @@ class RankDumps:
         if not self.coordinated or not self._started:
             return []
         now = time.monotonic()
-        if not force and now - self._last_check < self.interval:
+        if not force and now - self._last_check < 0.9 * self.interval:  # 0.9: the thread's jitter
             return []
         if not self._check_lock.acquire(blocking=False):
             return []
