@@ -193,15 +193,16 @@ def test_the_page_and_the_notable_ranks_pages(run, job, tmp_path):
     (["a.pickle", "--pages", "all"], "memsight ranks: --pages writes rank pages beside a page: name one with -o NAME.html"),
     (["a.pickle", "-o", "x.svg"], "memsight ranks: -o x.svg names an SVG flamegraph (.svg), which `memsight ranks` does not"),
     (["a.pickle", "--jobs", "0"], "memsight ranks: --jobs takes a number of files to read at once, 1 to 256, not '0'"),
-    (["a.pickle", "b.pickle"], "memsight ranks: rank 0 appears twice: a.pickle and b.pickle"),
+    (["a.pickle", "b.pickle"], "memsight ranks: rank 0 appears twice: a.pickle and b.pickle; give the files of "
+                               "one dump round (e.g. oom_5_manifest.json or 'oom_5_rank*.pickle')"),
     (["bad_manifest.json"], "memsight ranks: bad_manifest.json: not a memsight dump manifest"),
 ])
 def test_bad_input_is_one_line_and_status_2(run, tmp_path, args, message):
     (tmp_path / "empty").mkdir()
     (tmp_path / "text.pickle").write_text("hello\n")
     _, snap = simulate(0)
-    snap["memsight_rank"] = meta(0)
-    for name in ("a.pickle", "b.pickle"):
+    for name, seq in (("a.pickle", 4), ("b.pickle", 5)):  # rank 0 of two rounds
+        snap["memsight_rank"] = meta(0, seq=seq)
         (tmp_path / name).write_bytes(pickle.dumps(snap, protocol=4))
     (tmp_path / "bad_manifest.json").write_text('{"ranks": []}')
     r = run("ranks", *args, cwd=tmp_path)
