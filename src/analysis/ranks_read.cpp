@@ -57,6 +57,7 @@ std::string manifest_file(const std::string& manifest, const std::string& file) 
 
 // memsight.torch's manifest of a dump round (docs/formats.md).
 void read_manifest(const std::string& path, RankInputs& out) {
+  const size_t before = out.files.size();
   read_named(path, [&] {
     auto src = open_source(path);
     json::Reader r(*src);
@@ -95,6 +96,8 @@ void read_manifest(const std::string& path, RankInputs& out) {
     }
     r.finish();
     if (!marked) throw Error("not a memsight dump manifest (no \"memsight_rank_dumps\" key)");
+    if (out.files.size() == before)
+      throw Error("the manifest lists no snapshot file (no rank answered its round)");
   });
 }
 

@@ -196,6 +196,8 @@ def test_the_page_and_the_notable_ranks_pages(run, job, tmp_path):
     (["a.pickle", "b.pickle"], "memsight ranks: rank 0 appears twice: a.pickle and b.pickle; give the files of "
                                "one dump round (e.g. oom_5_manifest.json or 'oom_5_rank*.pickle')"),
     (["bad_manifest.json"], "memsight ranks: bad_manifest.json: not a memsight dump manifest"),
+    (["empty_manifest.json"], "memsight ranks: empty_manifest.json: the manifest lists no snapshot file"),
+    (["odd_manifest.json"], "memsight ranks: odd_manifest.json: malformed JSON at byte 34: expected '{'"),
 ])
 def test_bad_input_is_one_line_and_status_2(run, tmp_path, args, message):
     (tmp_path / "empty").mkdir()
@@ -205,6 +207,8 @@ def test_bad_input_is_one_line_and_status_2(run, tmp_path, args, message):
         snap["memsight_rank"] = meta(0, seq=seq)
         (tmp_path / name).write_bytes(pickle.dumps(snap, protocol=4))
     (tmp_path / "bad_manifest.json").write_text('{"ranks": []}')
+    (tmp_path / "empty_manifest.json").write_text('{"memsight_rank_dumps": 1, "ranks": []}')
+    (tmp_path / "odd_manifest.json").write_text('{"memsight_rank_dumps":1,"ranks":[5]}')
     r = run("ranks", *args, cwd=tmp_path)
     err = r.stderr.decode()
     assert r.returncode == 2 and err.count("\n") == 1, err
