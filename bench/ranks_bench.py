@@ -37,19 +37,10 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from engine_bench import run_rss, warm  # noqa: E402  (wall time and peak RSS by wait4)
 SHARED = ROOT.parent / "shared"
 MiB = 1 << 20
-
-
-def run_rss(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS in bytes of the command (wait4)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    if status != 0:
-        sys.exit(f"{cmd}: failed with status {status}: {p.stderr.read().decode()[-500:]}")
-    return wall, usage.ru_maxrss * 1024
 
 
 def median_run(cmd: list[str], repeat: int) -> tuple[float, int]:
@@ -63,9 +54,7 @@ def large_fixture(data: pathlib.Path, source: pathlib.Path) -> pathlib.Path:
     if not large.exists():
         with lzma.open(source) as f, open(large, "wb") as out:
             shutil.copyfileobj(f, out)
-    with open(large, "rb") as f:  # into the page cache
-        while f.read(16 << 20):
-            pass
+    warm(large)
     return large
 
 
