@@ -5,6 +5,7 @@ three times larger, and rank 3, which runs out of memory."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import pathlib
@@ -196,6 +197,8 @@ def test_the_page_and_the_notable_ranks_pages(run, job, tmp_path):
     (["a.pickle", "b.pickle"], "memsight ranks: rank 0 appears twice: a.pickle and b.pickle; give the files of "
                                "one dump round (e.g. oom_5_manifest.json or 'oom_5_rank*.pickle')"),
     (["bad_manifest.json"], "memsight ranks: bad_manifest.json: not a memsight dump manifest"),
+    (["a.pickle", "c.pickle.gz", "--max-expanded", "4K"],  # the limit holds on every reading thread
+     "memsight ranks: c.pickle.gz: gzip: the input expands past 4096 bytes (4.0 KiB), the --max-expanded limit"),
     (["empty_manifest.json"], "memsight ranks: empty_manifest.json: the manifest lists no snapshot file"),
     (["odd_manifest.json"], "memsight ranks: odd_manifest.json: malformed JSON at byte 34: expected '{'"),
 ])
@@ -206,6 +209,7 @@ def test_bad_input_is_one_line_and_status_2(run, tmp_path, args, message):
     for name, seq in (("a.pickle", 4), ("b.pickle", 5)):  # rank 0 of two rounds
         snap["memsight_rank"] = meta(0, seq=seq)
         (tmp_path / name).write_bytes(pickle.dumps(snap, protocol=4))
+    (tmp_path / "c.pickle.gz").write_bytes(gzip.compress((tmp_path / "a.pickle").read_bytes()))
     (tmp_path / "bad_manifest.json").write_text('{"ranks": []}')
     (tmp_path / "empty_manifest.json").write_text('{"memsight_rank_dumps": 1, "ranks": []}')
     (tmp_path / "odd_manifest.json").write_text('{"memsight_rank_dumps":1,"ranks":[5]}')
