@@ -153,12 +153,13 @@ RankOomVerdict judge_oom(const RankSummary& r, const RanksReport& rep) {
   const std::string& verdict = r.ooms.front().verdict;
   if (!bytes_differ(peak, med) && (verdict == "limit" || verdict == "other processes")) {
     // The same work on a smaller device: what differs is the device.
-    v.text = name + " held what the other ranks hold (its peak " + sz(peak) + ", their median " +
-             sz(med) + "); what differs is its device: " +
-             (verdict == "limit" ? "a memory cap inside the process (set_per_process_memory_fraction"
-                                   " or similar) that the others may not have"
-                                 : "memory that other processes held on its GPU") +
-             "." + also;
+    v.text =
+        name + " held what the other ranks hold (its peak " + sz(peak) + ", their median " +
+        sz(med) + "); what differs is its device: " +
+        (verdict == "limit" ? "a memory cap inside the process (set_per_process_memory_fraction"
+                              " or similar) that the others may not have"
+                            : "memory that other processes held on its GPU") +
+        "." + also;
     return v;
   }
   if (!bytes_differ(peak, med)) {
@@ -313,9 +314,9 @@ RanksReport merge_ranks(std::vector<RankSummary> ranks) {
   }
   ranks = std::move(kept);
   if (!same.empty())
-    rep.notes.push_back("the same dump under two names, read once: " + same.front() +
-                        (same.size() > 1 ? " and " + std::to_string(same.size() - 1) + " more"
-                                         : ""));
+    rep.notes.push_back(
+        "the same dump under two names, read once: " + same.front() +
+        (same.size() > 1 ? " and " + std::to_string(same.size() - 1) + " more" : ""));
   std::vector<int64_t> numbered;
   int64_t next = 0;
   for (RankSummary& r : ranks) {
