@@ -10,7 +10,7 @@
 namespace memsight {
 namespace {
 
-std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, int64_t time_us) {
   if (event < 0) return "before the first trace entry";

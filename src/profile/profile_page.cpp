@@ -2,6 +2,7 @@
 // categorised memory timeline, each one self-contained HTML file (the
 // viewer's profile_page.html with profile_app.js, data as JSON).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "memsight/error.h"
@@ -80,6 +81,37 @@ std::string profile_html(const ProfileReport& r, const std::string& title) {
 
 namespace {
 
+// Records of a memory timeline dropped or reordered (memsight/input_limits.h).
+constexpr InputReason kBadRowTime{
+    "time point", "time points",
+    "dropped: a time that is not a number of magnitude below 2^53 \xC2\xB5s"};
+constexpr InputReason kBadRecordTime{
+    "record", "records", "dropped: a time that is not a number of magnitude below 2^53 \xC2\xB5s"};
+constexpr InputReason kBadRowSize{
+    "time point", "time points",
+    "dropped: a category size that is not an integer in 0..2^53 (8 PiB)"};
+constexpr InputReason kBadRecordBytes{
+    "record", "records", "dropped: a byte count that is not an integer of magnitude below 2^53"};
+constexpr InputReason kBadRecordCategory{"record", "records",
+                                         "dropped: a category that is not one of 0..7"};
+constexpr InputReason kUnsortedRows{"time point", "time points",
+                                    "out of time order in the file: put in order"};
+constexpr InputReason kUnsortedRecords{"record", "records",
+                                       "out of time order in the file: put in order"};
+constexpr InputReason kBelowZero{"time point", "time points",
+                                 "with a category below zero bytes (more freed than was "
+                                 "allocated): drawn as 0"};
+constexpr InputReason kAboveLimit{"time point", "time points",
+                                  "with a category of 2^53 bytes or more (the records add up past "
+                                  "it): drawn at 2^53"};
+
+// A number of the file, or NaN for anything else (which no range accepts).
+double any_number(json::Reader& r) {
+  if (r.peek() == json::Kind::Number) return r.number();
+  r.skip();
+  return std::nan("");
+}
+
 MemoryTimeline read_timeline(ByteSource& src) {
   json::Reader r(src);
   auto bad = [] {
@@ -88,7 +120,7 @@ MemoryTimeline read_timeline(ByteSource& src) {
   };
   // Either [times, [[9 sizes], ...]] or [[t_ns, action, bytes, category], ...].
   std::vector<std::vector<double>> lists;
-  std::vector<std::vector<int64_t>> sizes;
+  std::vector<std::vector<double>> sizes;
   if (r.peek() != json::Kind::Array) bad();
   r.begin_array();
   while (r.next_item()) {
@@ -97,13 +129,13 @@ MemoryTimeline read_timeline(ByteSource& src) {
     std::vector<double> nums;
     while (r.next_item()) {
       if (r.peek() == json::Kind::Array) {
-        std::vector<int64_t> row;
+        std::vector<double> row;
         r.begin_array();
-        while (r.next_item()) row.push_back(r.integer());
+        while (r.next_item()) row.push_back(any_number(r));
         if (row.size() != 9) throw Error("memory timeline: a row of sizes does not hold 9 values");
         sizes.push_back(std::move(row));
       } else {
-        nums.push_back(r.number());
+        nums.push_back(any_number(r));
       }
     }
     lists.push_back(std::move(nums));
@@ -111,31 +143,87 @@ MemoryTimeline read_timeline(ByteSource& src) {
   r.finish();
   MemoryTimeline t;
   t.bytes.assign(8, {});
+  // Puts the kept rows in time order (a stable sort: rows of one time keep
+  // theirs), counting those that were out of it.
+  auto in_time_order = [&t](std::vector<std::pair<double, size_t>>& rows,
+                            const InputReason& reason) {
+    uint64_t late = 0;
+    for (size_t i = 1; i < rows.size(); ++i) late += rows[i].first < rows[i - 1].first;
+    if (late)
+      std::stable_sort(rows.begin(), rows.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+    t.notes.add(reason, late);
+  };
   if (!sizes.empty() || (lists.size() == 2 && lists[0].empty() && lists[1].empty())) {
     if (lists.size() != 2 || lists[0].size() != sizes.size() || !lists[1].empty()) bad();
-    t.ts = lists[0];
-    for (const auto& row : sizes)
-      for (size_t c = 0; c < 8; ++c) t.bytes[c].push_back(row[c + 1]);
+    std::vector<std::pair<double, size_t>> rows;  // (time, row)
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (!time_ok(lists[0][i])) {
+        t.notes.add(kBadRowTime);
+        continue;
+      }
+      bool ok = true;
+      for (double v : sizes[i]) ok = ok && byte_count_ok(v);
+      if (!ok) {
+        t.notes.add(kBadRowSize);
+        continue;
+      }
+      rows.emplace_back(lists[0][i], i);
+    }
+    in_time_order(rows, kUnsortedRows);
+    for (auto [ts, i] : rows) {
+      t.ts.push_back(ts);
+      for (size_t c = 0; c < 8; ++c) t.bytes[c].push_back(static_cast<int64_t>(sizes[i][c + 1]));
+    }
     return t;
   }
   // Raw records: bytes per category added up, one row per distinct time;
-  // memory that existed before the profile (t = -1) counts from the first time.
-  double t_first = -1;
-  for (const auto& rec : lists) {
+  // memory that existed before the profile (t < 0: torch writes -1) counts
+  // from the first time.
+  for (const auto& rec : lists)
     if (rec.size() != 4) bad();
-    if (rec[0] >= 0 && (t_first < 0 || rec[0] < t_first)) t_first = rec[0];
-  }
-  auto when = [&](const std::vector<double>& rec) {
-    return (rec[0] < 0 ? std::max(0.0, t_first) : rec[0]) / 1000.0;
-  };
-  int64_t cur[8] = {};
+  double t_first = -1;
+  std::vector<std::pair<double, size_t>> recs;  // (time in ns, record)
   for (size_t i = 0; i < lists.size(); ++i) {
     const auto& rec = lists[i];
-    cur[static_cast<size_t>(std::clamp<double>(rec[3], 0, 7))] += static_cast<int64_t>(rec[2]);
-    if (i + 1 < lists.size() && when(lists[i + 1]) == when(rec)) continue;
-    t.ts.push_back(when(rec));
-    for (size_t c = 0; c < 8; ++c) t.bytes[c].push_back(cur[c]);
+    if (!time_ok(rec[0] / 1000)) {
+      t.notes.add(kBadRecordTime);
+      continue;
+    }
+    if (!byte_change_ok(rec[2])) {
+      t.notes.add(kBadRecordBytes);
+      continue;
+    }
+    if (!(rec[3] >= 0 && rec[3] <= 7 && rec[3] == std::floor(rec[3]))) {
+      t.notes.add(kBadRecordCategory);
+      continue;
+    }
+    if (rec[0] >= 0 && (t_first < 0 || rec[0] < t_first)) t_first = rec[0];
+    recs.emplace_back(rec[0], i);
   }
+  for (auto& [when, i] : recs)
+    if (when < 0) when = std::max(0.0, t_first);
+  in_time_order(recs, kUnsortedRecords);
+  int64_t cur[8] = {};
+  uint64_t below_zero = 0, above_limit = 0;
+  constexpr auto kMaxBytes = static_cast<int64_t>(kNumberLimit);
+  for (size_t k = 0; k < recs.size(); ++k) {
+    const auto& rec = lists[recs[k].second];
+    int64_t& c = cur[static_cast<size_t>(rec[3])];
+    c = add_saturated(c, static_cast<int64_t>(rec[2]));
+    if (k + 1 < recs.size() && recs[k + 1].first == recs[k].first) continue;
+    t.ts.push_back(recs[k].first / 1000.0);
+    bool below = false, above = false;
+    for (size_t c = 0; c < 8; ++c) {
+      below = below || cur[c] < 0;
+      above = above || cur[c] >= kMaxBytes;
+      t.bytes[c].push_back(std::clamp<int64_t>(cur[c], 0, kMaxBytes));
+    }
+    below_zero += below;
+    above_limit += above;
+  }
+  t.notes.add(kBelowZero, below_zero);
+  t.notes.add(kAboveLimit, above_limit);
   return t;
 }
 
@@ -188,7 +276,8 @@ std::string timeline_html(const MemoryTimeline& t, const std::string& title) {
     if (c) data += ',';
     json_list(data, keep, [&](std::string& o, size_t i) { o += std::to_string(t.bytes[c][i]); });
   }
-  data += "],\"peak\":" + std::to_string(keep.empty() ? -1 : static_cast<int64_t>(peak)) + "}";
+  data += "],\"peak\":" + std::to_string(keep.empty() ? -1 : static_cast<int64_t>(peak));
+  data += ",\"input_notes\":" + t.notes.json() + "}";
   return render_page(title, data);
 }
 

@@ -5,7 +5,7 @@ import {
   formatCount, formatDuration, formatDurationTick, formatSize, niceByteStep, niceStep,
 } from './format.js';
 import { SUMMARY_ID } from './timeline.js';
-import { fitCanvas, frameScheduler, h, segmented } from './ui.js';
+import { fitCanvas, frameScheduler, h, segmented, setText } from './ui.js';
 
 const MARGIN = { left: 78, right: 14, top: 10, bottom: 26 };
 // How many of the largest elements are drawn separately at first. MemoryViz
@@ -585,7 +585,7 @@ export class TimelineView {
     const jump = i.start >= 0 ? i.start : i.end;
     const head = h('div', null,
       this.pinned === id ? h('span', { class: 'badge' }, 'pinned') : null,
-      h('span', { class: 'mono' }, d.head));
+      setText(h('span', { class: 'mono' }), d.head));
     const actions = h('div', { class: 'detail-actions' });
     if (jump >= 0) {
       actions.append(h('button', {
