@@ -293,3 +293,35 @@ def test_memsights_reports_use_one_size_unit_rule(run, tmp_path):
     text = run("summary", f).stdout.decode()
     assert "1.0TiB" in text and "1024.0GiB" not in text
     assert "1024.0GiB" in run("stats", f).stdout.decode()
+
+
+def test_the_profile_page_holds_the_report_compactly(run, tmp_path):
+    """The page's steps (arrays, names interned) read back as --json writes
+    them, less what the page does not show (site, peak time)."""
+    from conftest import ROOT
+    trace = ROOT / "tests" / "data" / "profiler" / "profiler.pt.trace.json.gz"
+    j = json.loads(run("profile", "--json", trace).stdout)
+    out = tmp_path / "p.html"
+    assert run("profile", trace, "-o", out).returncode == 0
+    rep = profile_page_data(out.read_text())["report"]
+    strings = rep["strings"]
+
+    def ops(rows):
+        return [{"op": strings[o], "stack": strings[s], "bytes": b, "count": c} for o, s, b, c in rows]
+
+    def times(rows):
+        return [{"name": strings[n], "total_us": t, "count": c} for n, t, c in rows]
+
+    for page_step, step in zip(rep["steps"], j["steps"], strict=True):
+        number, occ, occs, ts, dur, devices, top_ops, top_kernels = page_step
+        assert (number, occ, occs) == (step["step"], step["occurrence"], step["occurrences"])
+        assert ts == pytest.approx(step["ts_us"], abs=1e-3) and dur == pytest.approx(step["dur_us"], abs=1e-3)
+        assert times(top_ops) == [dict(r, total_us=pytest.approx(r["total_us"], abs=1e-3)) for r in step["top_ops"]]
+        assert times(top_kernels) == [dict(r, total_us=pytest.approx(r["total_us"], abs=1e-3)) for r in step["top_kernels"]]
+        for d in devices:
+            want = step["devices"][f"cuda:{d[0]}"]
+            assert d[1:7] == [want[k] for k in ("peak_allocated", "peak_reserved", "allocs", "alloc_bytes", "frees",
+                                                "free_bytes")]
+            assert ops(d[7]) == [{k: r[k] for k in ("op", "stack", "bytes", "count")} for r in want["live_at_peak"]]
+            assert ops(d[8]) == [{k: r[k] for k in ("op", "stack", "bytes", "count")} for r in want["allocated_most"]]
+        assert len(devices) == len(step["devices"])

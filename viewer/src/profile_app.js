@@ -102,18 +102,39 @@ function timeTable(rows, what) {
       h('td', { class: 'num' }, formatCount(r.count)), h('td', { class: 'mono' }, longText(r.name))))));
 }
 
+// A step of the page's report as profile_json writes it. The page holds
+// steps as arrays with names interned (profile_page.cpp, PageReport):
+//   [number|null, occurrence, occurrences, ts_us, dur_us, devices, top_ops, top_kernels]
+//   device [index, peak_allocated, peak_reserved, allocs, alloc_bytes, frees, free_bytes, live, most]
+//   op row [op, stack, bytes, count]; time row [name, total_us, count]
+export function expandStep(a, strings) {
+  const ops = (rows) => rows.map(([op, stack, bytes, count]) => ({ op: strings[op], stack: strings[stack], bytes, count }));
+  const times = (rows) => rows.map(([name, total, count]) => ({ name: strings[name], total_us: total, count }));
+  const devices = {};
+  for (const d of a[5]) {
+    devices[`cuda:${d[0]}`] = {
+      peak_allocated: d[1], peak_reserved: d[2], allocs: d[3], alloc_bytes: d[4], frees: d[5], free_bytes: d[6],
+      live_at_peak: ops(d[7]), allocated_most: ops(d[8]),
+    };
+  }
+  return {
+    step: a[0], occurrence: a[1], occurrences: a[2], ts_us: a[3], dur_us: a[4], devices,
+    top_ops: times(a[6]), top_kernels: times(a[7]),
+  };
+}
+
+// The highest allocated peak of a step as the page holds it, over its devices.
+export function compactPeak(a) {
+  let best = 0;
+  for (const d of a[5]) if (d[1] > best) best = d[1];
+  return best;
+}
+
 // "step 3", "step 3 (occurrence 2 of 2)" when the trace holds ProfilerStep#3 twice.
 export function stepTitle(s) {
   if (s.step === null) return 'whole trace';
   const again = s.occurrences > 1 ? ` (occurrence ${s.occurrence} of ${s.occurrences})` : '';
   return `step ${s.step}${again}`;
-}
-
-// The highest allocated peak of a step over its devices (0 without memory).
-export function stepPeak(s) {
-  let best = 0;
-  for (const d in s.devices) best = Math.max(best, s.devices[d].peak_allocated);
-  return best;
 }
 
 // "cuda:0 1.2GiB / 1.4GiB · cuda:1 ... · +99,996 more devices" over the first few devices.
@@ -161,19 +182,19 @@ function stepDetails(s) {
 }
 
 function stepsSection(rep) {
-  const steps = rep.steps;
+  const steps = rep.steps;  // arrays (expandStep)
   let order = null;  // step indices in the chosen order (null: time order)
   const at = (k) => (order ? order[k] : k);
   const list = pagedList(steps.length, (from, to) => {
     const out = [];
-    for (let k = from; k < to; k++) out.push(stepDetails(steps[at(k)]));
+    for (let k = from; k < to; k++) out.push(stepDetails(expandStep(steps[at(k)], rep.strings)));
     return out;
   }, { pageSize: 100, noun: 'steps' });
   const sortSelect = h('select', {
     'aria-label': 'order of the steps',
     onchange: () => {
       if (sortSelect.value === 'peak' && !order) {
-        const peaks = steps.map(stepPeak);
+        const peaks = steps.map(compactPeak);
         order = steps.map((_, i) => i).sort((a, b) => peaks[b] - peaks[a] || a - b);
       } else if (sortSelect.value === 'time') {
         order = null;
@@ -188,7 +209,7 @@ function stepsSection(rep) {
     onchange: () => {
       const want = Number(jump.value);
       let k = -1;
-      for (let i = 0; i < steps.length && k < 0; i++) if (steps[at(i)].step === want) k = i;
+      for (let i = 0; i < steps.length && k < 0; i++) if (steps[at(i)][0] === want) k = i;
       jumpInfo.textContent = k < 0 ? `no step ${jump.value}` : '';
       if (k < 0) return;
       list.show(k);
@@ -265,9 +286,9 @@ function profilePage(data) {
   const rep = data.report;
   const out = [inputNotes(rep.input_notes)];
   const bands = [];
-  for (const s of rep.steps) {
-    if (s.step === null) continue;
-    bands.push({ x0: (s.ts_us - data.t0) / 1000, x1: (s.ts_us + s.dur_us - data.t0) / 1000, label: `step ${s.step}` });
+  for (const [step, , , ts, dur] of rep.steps) {
+    if (step === null) continue;
+    bands.push({ x0: (ts - data.t0) / 1000, x1: (ts + dur - data.t0) / 1000, label: `step ${step}` });
   }
   let charted = data.curves;
   let rest = [];
