@@ -47,8 +47,9 @@ inline int64_t add_saturated(int64_t a, int64_t b) {
 // be repeated whole in every row and table that shows it.
 inline constexpr size_t kNameLimit = 16384;
 
-// `s` when it fits in `limit` bytes, else its first bytes (at a UTF-8
-// boundary) and "… [cut at LIMIT of N bytes]", which says how long it was.
+// `s` when it is at most 40 bytes past `limit` (a cut would not shorten
+// it), else its first `limit` bytes (back to a UTF-8 boundary) and
+// "… [cut at LIMIT of N bytes]", which says how long it was.
 std::string cut_name(std::string_view s, size_t limit = kNameLimit);
 
 // Why a record was dropped or a value changed: the thing counted, in the

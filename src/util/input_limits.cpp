@@ -8,10 +8,12 @@ namespace memsight {
 
 namespace {
 constexpr std::string_view kCutMark = "\xE2\x80\xA6 [cut at ";  // "… [cut at "
+constexpr size_t kNoteRoom = 40;  // "… [cut at 16384 of 104857606 bytes]" and some
 }  // namespace
 
 std::string cut_name(std::string_view s, size_t limit) {
-  if (s.size() <= limit) return std::string(s);
+  // Within a note's length of the limit a cut would not shorten the text.
+  if (s.size() <= limit + kNoteRoom) return std::string(s);
   // A name cut before ("… [cut at N of M bytes]") is cut again with its
   // first length kept: M is how long the name was in the file.
   uint64_t total = s.size();
@@ -24,7 +26,7 @@ std::string cut_name(std::string_view s, size_t limit) {
       if (ec == std::errc() && p == digits.data() + digits.size()) {
         total = m;
         s = s.substr(0, at);
-        if (s.size() <= limit) limit = s.size();
+        limit = std::min(limit, s.size());
       }
     }
   }

@@ -50,10 +50,14 @@ TEST(InputLimits, NamesAreCutWithTheirLengthSaid) {
   // Cut again (a table's column): the length in the file is kept.
   EXPECT_EQ(cut_name(cut, 10), "xxxxxxxxxx\xE2\x80\xA6 [cut at 10 of 100000 bytes]");
   EXPECT_EQ(cut_name(cut, kNameLimit + 100), cut);
+  // Within 40 bytes of the limit a name stays whole: the note would not shorten it.
+  EXPECT_EQ(cut_name(std::string(140, 'k'), 100), std::string(140, 'k'));
+  EXPECT_EQ(cut_name(std::string(141, 'k'), 100),
+            std::string(100, 'k') + "\xE2\x80\xA6 [cut at 100 of 141 bytes]");
   // No UTF-8 sequence is split: "é" is two bytes.
   std::string accents;
-  for (int i = 0; i < 10; ++i) accents += "\xC3\xA9";
-  EXPECT_EQ(cut_name(accents, 5), "\xC3\xA9\xC3\xA9\xE2\x80\xA6 [cut at 4 of 20 bytes]");
+  for (int i = 0; i < 30; ++i) accents += "\xC3\xA9";
+  EXPECT_EQ(cut_name(accents, 5), "\xC3\xA9\xC3\xA9\xE2\x80\xA6 [cut at 4 of 60 bytes]");
 }
 
 TEST(InputLimits, NotesCountByReasonAndSayItOnce) {
@@ -93,10 +97,10 @@ TEST(InputLimits, PageSummaryStringsAreCut) {
   EXPECT_EQ(out, "{\"site\":\"" + std::string(100, 'n') +
                      "\xE2\x80\xA6 [cut at 100 of 40000 bytes]\",\"short\":\"a\\\"b\",\"k\":1}");
   // Escapes count as the characters they stand for, and survive the cut.
-  std::string escaped = "[\"" + std::string(60, 'q') + "\\n\\u00e9" + std::string(60, 'q') + "\"]";
+  std::string escaped = "[\"" + std::string(60, 'q') + "\\n\\u00e9" + std::string(160, 'q') + "\"]";
   out = report::cut_json_strings(escaped, 100);
   EXPECT_EQ(out, "[\"" + std::string(60, 'q') + "\\n\xC3\xA9" + std::string(37, 'q') +
-                     "\xE2\x80\xA6 [cut at 100 of 123 bytes]\"]");
+                     "\xE2\x80\xA6 [cut at 100 of 223 bytes]\"]");
   EXPECT_EQ(report::cut_json_strings(json, 1 << 20), json);  // nothing to cut: as it was
 }
 

@@ -60,11 +60,12 @@ export function cutLines(text, max = LINE_CUT) {
   return { text: lines.join('\n'), cut };
 }
 
-// s when it has at most `max` characters, else its start and how much more
-// there is: "aten::xxxx… (+1,234 characters)". A surrogate pair is not split.
+// s when it has at most `max` characters (or a few more: the note would not
+// shorten it), else its start and how much more there is:
+// "aten::xxxx… (+1,234 characters)". A surrogate pair is not split.
 export function cutText(s, max = DISPLAY_CUT) {
   const text = String(s);
-  if (text.length <= max) return text;
+  if (text.length <= max + 30) return text;
   let end = max;
   const c = text.charCodeAt(end - 1);
   if (c >= 0xd800 && c < 0xdc00) end--;

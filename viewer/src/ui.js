@@ -26,7 +26,7 @@ export function h(tag, attrs, ...children) {
 export function longText(s, max = DISPLAY_CUT) {
   const text = String(s);
   const span = h('span', { class: 'long-text' });
-  if (text.length <= max) {
+  if (cutText(text, max) === text) {
     span.textContent = text;
     return span;
   }

@@ -20,8 +20,10 @@ test('cutText keeps short text and says how much it cut', () => {
   assert.equal(cutText(long), `${'x'.repeat(DISPLAY_CUT)}… (+999,800 characters)`);
   assert.equal(cutText(long, 10), 'xxxxxxxxxx… (+999,990 characters)');
   // a surrogate pair is not split
-  const emoji = '😀'.repeat(10);
-  assert.equal(cutText(emoji, 5), '😀😀… (+16 characters)');
+  const emoji = '😀'.repeat(40);
+  assert.equal(cutText(emoji, 5), '😀😀… (+76 characters)');
+  // within the note's length of the limit: whole
+  assert.equal(cutText('y'.repeat(230)), 'y'.repeat(230));
 });
 
 test('cutLines cuts only the long lines of a stack', () => {
