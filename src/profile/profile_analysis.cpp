@@ -60,15 +60,17 @@ std::vector<int64_t> innermost(const std::vector<Span>& spans, const std::vector
 }
 
 // Where Python called each op: the frame rule over its python_function
-// ancestors ("path/file.py(LINE): name"). Sites are interned: ops called from
-// one innermost Python call share its site, computed once.
+// ancestors ("path/file.py(LINE): name"), computed once per innermost Python
+// call. A call's description is its site (interned: calls from one line of
+// the user's code share it) and its stack text.
 class PythonSites {
  public:
   PythonSites(const Trace& t, const UserCode& uc) : t_(t), uc_(uc) {
     for (uint32_t i = 0; i < t.pycalls.size(); ++i)
       if (t.pycalls[i].id >= 0) by_id_[t.pycalls[i].id] = i;
-    sites_.push_back({});  // 0: no Python stack
+    sites_.push_back("");  // 0: no Python stack
     index_[""] = 0;
+    calls_.push_back({0, ""});
   }
   void locate(const std::vector<uint32_t>& ops) {
     std::vector<int64_t> tid;
@@ -80,7 +82,7 @@ class PythonSites {
     auto inner = innermost(t_.pycalls, tid, ts);
     for (size_t i = 0; i < ops.size(); ++i) call_of_[ops[i]] = inner[i];
   }
-  // The site id of op o (0: its thread ran no Python, or no frame stands out).
+  // The description of op o's call (0: its thread ran no Python).
   uint32_t of(uint32_t op) {
     auto c = call_of_.find(op);
     int64_t call = c == call_of_.end() ? -1 : c->second;
@@ -89,11 +91,14 @@ class PythonSites {
     if (cached != by_call_.end()) return cached->second;
     auto [site, stack] = describe(call);
     auto [it, added] = index_.try_emplace(site, static_cast<uint32_t>(sites_.size()));
-    if (added) sites_.push_back({std::move(site), std::move(stack)});
-    return by_call_[call] = it->second;
+    if (added) sites_.push_back(std::move(site));
+    calls_.push_back({it->second, std::move(stack)});
+    return by_call_[call] = static_cast<uint32_t>(calls_.size() - 1);
   }
-  const std::string& site(uint32_t id) const { return sites_[id].first; }
-  const std::string& stack(uint32_t id) const { return sites_[id].second; }
+  // A description's site id (0: none); a site's text; a description's stack.
+  uint32_t site_id(uint32_t desc) const { return calls_[desc].site; }
+  const std::string& site(uint32_t site_id) const { return sites_[site_id]; }
+  const std::string& stack(uint32_t desc) const { return calls_[desc].stack; }
 
  private:
   // (site, stack text) of a Python call and its ancestors.
@@ -137,35 +142,43 @@ class PythonSites {
   std::unordered_map<int64_t, uint32_t> by_id_;
   std::unordered_map<uint32_t, int64_t> call_of_;
   std::unordered_map<int64_t, uint32_t> by_call_;
-  std::unordered_map<std::string, uint32_t> index_;
-  std::vector<std::pair<std::string, std::string>> sites_;
+  std::unordered_map<std::string, uint32_t> index_;  // site text -> id
+  std::vector<std::string> sites_;
+  struct Described {
+    uint32_t site;
+    std::string stack;
+  };
+  std::vector<Described> calls_;
 };
 
 // What allocated: an op name (or none) and where Python called it. Groups
 // are numbered in report order (op name, then site), so ties in bytes keep
-// that order in every table.
+// that order in every table; a group shows the stack of its first op.
 class Groups {
  public:
   Groups(const Trace& t, PythonSites& py, const std::vector<int64_t>& op_of) : t_(t), py_(py) {
     of_mem_.assign(op_of.size(), 0);
     std::unordered_map<uint64_t, uint32_t> index;
-    std::vector<std::pair<int64_t, uint32_t>> keys;  // (name id or -1, site id)
+    std::vector<Key> keys;
     for (size_t m = 0; m < op_of.size(); ++m) {
       if (t.mems[m].bytes <= 0) continue;  // only allocations are grouped
       int64_t o = op_of[m];
       int64_t name = o < 0 ? int64_t{-1} : int64_t{t.ops[static_cast<size_t>(o)].name};
-      uint32_t site = o < 0 ? 0 : py.of(static_cast<uint32_t>(o));
+      uint32_t desc = o < 0 ? 0 : py.of(static_cast<uint32_t>(o));
+      uint32_t site = py.site_id(desc);
       uint64_t key = (static_cast<uint64_t>(name + 1) << 32) | site;
       auto [it, added] = index.try_emplace(key, static_cast<uint32_t>(keys.size()));
-      if (added) keys.emplace_back(name, site);
+      if (added) keys.push_back({name, site, o, desc});
+      Key& k = keys[it->second];
+      if (o < k.first_op) k.first_op = o, k.desc = desc;
       of_mem_[m] = it->second;
     }
     std::vector<uint32_t> order(keys.size());
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      std::string_view na = op_name(keys[a].first), nb = op_name(keys[b].first);
+      std::string_view na = op_name(keys[a].name), nb = op_name(keys[b].name);
       if (na != nb) return na < nb;
-      return py.site(keys[a].second) < py.site(keys[b].second);
+      return py.site(keys[a].site) < py.site(keys[b].site);
     });
     std::vector<uint32_t> rank(keys.size());
     for (uint32_t r = 0; r < order.size(); ++r) rank[order[r]] = r;
@@ -176,9 +189,9 @@ class Groups {
   uint32_t of_mem(size_t m) const { return of_mem_[m]; }
   OpBytes row(uint32_t g, int64_t bytes, int64_t count) const {
     OpBytes o;
-    o.op = op_name(keys_[g].first);
-    o.site = py_.site(keys_[g].second);
-    o.stack = py_.stack(keys_[g].second);
+    o.op = op_name(keys_[g].name);
+    o.site = py_.site(keys_[g].site);
+    o.stack = py_.stack(keys_[g].desc);
     o.bytes = bytes;
     o.count = count;
     return o;
@@ -189,10 +202,16 @@ class Groups {
     return name < 0 ? "(no op: allocated outside any recorded op)"
                     : t_.names.get(static_cast<StrId>(name));
   }
+  struct Key {
+    int64_t name;      // op name id, -1: no op
+    uint32_t site;     // site id
+    int64_t first_op;  // the group's first op (-1: none), whose stack it shows
+    uint32_t desc;     // that op's call description
+  };
   const Trace& t_;
   PythonSites& py_;
-  std::vector<uint32_t> of_mem_;                    // the group of each memory event
-  std::vector<std::pair<int64_t, uint32_t>> keys_;  // by group, in report order
+  std::vector<uint32_t> of_mem_;  // the group of each memory event
+  std::vector<Key> keys_;         // by group, in report order
 };
 
 // Bytes by group, largest first (ties in report order), at most `keep` rows.
