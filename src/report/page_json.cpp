@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "memsight/input_limits.h"
+#include "pickle/source.h"
+#include "profile/json_stream.h"
 #include "util/escape.h"
 
 namespace memsight::report {
@@ -68,66 +70,6 @@ void pyvalue_json(std::string& out, const PyValue& v) {
   }
 }
 
-namespace {
-
-uint32_t hex4(std::string_view s, size_t at) {
-  uint32_t v = 0;
-  for (size_t k = at; k < at + 4 && k < s.size(); ++k) {
-    char c = s[k];
-    v = v * 16 + static_cast<uint32_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-  }
-  return v;
-}
-
-// The text of a JSON string's body (between its quotes).
-std::string unescape(std::string_view body) {
-  std::string out;
-  out.reserve(body.size());
-  for (size_t i = 0; i < body.size(); ++i) {
-    if (body[i] != '\\' || i + 1 >= body.size()) {
-      out += body[i];
-      continue;
-    }
-    char e = body[++i];
-    switch (e) {
-      case 'n':
-        out += '\n';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'u': {
-        uint32_t cp = hex4(body, i + 1);
-        i += 4;
-        if (cp >= 0xD800 && cp < 0xDC00 && i + 6 < body.size() && body[i + 1] == '\\' &&
-            body[i + 2] == 'u') {
-          uint32_t lo = hex4(body, i + 3);
-          if (lo >= 0xDC00 && lo < 0xE000) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            i += 6;
-          }
-        }
-        append_utf8(out, cp);
-        break;
-      }
-      default:
-        out += e;  // \" \\ \/
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 std::string cut_json_strings(std::string json, size_t limit) {
   std::string out;
   size_t copied = 0;  // json[0, copied) is in out (or nothing was cut yet)
@@ -137,7 +79,11 @@ std::string cut_json_strings(std::string json, size_t limit) {
     size_t j = i + 1;
     while (j < json.size() && json[j] != '"') j += json[j] == '\\' ? 2 : 1;
     if (j - i - 1 > limit) {
-      std::string text = unescape(std::string_view(json).substr(i + 1, j - i - 1));
+      // The string's text, by the one JSON reader (escapes and all).
+      auto src = memory_source(std::string_view(json).substr(i, j - i + 1));
+      json::Reader r(*src);
+      std::string text;
+      r.string(text);
       if (text.size() > limit) {
         any = true;
         out.append(json, copied, i - copied);

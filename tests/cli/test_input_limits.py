@@ -11,6 +11,7 @@ import struct
 import zlib
 
 import pytest
+from test_profile import ev, mem
 
 
 def profile_page_data(html: str) -> dict:
@@ -24,21 +25,6 @@ def snapshot_page_meta(html: str) -> tuple[dict, bytes]:
     raw = b"".join(zlib.decompress(base64.b64decode(p)) for p in m.group(1).strip().split("."))
     (n,) = struct.unpack("<I", raw[4:8])
     return json.loads(raw[8:8 + n]), raw
-
-
-def ev(name, cat, ts, dur=None, tid=1, **args):
-    e = {"ph": "X" if dur is not None else "i", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts}
-    if dur is not None:
-        e["dur"] = dur
-    if args:
-        e["args"] = args
-    return e
-
-
-def mem(ts, nbytes, addr, total, reserved, device=0):
-    return ev("[memory]", "cpu_instant_event", ts, **{
-        "Total Reserved": reserved, "Total Allocated": total, "Bytes": nbytes, "Device Id": device,
-        "Device Type": 1, "Addr": addr})
 
 
 def hostile_trace():
