@@ -14,7 +14,7 @@
 namespace memsight {
 namespace {
 
-std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 constexpr size_t kMaxDepth = 64;  // module nesting shown
 

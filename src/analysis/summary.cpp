@@ -199,6 +199,7 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
     if (s.device >= 0 && static_cast<size_t>(s.device) < segments_of.size())
       ++segments_of[s.device];
   sum.devices_listed = ndev;
+  sum.input_notes = snapshot_input_notes(snap);
   replay::Config cfg = replay::Config::from(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
   const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags};
