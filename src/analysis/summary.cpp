@@ -85,7 +85,7 @@ void device_memory(const Snapshot& snap, int device, int64_t& total, int64_t& li
 struct DeviceInputs {
   const Snapshot& snap;
   const FrameClassifier& fc;
-  const replay::Config& cfg;
+  const alloc::Settings& cfg;
   std::pair<bool, bool> overflow;  // overflow_flag(): known, overflowed
 };
 
@@ -144,7 +144,7 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     o.reserved = st.at.reserved;
     o.cached_free = std::max<int64_t>(0, st.at.reserved - st.at.active);
     o.largest_free = std::max(st.free.largest_small, st.free.largest_large);
-    bool small = in.cfg.round_size(o.requested) <= (1 << 20);
+    bool small = alloc::small_request(alloc::round_size(in.cfg, o.requested));
     o.pool = small ? "small" : "large";
     o.largest_free_pool = small ? st.free.largest_small : st.free.largest_large;
     o.releasable = st.free.releasable;
@@ -185,7 +185,7 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
     if (s.device >= 0 && static_cast<size_t>(s.device) < segments_of.size())
       ++segments_of[s.device];
   sum.devices_listed = ndev;
-  replay::Config cfg = replay::Config::from(snap);
+  alloc::Settings cfg = alloc::Settings::recorded(snap);
   const DeviceInputs in{snap, fc, cfg, overflow_flag(snap)};
   for (size_t d = 0; d < ndev; ++d) {
     uint32_t begin = 0, end = 0;
