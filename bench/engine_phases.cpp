@@ -6,6 +6,7 @@
 // Prints the median and the fastest of each phase in milliseconds.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -38,27 +39,50 @@ int main(int argc, char** argv) {
     return 2;
   }
   int repeats = argc > 2 ? std::stoi(argv[2]) : 9;
+  // ENGINE_PHASES_ONLY=simulation: only the simulation, `repeats` times (for a
+  // profiler); =read: only the read (to subtract).
+  const char* only_env = std::getenv("ENGINE_PHASES_ONLY");
+  std::string only = only_env ? only_env : "";
   using namespace memsight;
-  std::vector<double> read, replay, sim, sum;
+  std::vector<double> read, start, planning, replay, sim, sum;
   Snapshot snap;
-  for (int i = 0; i < repeats; ++i) read.push_back(ms_of([&] { snap = read_snapshot_file(argv[1]); }));
+  for (int i = 0; i < (only.empty() ? repeats : 1); ++i)
+    read.push_back(ms_of([&] { snap = read_snapshot_file(argv[1]); }));
   alloc::Settings s = alloc::Settings::recorded(snap);
   int64_t sink = 0;
   for (int i = 0; i < repeats; ++i) {
+    if (only == "read") return 0;
+    if (only == "simulation") {
+      simulate::Plan p = simulate::plan(snap, 0);
+      for (int k = 0; k < repeats; ++k)
+        sim.push_back(ms_of([&] {
+          sink += simulate::run(snap, p, simulate::Inputs::recorded(snap, p)).peak.reserved;
+        }));
+      report("simulation, recorded settings", sim);
+      return sink == 42;
+    }
+    start.push_back(ms_of([&] {
+      for (size_t d = 0; d < snap.device_count(); ++d)
+        sink += alloc::trace_start(snap, d, s, 0).estimated;
+    }));
+    std::vector<simulate::Plan> plans;
+    planning.push_back(ms_of([&] {
+      for (size_t d = 0; d < snap.device_count(); ++d) plans.push_back(simulate::plan(snap, d));
+    }));
     replay.push_back(ms_of([&] {
       for (size_t d = 0; d < snap.device_count(); ++d) sink += replay::run(snap, d, s).peak.reserved;
     }));
     sim.push_back(ms_of([&] {
-      for (size_t d = 0; d < snap.device_count(); ++d) {
-        simulate::Plan p = simulate::plan(snap, d);
+      for (const simulate::Plan& p : plans)
         sink += simulate::run(snap, p, simulate::Inputs::recorded(snap, p)).peak.reserved;
-      }
     }));
     sum.push_back(ms_of([&] { sink += summarize(snap).total_entries; }));
   }
   report("read (full)", read);
+  report("start state (all devices)", start);
+  report("simulation plan", planning);
   report("replay (all devices)", replay);
-  report("simulation, recorded settings", sim);
+  report("simulation, recorded settings", sim);  // without its plan
   report("summarize", sum);
   return sink == 42;
 }

@@ -45,6 +45,9 @@ struct OomReport {
   std::vector<std::string> causes;  // every cause that holds, main first
   std::string explanation;          // plain-language diagnosis with the facts
   std::vector<std::string> remedies;
+  // The allocator simulated on this history under other settings: whether
+  // and with which this request fits (memsight whatif); "" when not run.
+  std::string simulated;
 };
 
 struct DeviceSummary {

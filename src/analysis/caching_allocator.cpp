@@ -206,13 +206,25 @@ void CachingAllocator::unmap(uint32_t b, int64_t addr, int64_t size) {
   put_unmapped(b);
 }
 
-bool CachingAllocator::merge(uint32_t dst, uint32_t src) {
-  if (src == kNone) return false;
+bool CachingAllocator::mergeable_into(uint32_t dst, uint32_t src) const {
+  return src != kNone && blocks[src].mergeable() && blocks[src].mapped == blocks[dst].mapped;
+}
+
+void CachingAllocator::rekey(const Block& old_key, uint32_t b) {
+  Block& x = blocks[b];
+  Pool& p = pools[x.pool];
+  x.gc_base = p.free_searches;
+  if (index_free_)
+    p.free.rekey(FreeSet::hi_of(old_key.stream, old_key.size), static_cast<uint64_t>(old_key.addr),
+                 FreeSet::hi_of(x.stream, x.size), static_cast<uint64_t>(x.addr), b);
+}
+
+bool CachingAllocator::merge(uint32_t dst, uint32_t src, bool index) {
+  if (!mergeable_into(dst, src)) return false;
   Block& s = blocks[src];
   Block& d = blocks[dst];
-  if (!s.mergeable() || s.mapped != d.mapped) return false;
   if (s.mapped) {
-    take_free(src);
+    if (index) take_free(src);
     clear_start(s.addr, src);
   } else {
     take_unmapped(src);
@@ -235,7 +247,9 @@ bool CachingAllocator::merge(uint32_t dst, uint32_t src) {
 
 uint32_t CachingAllocator::carve(uint32_t b, int64_t size, int64_t requested, bool split) {
   uint32_t out = b;
+  if (!split) take_free(b);
   if (split) {
+    Block old = blocks[b];
     out = new_block();
     Block& r = blocks[b];
     Block& n = blocks[out];
@@ -253,7 +267,7 @@ uint32_t CachingAllocator::carve(uint32_t b, int64_t size, int64_t requested, bo
     r.size -= size;
     set_start(out);
     set_start(b);
-    put_free(b);
+    rekey(old, b);
   }
   Block& o = blocks[out];
   o.allocated = true;
@@ -311,6 +325,7 @@ void CachingAllocator::free_block(uint32_t b) {
   free_requested(b);
   Block& x = blocks[b];
   x.pending = false;
+  x.tag = kNone;
   now.active -= x.size;
   now.requested -= x.requested;
   if (x.detached) {
@@ -318,9 +333,25 @@ void CachingAllocator::free_block(uint32_t b) {
     delete_block(b);
     return;
   }
-  merge(b, blocks[b].prev);
-  merge(b, blocks[b].next);
-  put_free(b);
+  // The merged block takes a neighbour's place in the index.
+  uint32_t prev = x.prev, next = x.next;
+  bool with_prev = mergeable_into(b, prev), with_next = mergeable_into(b, next);
+  Block old_prev = with_prev ? blocks[prev] : Block{}, old_next = with_next ? blocks[next] : Block{};
+  if (with_prev) merge(b, prev, false);
+  if (with_next) merge(b, next, false);
+  if (with_next) {
+    rekey(old_next, b);
+    if (with_prev) {
+      Block& y = blocks[b];
+      if (index_free_)
+        pools[y.pool].free.erase(FreeSet::hi_of(old_prev.stream, old_prev.size),
+                                 static_cast<uint64_t>(old_prev.addr));
+    }
+  } else if (with_prev) {
+    rekey(old_prev, b);
+  } else {
+    put_free(b);
+  }
 }
 
 void CachingAllocator::drop(uint32_t b) {

@@ -104,7 +104,8 @@ class CachingAllocator {
   uint32_t unmapped_at(uint16_t pool, uint16_t stream, int64_t addr) const;
 
   // Hands out `size` bytes of free block b (alloc_found_block), split off
-  // when `split`; returns the allocated block.
+  // when `split`; returns the allocated block. b is still a cached block
+  // (in its pool's index, with index_free).
   uint32_t carve(uint32_t b, int64_t size, int64_t requested, bool split);
   // Splits free block b at addr; returns the upper part, free too.
   uint32_t split_free(uint32_t b, int64_t addr);
@@ -138,7 +139,10 @@ class CachingAllocator {
  private:
   uint32_t new_block();
   void delete_block(uint32_t b);
-  bool merge(uint32_t dst, uint32_t src);
+  bool mergeable_into(uint32_t dst, uint32_t src) const;
+  // Merges src into dst; `index`: also takes src out of its pool's index.
+  bool merge(uint32_t dst, uint32_t src, bool index = true);
+  void rekey(const Block& old_key, uint32_t b);
   void set_start(uint32_t b) {
     if (index_starts_) starts_[blocks[b].addr] = b;
   }

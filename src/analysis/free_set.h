@@ -43,9 +43,7 @@ class FreeSet {
 
   // The first entry not less than (hi, lo).
   Pos lower_bound(uint64_t hi, uint64_t lo) const {
-    auto c = std::partition_point(chunks_.begin(), chunks_.end(), [&](const Chunk& ch) {
-      return less(ch.back(), hi, lo);
-    });
+    auto c = chunk_for(hi, lo, chunks_.begin(), chunks_.end());
     if (c == chunks_.end()) return end();
     auto e = std::partition_point(c->begin(), c->end(),
                                   [&](const Entry& x) { return less(x, hi, lo); });
@@ -58,9 +56,7 @@ class FreeSet {
       chunks_.emplace_back();
       chunks_.back().reserve(kMax);
     }
-    auto c = std::partition_point(chunks_.begin(), chunks_.end() - 1, [&](const Chunk& ch) {
-      return less(ch.back(), hi, lo);
-    });
+    auto c = chunk_for(hi, lo, chunks_.begin(), chunks_.end() - 1);
     auto e = std::partition_point(c->begin(), c->end(),
                                   [&](const Entry& x) { return less(x, hi, lo); });
     c->insert(e, Entry{hi, lo, id});
@@ -69,6 +65,30 @@ class FreeSet {
       c->resize(kMax / 2);
       upper.reserve(kMax);
       chunks_.insert(c + 1, std::move(upper));
+    }
+  }
+
+  // Gives entry (ohi, olo) the key (nhi, nlo) and the id `id`: one shift of
+  // the entries between its old and new places, where an erase and an
+  // insert would move everything after both (a carved block's rest, a
+  // merged block).
+  void rekey(uint64_t ohi, uint64_t olo, uint64_t nhi, uint64_t nlo, uint32_t id) {
+    Pos p = lower_bound(ohi, olo);
+    if (chunks_.size() != 1 || at_end(p) || at(p).hi != ohi || at(p).lo != olo) {
+      erase(ohi, olo);
+      return insert(nhi, nlo, id);
+    }
+    Chunk& c = chunks_[0];
+    auto old = c.begin() + p.i;
+    Entry e{nhi, nlo, id};
+    if (less(e, ohi, olo)) {  // moves down
+      auto to = std::partition_point(c.begin(), old, [&](const Entry& x) { return less(x, nhi, nlo); });
+      std::move_backward(to, old, old + 1);
+      *to = e;
+    } else {
+      auto to = std::partition_point(old + 1, c.end(), [&](const Entry& x) { return less(x, nhi, nlo); });
+      std::move(old + 1, to, old);
+      *(to - 1) = e;
     }
   }
 
@@ -92,8 +112,15 @@ class FreeSet {
  private:
   using Chunk = std::vector<Entry>;
   static constexpr size_t kMax = 512;
+  // The first chunk in [begin, last) whose last entry is not less than the
+  // key, else last.
+  template <typename It>
+  static It chunk_for(uint64_t hi, uint64_t lo, It first, It last) {
+    if (last - first <= 1) return first != last && less(first->back(), hi, lo) ? last : first;
+    return std::partition_point(first, last, [&](const Chunk& ch) { return less(ch.back(), hi, lo); });
+  }
   static bool less(const Entry& x, uint64_t hi, uint64_t lo) {
-    return x.hi != hi ? x.hi < hi : x.lo < lo;
+    return x.hi < hi || (x.hi == hi && x.lo < lo);
   }
   std::vector<Chunk> chunks_;
   size_t size_ = 0;

@@ -57,12 +57,26 @@ Plan plan(const Snapshot& snap, size_t device) {
 
   p.rows.assign(static_cast<size_t>(n), Plan::kIgnore);
   for (int32_t i = 0; i < n; ++i) {
+    int64_t addr = t.addr[begin + i];
     switch (act(i)) {
-      case Action::Alloc: p.rows[i] = Plan::kAlloc; break;
-      case Action::Oom: p.rows[i] = Plan::kOom; break;
-      case Action::FreeRequested: p.rows[i] = Plan::kFreeRequested; break;
-      case Action::FreeCompleted: p.rows[i] = Plan::kFreeCompleted; break;
-      default: break;
+      case Action::Alloc:
+        p.rows[i] = Plan::kAlloc;
+        break;
+      case Action::Oom:
+        p.rows[i] = Plan::kOom;
+        break;
+      case Action::FreeRequested:
+      case Action::FreeCompleted:
+        if (act(i) == Action::FreeCompleted)
+          p.rows[i] = waited(i) ? Plan::kFreeCompleted : Plan::kIgnore;
+        else
+          p.rows[i] = i + 1 < n && act(i + 1) == Action::FreeCompleted &&
+                              t.addr[begin + i + 1] == addr
+                          ? Plan::kFree
+                          : Plan::kFreeRequested;
+        break;
+      default:
+        break;
     }
   }
 
@@ -150,7 +164,10 @@ Plan plan(const Snapshot& snap, size_t device) {
 
   // Requests in a CUDA graph's private pool: those at addresses of a
   // private pool's segment.
-  for (int32_t i = 0; i < n; ++i) {
+  bool private_pools = std::any_of(
+      p.start.final_ranges.begin(), p.start.final_ranges.end(),
+      [](const alloc::TraceStart::Range& r) { return r.pool_id[0] != 0 || r.pool_id[1] != 0; });
+  for (int32_t i = 0; private_pools && i < n; ++i) {
     if (p.rows[i] != Plan::kAlloc) continue;
     const alloc::TraceStart::Range* r = p.start.final_range_at(t.addr[begin + i]);
     if (!r || (r->pool_id[0] == 0 && r->pool_id[1] == 0)) continue;

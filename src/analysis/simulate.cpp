@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <map>
 
-#include "analysis/address_map.h"
 
 namespace memsight::simulate {
 namespace {
@@ -14,15 +13,15 @@ namespace {
 using alloc::Block;
 using alloc::FreeSet;
 using alloc::kNone;
-constexpr int64_t kNoAddr = INT64_MIN;
 
 class Simulator {
  public:
   Simulator(const Snapshot& snap, const Plan& p, const Inputs& in)
       : t_(snap.trace), p_(p), in_(in), s_(in.settings), a_(in.settings, true, false) {
+    block_of_.assign(p.start.requests, kNone);
     alloc::load_start(a_, snap, p.start, [&](uint32_t b, const alloc::TraceStart::Live& l) {
-      live_[l.addr] = b;
-      note(b, l.addr);
+      a_.blocks[b].tag = l.request;
+      block_of_[l.request] = b;
       if (l.pending) pending_.push_back(b);
     });
     int64_t top = 0;
@@ -67,26 +66,29 @@ class Simulator {
             res_.avoided.push_back(owner_);
           } else {
             res_.misplaced += a_.blocks[b].addr != t_.addr[r];
-            if (uint32_t* old = live_.find(t_.addr[r])) rec_[*old] = kNoAddr;
-            live_[t_.addr[r]] = b;
-            note(b, t_.addr[r]);
+            a_.blocks[b].tag = p_.start.request[i];
+            block_of_[p_.start.request[i]] = b;
           }
           complete_after();
           break;
         }
-        case Plan::kFreeRequested: {
-          uint32_t* b = live_.find(t_.addr[r]);
-          if (b && a_.blocks[*b].allocated) {
-            a_.free_requested(*b);
-            pending_.push_back(*b);
+        case Plan::kFree:
+          if (uint32_t b = block(p_.start.request[i]); b != kNone) {
+            block_of_[p_.start.request[i]] = kNone;
+            a_.free_block(b);
           }
           break;
-        }
+        case Plan::kFreeRequested:
+          if (uint32_t b = block(p_.start.request[i]); b != kNone && a_.blocks[b].allocated) {
+            a_.free_requested(b);
+            pending_.push_back(b);
+          }
+          break;
         case Plan::kFreeCompleted:
-          complete(t_.addr[r]);
+          complete(p_.start.request[i]);
           break;
         case Plan::kFreeAfter:
-          after_.push_back(t_.addr[r]);
+          after_.push_back(p_.start.request[i]);
           break;
         case Plan::kEmptyCache:
           release_cached_blocks();
@@ -100,9 +102,8 @@ class Simulator {
   }
 
  private:
-  void note(uint32_t b, int64_t addr) {
-    if (rec_.size() <= b) rec_.resize(a_.blocks.size() + 1024, kNoAddr);
-    rec_[b] = addr;
+  uint32_t block(uint32_t request) const {
+    return request == alloc::TraceStart::kNoRequest ? kNone : block_of_[request];
   }
 
   void observe() {
@@ -134,20 +135,17 @@ class Simulator {
 
   // A free whose block waited for other streams completes (or one whose
   // release already completed it: nothing left to do).
-  void complete(int64_t addr) {
-    uint32_t* b = live_.find(addr);
-    if (!b) return;
-    uint32_t id = *b;
-    live_.erase(addr);
-    rec_[id] = kNoAddr;
-    if (!a_.blocks[id].pending && !a_.blocks[id].allocated) return;
-    auto it = std::find(pending_.begin(), pending_.end(), id);
+  void complete(uint32_t request) {
+    uint32_t b = block(request);
+    if (b == kNone) return;
+    block_of_[request] = kNone;
+    auto it = std::find(pending_.begin(), pending_.end(), b);
     if (it != pending_.end()) pending_.erase(it);
-    a_.free_block(id);
+    a_.free_block(b);
   }
 
   void complete_after() {
-    for (int64_t addr : after_) complete(addr);
+    for (uint32_t request : after_) complete(request);
     after_.clear();
   }
 
@@ -157,8 +155,7 @@ class Simulator {
     done.swap(pending_);
     for (uint32_t b : done) {
       if (!a_.blocks[b].pending) continue;
-      if (rec_[b] != kNoAddr) live_.erase(rec_[b]);
-      rec_[b] = kNoAddr;
+      if (a_.blocks[b].tag != alloc::TraceStart::kNoRequest) block_of_[a_.blocks[b].tag] = kNone;
       a_.free_block(b);
     }
   }
@@ -175,7 +172,8 @@ class Simulator {
 
   bool capped() const { return in_.device.limit >= 0; }
 
-  // DeviceCachingAllocator::malloc. kNone: out of memory.
+  // DeviceCachingAllocator::malloc. kNone: out of memory. The blocks the
+  // steps find stay cached until carve() hands them out.
   uint32_t malloc(int64_t orig, uint16_t stream, int private_large, bool recorded_oom) {
     int64_t size = alloc::round_size(s_, orig);
     uint16_t pool = pool_for(size, private_large);
@@ -234,9 +232,7 @@ class Simulator {
       }
     }
     uint32_t b = f.at(it).id;
-    if (!alloc::may_serve(s_, size, a_.blocks[b].size)) return kNone;
-    a_.take_free(b);
-    return b;
+    return alloc::may_serve(s_, size, a_.blocks[b].size) ? b : kNone;
   }
 
   // garbage_collect_cached_blocks: frees the default large pool's unsplit
@@ -308,7 +304,6 @@ class Simulator {
     if (!fits_device(alloc_size)) return kNone;
     int64_t addr = segment_address(alloc_size);
     uint32_t b = a_.add_segment(addr, alloc_size, pool, stream);
-    a_.take_free(b);
     segs_[addr] = addr + alloc_size;
     ++res_.segments_created;
     log(Action::SegmentAlloc, addr, alloc_size);
@@ -339,6 +334,7 @@ class Simulator {
     int64_t bytes = (size + page - 1) / page * page;
     if (!fits_device(bytes)) return kNone;
     int64_t addr = a_.blocks[u].addr;
+    ++res_.segments_created;
     log(Action::SegmentMap, addr, bytes);
     return a_.map(u, addr, bytes);
   }
@@ -354,7 +350,6 @@ class Simulator {
       c = map_pages(next, std::min(size - a_.blocks[c].size, a_.blocks[next].size));
       if (c == kNone) return kNone;
     }
-    a_.take_free(c);
     return c;
   }
 
@@ -432,10 +427,9 @@ class Simulator {
   const Inputs& in_;
   const alloc::Settings& s_;
   alloc::CachingAllocator a_;
-  AddressMap<uint32_t> live_;      // recorded address -> block
-  std::vector<int64_t> rec_;       // block -> recorded address
-  std::vector<uint32_t> pending_;  // blocks waiting for other streams' events
-  std::vector<int64_t> after_;     // frees the next request's release completes
+  std::vector<uint32_t> block_of_;  // request -> its block while live
+  std::vector<uint32_t> pending_;   // blocks waiting for other streams' events
+  std::vector<uint32_t> after_;     // requests the next request's release completes
   std::map<int64_t, int64_t> segs_;  // cudaMalloc'd segments: start -> end
   std::vector<std::pair<int64_t, int64_t>> recorded_allocs_;
   size_t cursor_ = 0;

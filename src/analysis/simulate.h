@@ -45,14 +45,15 @@ struct Plan {
     kIgnore,
     kAlloc,         // a request
     kOom,           // a request that failed in the recording
-    kFreeRequested,
+    kFree,          // free_requested and, next, its free_completed
+    kFreeRequested, // the block waits for other streams (record_stream)
     kFreeCompleted,
     kFreeAfter,     // completed by the next request's release of cached blocks
     kEmptyCache,    // the first segment release of a torch.cuda.empty_cache() call
   };
   size_t device = 0;
   alloc::TraceStart start;
-  std::vector<Row> rows;                    // by trace entry of the device
+  std::vector<Row> rows;                    // by trace entry of the device (requests: start.request)
   std::vector<std::pair<uint32_t, uint16_t>> private_rows;  // (entry, index into pool_ids)
   std::vector<std::pair<int64_t, int64_t>> pool_ids;
   std::vector<SegmentEvent> recorded;       // the recorded segment events, with owners
@@ -86,7 +87,7 @@ struct Result {
   std::vector<Oom> ooms;        // the last one ends the run unless it was recorded
   std::vector<int32_t> avoided;  // recorded OOMs whose request fit
   int32_t stopped_at = -1;       // a new OOM's entry: the job would have died there
-  int64_t segments_created = 0;
+  int64_t segments_created = 0;  // segment_alloc and segment_map events
   // Requests served at another address than the recorded one (with the
   // recording's segments at their recorded addresses, the same decisions
   // put every block where torch put it).

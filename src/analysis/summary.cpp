@@ -8,6 +8,7 @@
 #include "analysis/oom_diagnosis.h"
 #include "analysis/replay.h"
 #include "analysis/sites.h"
+#include "analysis/whatif.h"
 
 namespace memsight {
 namespace {
@@ -168,6 +169,7 @@ DeviceSummary summarize_device(const DeviceInputs& in, size_t d) {
   replay::Result rr = replay::run(in.snap, d, in.cfg);
   peaks_and_sites(in, rr, begin, ds);
   ds.ooms = oom_reports(in, rr, begin, ds.device);
+  if (!ds.ooms.empty()) whatif::cite_simulation(in.snap, d, ds.ooms);
   return ds;
 }
 

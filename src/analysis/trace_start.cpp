@@ -174,39 +174,61 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
   }
   for (const auto& [start, r] : segs.ranges) ts.ranges.push_back(r);
 
-  // Blocks live at the start: the first event of their address is a free,
-  // or no event touches a block live at the snapshot.
-  struct First {
-    Action action;
-    uint32_t row;
-  };
-  AddressMap<First> first;
+  // Blocks live at the start: those the trace frees before allocating
+  // them, and those live at the snapshot that no event touches. Each block
+  // is a request: the trace's allocations in order, then the blocks live at
+  // the start by address; a free names the request it ends.
+  constexpr uint32_t kOrphan = 1u << 31;
+  const uint32_t n = ts.end - ts.begin;
+  ts.request.assign(n, TraceStart::kNoRequest);
+  AddressMap<uint32_t> live_now;  // address -> request
+  AddressMap<uint8_t> final_touched;
+  for (const auto& [addr, fb] : ts.final_live) final_touched[addr] = 0;
+  std::vector<uint32_t> orphan_rows;  // rows naming an orphan (provisional ids)
   std::vector<int64_t> streams;
   int64_t last_stream = INT64_MIN;
+  uint32_t allocs = 0;
   for (uint32_t r = ts.begin; r < ts.end; ++r) {
     if (t.stream[r] != last_stream) streams.push_back(last_stream = t.stream[r]);
     Action a = t.action[r];
     if (!is_alloc_event(a)) continue;
-    ts.allocs += a == Action::Alloc;
-    if (!first.find(t.addr[r])) first[t.addr[r]] = {a, r};
+    int64_t addr = t.addr[r];
+    if (a == Action::Alloc) {
+      live_now[addr] = ts.request[r - ts.begin] = allocs++;
+      if (uint8_t* f = final_touched.find(addr)) *f = 1;
+      continue;
+    }
+    uint32_t* q = live_now.find(addr);
+    if (!q) {  // freed before it was allocated: live at the start
+      TraceStart::Live l;
+      l.addr = addr;
+      l.requested = t.size[r];
+      l.size = round_size(s, l.requested);  // estimated: its allocation is not in the trace
+      l.pending = a == Action::FreeCompleted;
+      l.estimated = true;
+      l.request = kOrphan | static_cast<uint32_t>(ts.live.size());
+      ts.live.push_back(l);
+      q = &(live_now[addr] = l.request);
+      if (uint8_t* f = final_touched.find(addr)) *f = 1;
+    }
+    ts.request[r - ts.begin] = *q;
+    if (*q & kOrphan) orphan_rows.push_back(r - ts.begin);
+    if (a == Action::FreeCompleted) live_now.erase(addr);
   }
-  first.for_each([&](int64_t addr, const First& f) {
-    if (f.action == Action::Alloc) return;
-    TraceStart::Live l;
-    l.addr = addr;
-    l.requested = t.size[f.row];
-    l.size = round_size(s, l.requested);  // estimated: its allocation is not in the trace
-    l.pending = f.action == Action::FreeCompleted;
-    l.estimated = true;
-    ++ts.estimated;
-    ts.live.push_back(l);
-  });
-  for (const auto& [addr, fb] : ts.final_live) {
-    if (first.find(addr)) continue;
-    ts.live.push_back({addr, fb.size, fb.requested, fb.stack, fb.pending, false});
-  }
+  ts.allocs = allocs;
+  ts.estimated = static_cast<int64_t>(ts.live.size());
+  for (const auto& [addr, fb] : ts.final_live)
+    if (!*final_touched.find(addr))
+      ts.live.push_back({addr, fb.size, fb.requested, fb.stack, fb.pending, false, 0});
   std::sort(ts.live.begin(), ts.live.end(),
             [](const TraceStart::Live& x, const TraceStart::Live& y) { return x.addr < y.addr; });
+  std::vector<uint32_t> renumber(static_cast<size_t>(ts.estimated));
+  for (uint32_t k = 0; k < ts.live.size(); ++k) {
+    if (ts.live[k].request & kOrphan) renumber[ts.live[k].request & ~kOrphan] = allocs + k;
+    ts.live[k].request = allocs + k;
+  }
+  for (uint32_t row : orphan_rows) ts.request[row] = renumber[ts.request[row] & ~kOrphan];
+  ts.requests = allocs + static_cast<uint32_t>(ts.live.size());
 
   for (const Range& r : ts.ranges) streams.push_back(r.stream);
   for (const Range& r : ts.final_ranges) streams.push_back(r.stream);
@@ -276,7 +298,6 @@ void load_start(CachingAllocator& a, const Snapshot& snap, const TraceStart& ts,
       if (fb.mergeable() && fb.mapped && l.addr + l.size <= fb.addr + fb.size) {
         if (l.addr > fb.addr) f = a.split_free(f, l.addr);  // the front stays free
         free_at.erase(l.addr);
-        a.take_free(f);
         bool split = a.blocks[f].size > l.size;
         b = a.carve(f, l.size, l.requested, split);
         if (split) free_at[a.blocks[f].addr] = f;

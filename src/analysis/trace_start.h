@@ -26,6 +26,7 @@ struct TraceStart {
     StackId stack = 0;
     bool pending = false;    // freed before, waiting for other streams' events
     bool estimated = false;  // size estimated from the request (its allocation is not in the trace)
+    uint32_t request = 0;
   };
   struct Final {  // a block live at the snapshot
     int64_t size = 0, requested = 0;
@@ -39,7 +40,12 @@ struct TraceStart {
   std::vector<Live> live;            // at the start, by address
   std::unordered_map<int64_t, Final> final_live;
   int64_t estimated = 0;             // blocks of `live` whose size is estimated
-  size_t allocs = 0;                 // alloc entries in the trace
+  uint32_t allocs = 0;               // alloc entries in the trace
+  // The block each alloc and free entry is about, by request: the alloc
+  // entries in order, then the blocks of `live` (kNoRequest: other entries).
+  static constexpr uint32_t kNoRequest = UINT32_MAX;
+  std::vector<uint32_t> request;     // by entry of the device
+  uint32_t requests = 0;
   int64_t space_size = 0;            // an expandable segment's address space
 
   uint16_t rank(int64_t stream) const;

@@ -45,6 +45,7 @@ bool ends_with(const std::string& s, const std::string& suffix);
 int cmd_text(const std::string& name, const std::vector<std::string>& argv);
 int cmd_compare(const std::vector<std::string>& argv);
 int cmd_summary(const std::vector<std::string>& argv);
+int cmd_whatif(const std::vector<std::string>& argv);
 int cmd_view(const std::string& name, const std::vector<std::string>& argv);
 int cmd_convert(const std::vector<std::string>& argv);
 int cmd_profile(const std::vector<std::string>& argv);
