@@ -99,7 +99,9 @@ void Settings::apply(std::string_view conf) {
   for (size_t i = 0; i < t.size(); ++i) {
     const std::string key = t[i];
     if (key == ",") continue;
-    if (key == "expandable_segments") {
+    if (key == "defaults") {  // start again from torch's defaults
+      *this = Settings{};
+    } else if (key == "expandable_segments") {
       const std::string& v = value_of(i);
       if (v != "True" && v != "False")
         throw Error("allocator setting expandable_segments takes True or False, not '" + v + "'");
@@ -169,7 +171,7 @@ void Settings::apply(std::string_view conf) {
       throw Error("unknown allocator setting '" + key +
                   "' (expandable_segments, max_split_size_mb, max_non_split_rounding_mb, "
                   "garbage_collection_threshold, roundup_power2_divisions, "
-                  "per_process_memory_fraction)");
+                  "per_process_memory_fraction, defaults)");
     }
   }
 }

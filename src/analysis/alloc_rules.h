@@ -39,7 +39,8 @@ struct Settings {
   // The settings a snapshot recorded (allocator_settings), else torch's defaults.
   static Settings recorded(const Snapshot& snap);
   // Applies a PYTORCH_CUDA_ALLOC_CONF-style string ("expandable_segments:True,
-  // max_split_size_mb:128"), plus per_process_memory_fraction:F. Throws Error
+  // max_split_size_mb:128"), plus per_process_memory_fraction:F, and
+  // "defaults" (torch's defaults, before the keys after it). Throws Error
   // naming the bad key or value.
   void apply(std::string_view conf);
   // The settings that differ from torch's defaults, as a conf string ("" for none).

@@ -52,17 +52,24 @@ Alternative make(const std::string& label, const alloc::Settings& recorded,
   return a;
 }
 
-// The device as recorded, with --device-memory: memory held outside the
-// allocator (the CUDA context, other processes) stays what the recording
-// shows, when it shows it.
-simulate::Device recorded_memory(const simulate::Plan& p, int64_t device_memory) {
+// The device as recorded, with --device-memory (memory held outside the
+// allocator, the CUDA context and other processes, stays what the
+// recording shows, when it shows it) and the recorded job's memory fraction.
+simulate::Device recorded_memory(const simulate::Plan& p, int64_t device_memory,
+                                 double fraction) {
   simulate::Device d = p.device_recorded;
-  if (device_memory <= 0) return d;
-  int64_t outside = 0;
-  if (!p.recorded_ooms.empty() && d.capacity >= 0)
-    outside = std::max<int64_t>(0, (d.total > 0 ? d.total : device_memory) - d.capacity);
-  d.total = device_memory;
-  d.capacity = device_memory - outside;
+  if (device_memory > 0) {
+    int64_t outside = 0;
+    if (!p.recorded_ooms.empty() && d.capacity >= 0)
+      outside = std::max<int64_t>(0, (d.total > 0 ? d.total : device_memory) - d.capacity);
+    d.total = device_memory;
+    d.capacity = device_memory - outside;
+  }
+  if (fraction > 0) {
+    alloc::Settings s;
+    s.memory_fraction = fraction;
+    d = device_for(s, d);
+  }
   return d;
 }
 
@@ -116,7 +123,7 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
   d.entries = p.rows.size();
   alloc::Settings recorded = alloc::Settings::recorded(snap);
   d.recorded_conf = recorded.conf();
-  d.memory = recorded_memory(p, opts.device_memory);
+  d.memory = recorded_memory(p, opts.device_memory, opts.memory_fraction);
   d.recorded_ooms = p.recorded_ooms;
   for (int32_t e : p.recorded_ooms) d.recorded_oom_sizes.push_back(snap.trace.size[p.start.begin + e]);
 

@@ -63,6 +63,9 @@ struct Options {
   // recorded ones; empty: the standard alternatives.
   std::string set;
   int64_t device_memory = -1;  // the device's total memory; -1: as recorded
+  // The fraction the recorded job passed to set_per_process_memory_fraction
+  // (snapshots do not record it): the cap of every simulation; 0: unknown.
+  double memory_fraction = 0;
   unsigned threads = 0;        // 0: every core (MEMSIGHT_THREADS caps it)
 };
 

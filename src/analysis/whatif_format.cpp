@@ -55,11 +55,17 @@ std::string check_text(const DeviceReport& d) {
   if (!c.incomplete.empty())
     return "not possible: " + c.incomplete + ". The results below start from an estimated state.";
   std::string peak = sz(c.peak_recorded);
-  if (c.ok())
-    return "the simulation under the recorded settings makes the " + std::to_string(c.events) +
-           " recorded segment events (each size, in order, for the same request), puts all " +
-           std::to_string(c.allocations) + " blocks at torch's addresses and peaks at torch's " +
-           peak + " reserved.";
+  if (c.ok()) {
+    std::string events = c.events == 0 ? std::string("makes no segment event, as torch did")
+                                        : "makes the " + std::to_string(c.events) +
+                                              " recorded segment events (each size, in order, for "
+                                              "the same request)";
+    std::string blocks = c.allocations == 1 ? std::string("puts its one allocation")
+                                            : "puts all " + std::to_string(c.allocations) +
+                                                  " allocations";
+    return "the simulation under the recorded settings " + events + ", " + blocks +
+           " at torch's addresses and peaks at torch's " + peak + " reserved.";
+  }
   std::string s = "DIFFERS from the recording.";
   if (c.differs) {
     s += " The simulation under the recorded settings makes the first " +
@@ -309,7 +315,11 @@ std::string oom_sentence(const DeviceReport& d, int32_t entry) {
   std::string s;
   if (best)
     s = "Simulated on this history: with " + best->alt.label + " this request fits: peak reserved " +
-        sz(best->result.peak.reserved) + " instead of " + sz(d.check.peak_recorded) + ".";
+        sz(best->result.peak.reserved) +
+        (best->result.peak.reserved == d.check.peak_recorded
+             ? std::string(", as recorded")
+             : " instead of " + sz(d.check.peak_recorded)) +
+        ".";
   else
     s = "Simulated on this history: none of the standard allocator settings (expandable_segments, "
         "max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions) lets this "
@@ -338,7 +348,10 @@ void cite_simulation(const Snapshot& snap, size_t device, std::vector<OomReport>
         best ? (best->alt.label == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
                                               : "set PYTORCH_CUDA_ALLOC_CONF=" + best->alt.label) +
                    " (simulated on this history: the request fits, and reserved memory peaks at " +
-                   sz(best->result.peak.reserved) + " instead of " + sz(d.check.peak_recorded) + ")"
+                   sz(best->result.peak.reserved) +
+                   (best->result.peak.reserved == d.check.peak_recorded
+                        ? std::string(" as recorded)")
+                        : " instead of " + sz(d.check.peak_recorded) + ")")
              : "no allocator setting alone saves it: simulated on this history, none of "
                "expandable_segments, max_split_size_mb, garbage_collection_threshold or "
                "roundup_power2_divisions lets this request fit (memsight whatif shows each)";

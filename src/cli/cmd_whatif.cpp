@@ -24,14 +24,20 @@ int cmd_whatif(const std::vector<std::string>& argv) {
   }
   Args a = parse_args(rest, {{"--json", "", false},
                              {"--output", "-o", true},
-                             {"--device-memory", "", true}});
+                             {"--device-memory", "", true},
+                             {"--memory-fraction", "", true}});
   expect_positional(a, 1,
                     "memsight whatif SNAPSHOT [--set KEY:VALUE ...] [--device-memory SIZE] "
-                    "[--json] [-o FILE]");
+                    "[--memory-fraction F] [--json] [-o FILE]");
   whatif::Options opts;
   opts.set = set;
   if (a.has("--device-memory"))
     opts.device_memory = static_cast<int64_t>(parse_size("--device-memory", a.get("--device-memory")));
+  if (a.has("--memory-fraction")) {
+    alloc::Settings probe;
+    probe.apply("per_process_memory_fraction:" + a.get("--memory-fraction"));
+    opts.memory_fraction = probe.memory_fraction;
+  }
   if (!set.empty()) {
     alloc::Settings probe;
     probe.apply(set);  // a bad setting fails before the snapshot is read

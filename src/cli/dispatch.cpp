@@ -103,7 +103,7 @@ const char* command_help(const std::string& c) {
            "                      !PAT takes matching files out of it\n";
   if (c == "whatif")
     return "usage: memsight whatif SNAPSHOT [--set KEY:VALUE ...] [--device-memory SIZE]\n"
-           "                       [--json] [-o FILE]\n\n"
+           "                       [--memory-fraction F] [--json] [-o FILE]\n\n"
            "Runs each device's recorded requests (allocations and their sizes and streams,\n"
            "frees, record_stream's delayed frees, empty_cache calls, CUDA graphs' private\n"
            "pools) through a simulation of torch's CUDA caching allocator under other\n"
@@ -117,12 +117,17 @@ const char* command_help(const std::string& c) {
            "                       max_non_split_rounding_mb:N, garbage_collection_threshold:F,\n"
            "                       roundup_power2_divisions:N or [MiB:N,...,>:N]), plus\n"
            "                       per_process_memory_fraction:F\n"
-           "                       (torch.cuda.set_per_process_memory_fraction); repeatable.\n"
+           "                       (torch.cuda.set_per_process_memory_fraction) and\n"
+           "                       defaults (torch's defaults first); repeatable.\n"
            "                       Without --set: a table of standard alternatives by peak\n"
            "                       reserved, simulated on all cores.\n"
            "  --device-memory SIZE the device's memory (torch.cuda.mem_get_info()[1]), e.g.\n"
            "                       80G; by default what the recording says (an OOM's free\n"
            "                       memory, memsight's OOM observer), else no bound\n"
+           "  --memory-fraction F  the fraction the recorded job passed to\n"
+           "                       torch.cuda.set_per_process_memory_fraction (snapshots do\n"
+           "                       not record it): every simulation's cap; by default one\n"
+           "                       inferred from a recorded OOM under a cap\n"
            "  --json               machine-readable output\n";
   if (c == "view" || c == "trace-plot" || c == "segment-plot")
     return "usage: memsight view|trace-plot|segment-plot SNAPSHOT [-o FILE] [--view NAME]\n\n"
