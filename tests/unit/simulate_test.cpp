@@ -35,6 +35,7 @@ std::string self_check(const Snapshot& snap, size_t d) {
     return "peak reserved " + std::to_string(r.peak.reserved) + " != recorded " +
            std::to_string(p.recorded_peak_reserved);
   if (r.stopped_at >= 0) return "a new OOM at entry " + std::to_string(r.stopped_at);
+  if (r.misplaced) return std::to_string(r.misplaced) + " blocks placed elsewhere than torch";
   std::vector<int32_t> sim_ooms;
   for (const Oom& o : r.ooms) sim_ooms.push_back(o.event);
   if (sim_ooms != p.recorded_ooms) return "the OOMs differ";
@@ -51,7 +52,6 @@ TEST(Simulate, ReproducesEveryRecording) {
       Snapshot snap = read_snapshot_file(e.path().string());
       for (size_t d = 0; d < snap.device_count(); ++d) {
         EXPECT_EQ(self_check(snap, d), "") << name << " device " << d;
-        { Plan p = plan(snap, d); Result r = run(snap, p, Inputs::recorded(snap, p)); printf("%s %zu rec %zu sim %zu ooms %zu/%zu peak %ld/%ld limit %ld cap %ld avoided %zu misplaced %ld\n", name.c_str(), d, p.recorded.size(), r.events.size(), p.recorded_ooms.size(), r.ooms.size(), (long)r.peak.reserved, (long)p.recorded_peak_reserved, (long)p.device_recorded.limit, (long)p.device_recorded.capacity, r.avoided.size(), (long)r.misplaced); }
         ++checked;
       }
     }
@@ -59,19 +59,14 @@ TEST(Simulate, ReproducesEveryRecording) {
   EXPECT_GE(checked, 23);
 }
 
-}  // namespace
-}  // namespace memsight::simulate
-
-namespace memsight::simulate {
-namespace {
+// 856,152 entries of a real 300-step run: every block at its address.
 TEST(Simulate, ReproducesTheLargeRecording) {
   std::string why;
   std::string bytes = test::large_fixture(why);
   if (bytes.empty()) GTEST_SKIP() << why;
   Snapshot snap = read_snapshot_bytes(bytes);
   EXPECT_EQ(self_check(snap, 0), "");
-  Plan p = plan(snap, 0); Result r = run(snap, p, Inputs::recorded(snap, p));
-  printf("large rec %zu sim %zu misplaced %ld peak %ld\n", p.recorded.size(), r.events.size(), (long)r.misplaced, (long)r.peak.reserved);
 }
+
 }  // namespace
 }  // namespace memsight::simulate
