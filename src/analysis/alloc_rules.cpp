@@ -85,11 +85,19 @@ Settings Settings::recorded(const Snapshot& snap) {
       for (char ch : k.s) mib = ch >= '0' && ch <= '9' && mib >= 0 ? mib * 10 + (ch - '0') : -1;
       if (power_of_two(mib)) c.divisions[interval_of_mib(mib)] = val.i;
     }
+  c.rounds_up = std::any_of(std::begin(c.divisions), std::end(c.divisions), [](int64_t d) { return d > 1; });
   return c;
 }
 
 void Settings::apply(std::string_view conf) {
   std::vector<std::string> t = tokens(conf);
+  struct Finish {  // whatever the way out
+    Settings& s;
+    ~Finish() {
+      s.rounds_up = std::any_of(std::begin(s.divisions), std::end(s.divisions),
+                                [](int64_t d) { return d > 1; });
+    }
+  } finish{*this};
   auto value_of = [&](size_t& i) -> const std::string& {
     if (i + 2 >= t.size() || t[i + 1] != ":")
       throw Error("allocator setting " + t[i] + " needs a value (" + t[i] + ":VALUE)");
@@ -214,8 +222,7 @@ bool Settings::operator==(const Settings& o) const {
          memory_fraction == o.memory_fraction;
 }
 
-int64_t round_size(const Settings& s, int64_t size) {
-  if (size < kMinBlockSize) return kMinBlockSize;
+int64_t round_power2_divisions(const Settings& s, int64_t size) {
   auto u = static_cast<uint64_t>(size);
   // Intervals start at 1 MiB (index 0); sizes of 32 GiB and more share the last.
   int idx = std::clamp(static_cast<int>(std::bit_width(u)) - 1 - 20, 0, kDivisionIntervals - 1);

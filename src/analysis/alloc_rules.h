@@ -35,6 +35,7 @@ struct Settings {
   double gc_threshold = 0;  // garbage_collection_threshold (acts only under a fraction)
   int64_t divisions[kDivisionIntervals] = {};  // roundup_power2_divisions per interval
   double memory_fraction = 0;  // set_per_process_memory_fraction; 0: not set
+  bool rounds_up = false;      // some divisions are above 1 (kept by apply/recorded)
 
   // The settings a snapshot recorded (allocator_settings), else torch's defaults.
   static Settings recorded(const Snapshot& snap);
@@ -48,7 +49,13 @@ struct Settings {
   bool operator==(const Settings& o) const;
 };
 
-int64_t round_size(const Settings& s, int64_t requested);
+int64_t round_power2_divisions(const Settings& s, int64_t requested);
+inline int64_t round_size(const Settings& s, int64_t requested) {
+  if (requested < kMinBlockSize) return kMinBlockSize;
+  int64_t rounded = (requested + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+  // roundup_power2_divisions applies from 512 bytes times the divisions up.
+  return s.rounds_up ? round_power2_divisions(s, requested) : rounded;
+}
 inline bool small_request(int64_t rounded) { return rounded <= kSmallSize; }
 // The segment a request needs when no cached block fits (cudaMalloc size).
 int64_t allocation_size(int64_t rounded);

@@ -47,7 +47,8 @@ class FreeSet {
     if (c == chunks_.end()) return end();
     auto e = std::partition_point(c->begin(), c->end(),
                                   [&](const Entry& x) { return less(x, hi, lo); });
-    return {static_cast<uint32_t>(c - chunks_.begin()), static_cast<uint32_t>(e - c->begin())};
+    found_ = {static_cast<uint32_t>(c - chunks_.begin()), static_cast<uint32_t>(e - c->begin())};
+    return found_;
   }
 
   void insert(uint64_t hi, uint64_t lo, uint32_t id) {
@@ -73,7 +74,7 @@ class FreeSet {
   // insert would move everything after both (a carved block's rest, a
   // merged block).
   void rekey(uint64_t ohi, uint64_t olo, uint64_t nhi, uint64_t nlo, uint32_t id) {
-    Pos p = lower_bound(ohi, olo);
+    Pos p = find(ohi, olo);
     if (chunks_.size() != 1 || at_end(p) || at(p).hi != ohi || at(p).lo != olo) {
       erase(ohi, olo);
       return insert(nhi, nlo, id);
@@ -94,7 +95,7 @@ class FreeSet {
 
   // Removes the entry (hi, lo); returns whether it was there.
   bool erase(uint64_t hi, uint64_t lo) {
-    Pos p = lower_bound(hi, lo);
+    Pos p = find(hi, lo);
     if (at_end(p) || at(p).hi != hi || at(p).lo != lo) return false;
     Chunk& ch = chunks_[p.chunk];
     ch.erase(ch.begin() + p.i);
@@ -111,6 +112,16 @@ class FreeSet {
 
  private:
   using Chunk = std::vector<Entry>;
+  // Where (hi, lo) is, or where it would go. A best-fit search finds a
+  // block, then the allocator takes it: the position found last is tried
+  // first.
+  Pos find(uint64_t hi, uint64_t lo) const {
+    const Pos p = found_;
+    if (p.chunk < chunks_.size() && p.i < chunks_[p.chunk].size() && at(p).hi == hi && at(p).lo == lo)
+      return p;
+    return lower_bound(hi, lo);
+  }
+  mutable Pos found_;
   static constexpr size_t kMax = 512;
   // The first chunk in [begin, last) whose last entry is not less than the
   // key, else last.

@@ -53,7 +53,9 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg) {
   alloc::TraceStart ts = alloc::trace_start(snap, device, cfg, 0);
   alloc::CachingAllocator a(cfg, /*index_free=*/false, /*index_starts=*/true);
   res.blocks.reserve(ts.live.size() + ts.allocs);
+  std::vector<uint32_t> block_of(ts.requests, kNone);  // request -> its block while live
   alloc::load_start(a, snap, ts, [&](uint32_t b, const alloc::TraceStart::Live& l) {
+    block_of[l.request] = b;
     Lifetime lt;
     lt.address = l.addr;
     lt.size = l.size;
@@ -104,13 +106,18 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg) {
         l.alloc_event = ev;
         a.blocks[b].tag = static_cast<uint32_t>(res.blocks.size());
         res.blocks.push_back(l);
+        block_of[ts.request[ev]] = b;
         break;
       }
       case Action::FreeRequested:
       case Action::FreeCompleted: {
-        uint32_t b = a.starting_at(addr);
-        if (b == kNone || !(a.blocks[b].allocated || a.blocks[b].pending)) break;
-        end_life(b, ev, t.action[r] == Action::FreeCompleted);
+        uint32_t q = ts.request[ev], b = q == ts.kNoRequest ? kNone : block_of[q];
+        if (b == kNone) break;
+        const Block& x = a.blocks[b];
+        if (!x.used || x.addr != addr || !(x.allocated || x.pending)) break;
+        bool completed = t.action[r] == Action::FreeCompleted;
+        if (completed) block_of[q] = kNone;
+        end_life(b, ev, completed);
         break;
       }
       case Action::SegmentAlloc:

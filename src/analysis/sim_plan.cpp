@@ -55,25 +55,63 @@ Plan plan(const Snapshot& snap, size_t device) {
            !(i > 0 && act(i - 1) == Action::FreeRequested && t.addr[begin + i - 1] == t.addr[begin + i]);
   };
 
+  // One pass: what each entry asks, the segment creations (each serves the
+  // entry after it), the recorded reserved memory and its peak, and bounds
+  // on a memory cap from the successful creations and the capped OOMs.
   p.rows.assign(static_cast<size_t>(n), Plan::kIgnore);
+  std::vector<SegmentEvent> created;
+  std::vector<int32_t> release_rows;
+  int64_t reserved = 0;
+  for (const alloc::TraceStart::Range& r : p.start.ranges) reserved += r.size;
+  p.start_reserved = p.recorded_peak_reserved = reserved;
+  Device& dev = p.device_recorded;
+  int64_t lo = -1, hi = -1;
   for (int32_t i = 0; i < n; ++i) {
-    int64_t addr = t.addr[begin + i];
-    switch (act(i)) {
+    const Action a = act(i);
+    switch (a) {
       case Action::Alloc:
         p.rows[i] = Plan::kAlloc;
         break;
-      case Action::Oom:
-        p.rows[i] = Plan::kOom;
-        break;
       case Action::FreeRequested:
+        p.rows[i] = i + 1 < n && act(i + 1) == Action::FreeCompleted &&
+                            t.addr[begin + i + 1] == t.addr[begin + i]
+                        ? Plan::kFree
+                        : Plan::kFreeRequested;
+        break;
       case Action::FreeCompleted:
-        if (act(i) == Action::FreeCompleted)
-          p.rows[i] = waited(i) ? Plan::kFreeCompleted : Plan::kIgnore;
-        else
-          p.rows[i] = i + 1 < n && act(i + 1) == Action::FreeCompleted &&
-                              t.addr[begin + i + 1] == addr
-                          ? Plan::kFree
-                          : Plan::kFreeRequested;
+        if (waited(i)) p.rows[i] = Plan::kFreeCompleted;
+        break;
+      case Action::Oom: {
+        p.rows[i] = Plan::kOom;
+        p.recorded_ooms.push_back(i);
+        int64_t free = t.addr[begin + i], need = alloc::allocation_size(t.size[begin + i]);
+        dev.capacity = reserved + free;
+        if (need <= free) hi = hi < 0 ? reserved + need - 1 : std::min(hi, reserved + need - 1);
+        break;
+      }
+      case Action::SegmentAlloc:
+      case Action::SegmentMap: {
+        int64_t sz = t.size[begin + i];
+        int32_t k = i;
+        while (k < n && creates(act(k))) ++k;
+        created.push_back({a, t.addr[begin + i], sz, k});
+        bool first_map = !(i > 0 && act(i - 1) == Action::SegmentMap);
+        if (a == Action::SegmentAlloc)
+          lo = std::max(lo, reserved + sz);
+        else if (first_map && k < n && act(k) == Action::Alloc)
+          lo = std::max(lo, reserved + alloc::allocation_size(
+                                           alloc::round_size(recorded, t.size[begin + k])));
+        reserved += sz;
+        if (reserved > p.recorded_peak_reserved) {
+          p.recorded_peak_reserved = reserved;
+          p.recorded_peak_reserved_event = i;
+        }
+        break;
+      }
+      case Action::SegmentFree:
+      case Action::SegmentUnmap:
+        reserved -= t.size[begin + i];
+        release_rows.push_back(i);
         break;
       default:
         break;
@@ -85,11 +123,8 @@ Plan plan(const Snapshot& snap, size_t device) {
   // same stack as the alloc or oom entry that follows them; an empty_cache()
   // call's carry its own. Without stacks: a release followed by a new
   // segment for the next request, or by an oom, is the request's.
-  for (int32_t i = 0; i < n;) {
-    if (!releases(act(i))) {
-      ++i;
-      continue;
-    }
+  for (size_t q = 0; q < release_rows.size();) {
+    const int32_t i = release_rows[q];
     int32_t g0 = i;
     while (g0 > 0 && waited(g0 - 1)) --g0;
     int32_t j = i;
@@ -111,46 +146,9 @@ Plan plan(const Snapshot& snap, size_t device) {
         p.rows[r] = Plan::kFreeAfter;
       }
     }
-    i = j;
+    while (q < release_rows.size() && release_rows[q] < j) ++q;
   }
 
-  // Segment creations serve the entry after them; the recorded reserved
-  // memory, its peak, and bounds on a memory cap from the successful
-  // creations and the capped OOMs.
-  std::vector<SegmentEvent> created;
-  int64_t reserved = 0;
-  for (const alloc::TraceStart::Range& r : p.start.ranges) reserved += r.size;
-  p.start_reserved = p.recorded_peak_reserved = reserved;
-  Device& dev = p.device_recorded;
-  int64_t lo = -1, hi = -1;
-  for (int32_t i = 0; i < n; ++i) {
-    Action a = act(i);
-    int64_t sz = t.size[begin + i];
-    if (creates(a)) {
-      int32_t k = i;
-      while (k < n && creates(act(k))) ++k;
-      created.push_back({a, t.addr[begin + i], sz, k});
-      bool first_map = !(i > 0 && act(i - 1) == Action::SegmentMap);
-      if (a == Action::SegmentAlloc)
-        lo = std::max(lo, reserved + sz);
-      else if (first_map && k < n && act(k) == Action::Alloc)
-        lo = std::max(lo, reserved + alloc::allocation_size(
-                                         alloc::round_size(recorded, t.size[begin + k])));
-      reserved += sz;
-    } else if (releases(a)) {
-      reserved -= sz;
-    } else if (a == Action::Oom) {
-      p.recorded_ooms.push_back(i);
-      int64_t free = t.addr[begin + i];
-      dev.capacity = reserved + free;
-      int64_t need = alloc::allocation_size(sz);
-      if (need <= free) hi = hi < 0 ? reserved + need - 1 : std::min(hi, reserved + need - 1);
-    }
-    if (reserved > p.recorded_peak_reserved) {
-      p.recorded_peak_reserved = reserved;
-      p.recorded_peak_reserved_event = i;
-    }
-  }
   // Both lists are in trace order; merge them.
   p.recorded.insert(p.recorded.end(), created.begin(), created.end());
   std::stable_sort(p.recorded.begin(), p.recorded.end(),

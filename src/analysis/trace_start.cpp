@@ -100,11 +100,6 @@ class ExpandableKinds {
 
 }  // namespace
 
-uint16_t TraceStart::rank(int64_t stream) const {
-  auto it = std::lower_bound(streams.begin(), streams.end(), stream);
-  return static_cast<uint16_t>(it - streams.begin());
-}
-
 const Range* TraceStart::final_range_at(int64_t addr) const {
   auto it = std::upper_bound(final_ranges.begin(), final_ranges.end(), addr,
                              [](int64_t a, const Range& r) { return a < r.start; });
@@ -213,6 +208,13 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
     }
     ts.request[r - ts.begin] = *q;
     if (*q & kOrphan) orphan_rows.push_back(r - ts.begin);
+    // A plain free: free_requested, then at once its free_completed.
+    if (a == Action::FreeRequested && r + 1 < ts.end && t.action[r + 1] == Action::FreeCompleted &&
+        t.addr[r + 1] == addr) {
+      ts.request[++r - ts.begin] = *q;
+      if (*q & kOrphan) orphan_rows.push_back(r - ts.begin);
+      a = Action::FreeCompleted;
+    }
     if (a == Action::FreeCompleted) live_now.erase(addr);
   }
   ts.allocs = allocs;

@@ -4,6 +4,7 @@
 // undone, newest first; blocks live then are those whose first event in the
 // trace frees them, and those still live at the snapshot that no event
 // touches. Both the replay and the simulation start from it.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <unordered_map>
@@ -48,7 +49,11 @@ struct TraceStart {
   uint32_t requests = 0;
   int64_t space_size = 0;            // an expandable segment's address space
 
-  uint16_t rank(int64_t stream) const;
+  uint16_t rank(int64_t stream) const {
+    if (streams.size() == 1) return 0;
+    return static_cast<uint16_t>(std::lower_bound(streams.begin(), streams.end(), stream) -
+                                 streams.begin());
+  }
   // The snapshot's segment (mapped range) holding addr, or null.
   const Range* final_range_at(int64_t addr) const;
   // A segment event's pool: the snapshot's segment there, else the size's kind.
