@@ -98,17 +98,29 @@ SelfCheck self_check(const simulate::Plan& p, const simulate::Result& r) {
 // Runs every alternative, several at once.
 std::vector<Outcome> simulate_all(const Snapshot& snap, const simulate::Plan& p,
                                   std::vector<Alternative> alts, unsigned threads) {
+  // One job per alternative, and one more at the top of an inferred cap.
+  std::vector<std::pair<size_t, bool>> jobs;
+  for (size_t i = 0; i < alts.size(); ++i) {
+    jobs.push_back({i, false});
+    if (alts[i].device.limit_inferred) jobs.push_back({i, true});
+  }
   std::vector<Outcome> out(alts.size());
+  for (size_t i = 0; i < alts.size(); ++i) out[i].alt = alts[i];
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next++) < alts.size();) {
-      simulate::Inputs in{alts[i].settings, alts[i].device, alts[i].recorded};
-      out[i].result = simulate::run(snap, p, in);
-      out[i].alt = std::move(alts[i]);
+    for (size_t j; (j = next++) < jobs.size();) {
+      auto [i, high] = jobs[j];
+      simulate::Inputs in{alts[i].settings, alts[i].device, alts[i].recorded && !high};
+      if (high) {
+        in.device.limit = in.device.limit_high;
+        out[i].at_cap_high = simulate::run(snap, p, in);
+      } else {
+        out[i].result = simulate::run(snap, p, in);
+      }
     }
   };
   if (threads == 0) threads = skip_stats::reader_threads();
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(alts.size()));
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(jobs.size()));
   std::vector<std::thread> helpers;
   for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
   work();
@@ -160,18 +172,19 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
 
 }  // namespace
 
-bool avoids(const Outcome& o, int32_t entry) {
-  const simulate::Result& r = o.result;
+bool avoids(const Outcome& o, int32_t entry, bool high) {
+  const simulate::Result& r = high && o.at_cap_high ? *o.at_cap_high : o.result;
   return (r.stopped_at < 0 || r.stopped_at > entry) &&
          std::find(r.avoided.begin(), r.avoided.end(), entry) != r.avoided.end();
 }
 
-const Outcome* best_for_oom(const DeviceReport& d, int32_t entry) {
+const Outcome* best_for_oom(const DeviceReport& d, int32_t entry, bool at_cap_high_only) {
   const Outcome* best = nullptr;
-  for (const Outcome& o : d.outcomes)
-    if (!o.alt.recorded && avoids(o, entry) &&
-        (!best || o.result.peak.reserved < best->result.peak.reserved))
+  for (const Outcome& o : d.outcomes) {
+    bool fits = at_cap_high_only ? !avoids(o, entry) && avoids(o, entry, true) : avoids(o, entry);
+    if (!o.alt.recorded && fits && (!best || o.result.peak.reserved < best->result.peak.reserved))
       best = &o;
+  }
   return best;
 }
 

@@ -8,6 +8,7 @@
 // reach torch's reserved peak; where it does not, the report says so and by
 // how much before anything else.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct Alternative {
 struct Outcome {
   Alternative alt;
   simulate::Result result;
+  // With a cap inferred from a recorded OOM (alt.device.limit_inferred),
+  // `result` has the cap at the lowest value the recording allows, and this
+  // one at the highest.
+  std::optional<simulate::Result> at_cap_high;
 };
 
 struct SelfCheck {
@@ -81,9 +86,12 @@ DeviceReport run_device(const Snapshot& snap, size_t device, const Options& opts
 
 // The best simulated outcome for the recorded OOM at `entry` of a device:
 // the alternative with the lowest reserved peak under which its request
-// fits, or null when none does.
-const Outcome* best_for_oom(const DeviceReport& d, int32_t entry);
-bool avoids(const Outcome& o, int32_t entry);
+// fits whatever the inferred cap (`at_cap_high_only`: only with the highest
+// cap the recording allows), or null when none does.
+const Outcome* best_for_oom(const DeviceReport& d, int32_t entry, bool at_cap_high_only = false);
+// Whether the recorded OOM at `entry` is avoided (with an inferred cap:
+// at its lowest value; `high`: at its highest).
+bool avoids(const Outcome& o, int32_t entry, bool high = false);
 
 std::string text(const Report& r);
 std::string json(const Report& r);

@@ -105,15 +105,24 @@ std::string memory_text(const simulate::Device& m) {
   return s;
 }
 
-std::string oom_cell(const DeviceReport& d, const Outcome& o) {
-  const simulate::Result& r = o.result;
+std::string oom_cell(const DeviceReport& d, const simulate::Result& r) {
   if (r.stopped_at >= 0) return "new OOM at entry " + std::to_string(r.stopped_at);
   if (d.recorded_ooms.empty()) return "none";
   size_t k = 0;
-  for (int32_t e : d.recorded_ooms) k += avoids(o, e);
+  for (int32_t e : d.recorded_ooms)
+    k += std::find(r.avoided.begin(), r.avoided.end(), e) != r.avoided.end();
   if (k == d.recorded_ooms.size()) return d.recorded_ooms.size() == 1 ? "avoided" : "all avoided";
   if (k == 0) return "still happens";
   return "avoided " + std::to_string(k) + " of " + std::to_string(d.recorded_ooms.size());
+}
+
+// With an inferred cap: the outcome at both ends of its range when they differ.
+std::string oom_cell(const DeviceReport& d, const Outcome& o) {
+  std::string low = oom_cell(d, o.result);
+  if (!o.at_cap_high) return low;
+  std::string high = oom_cell(d, *o.at_cap_high);
+  if (high == low) return low;
+  return low + "; cap " + sz(o.alt.device.limit_high + 1) + ": " + high;
 }
 
 std::string outcome_text(const DeviceReport& d, const Outcome& o) {
@@ -148,7 +157,11 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
     if (!first) oom += ' ';
     oom += std::string(first ? "the" : "The") + " recorded OOM at trace entry " + std::to_string(e) + " (" +
            sz(d.recorded_oom_sizes[i]) + ") " +
-           (avoids(o, e) ? "is avoided: the request fits." : "still happens.");
+           (avoids(o, e)         ? "is avoided: the request fits."
+            : avoids(o, e, true) ? "is avoided only if the cap was near the top of what the "
+                                   "recording allows (" + sz(o.alt.device.limit_high + 1) +
+                                       "); with " + sz(o.alt.device.limit) + " it still happens."
+                                 : "still happens.");
   }
   if (oom.empty()) oom = "none";
   out += hang("    OOM             ", oom);
@@ -228,10 +241,19 @@ void json_outcome(std::string& out, const DeviceReport& d, const Outcome& o) {
            ",\"allocated\":" + num(o2.allocated) + ",\"cached_free\":" + num(o2.free.bytes) + "}";
   }
   out += "],\"recorded_ooms_avoided\":";
-  std::vector<int32_t> avoided;
-  for (int32_t e : d.recorded_ooms)
+  std::vector<int32_t> avoided, avoided_high;
+  for (int32_t e : d.recorded_ooms) {
     if (avoids(o, e)) avoided.push_back(e);
+    if (avoids(o, e, true)) avoided_high.push_back(e);
+  }
   json_entries(out, avoided);
+  if (o.at_cap_high) {
+    out += ",\"at_cap_high\":{\"limit\":" + num(o.alt.device.limit_high) +
+           ",\"peak_reserved\":" + num(o.at_cap_high->peak.reserved) +
+           ",\"stopped_at\":" + num(o.at_cap_high->stopped_at) + ",\"recorded_ooms_avoided\":";
+    json_entries(out, avoided_high);
+    out += '}';
+  }
   out += ",\"stopped_at\":" + num(r.stopped_at) + ",\"note\":";
   json_str(out, o.alt.note);
   out += '}';
@@ -312,8 +334,15 @@ std::string json(const Report& r) {
 
 std::string oom_sentence(const DeviceReport& d, int32_t entry) {
   const Outcome* best = best_for_oom(d, entry);
+  const Outcome* maybe = best ? nullptr : best_for_oom(d, entry, true);
   std::string s;
-  if (best)
+  if (maybe)
+    s = "Simulated on this history: with " + maybe->alt.label +
+        " this request fits only if the cap was near the top of what the recording allows (" +
+        sz(d.memory.limit_high + 1) + "; not with " + sz(d.memory.limit) +
+        "): the snapshot does not record the cap (memsight whatif --memory-fraction F answers for "
+        "the exact one).";
+  else if (best)
     s = "Simulated on this history: with " + best->alt.label + " this request fits: peak reserved " +
         sz(best->result.peak.reserved) +
         (best->result.peak.reserved == d.check.peak_recorded
@@ -324,8 +353,9 @@ std::string oom_sentence(const DeviceReport& d, int32_t entry) {
     s = "Simulated on this history: none of the standard allocator settings (expandable_segments, "
         "max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions) lets this "
         "request fit.";
-  if (d.memory.limit_inferred)
-    s += " The cap is inferred from this OOM (simulated at " + sz(d.memory.limit) + ").";
+  if (d.memory.limit_inferred && !maybe)
+    s += " The cap is not recorded: simulated from " + sz(d.memory.limit) + " to " +
+         sz(d.memory.limit_high + 1) + ", what the recording allows.";
   if (!d.check.ok() && d.check.incomplete.empty())
     s += " The simulation does not reproduce this recording exactly (memsight whatif says how).";
   return s;
@@ -344,8 +374,13 @@ void cite_simulation(const Snapshot& snap, size_t device, std::vector<OomReport>
       return r.rfind("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", 0) == 0;
     });
     const Outcome* best = best_for_oom(d, static_cast<int32_t>(o.event));
+    const Outcome* maybe = best ? nullptr : best_for_oom(d, static_cast<int32_t>(o.event), true);
     std::string remedy =
-        best ? (best->alt.label == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
+        maybe ? "set PYTORCH_CUDA_ALLOC_CONF=" + maybe->alt.label +
+                    " may save it: simulated on this history, the request fits with a cap near " +
+                    sz(d.memory.limit_high + 1) + " but not with " + sz(d.memory.limit) +
+                    " (the snapshot does not record the cap)"
+        : best ? (best->alt.label == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
                                               : "set PYTORCH_CUDA_ALLOC_CONF=" + best->alt.label) +
                    " (simulated on this history: the request fits, and reserved memory peaks at " +
                    sz(best->result.peak.reserved) +
