@@ -106,12 +106,17 @@ class Simulator {
     return request == alloc::TraceStart::kNoRequest ? kNone : block_of_[request];
   }
 
+  // Fragmentation at the peak: while reserved memory stands at its peak,
+  // the least of it that is not allocated (a new segment is empty at first;
+  // what stays unused as it fills is what the settings cost).
   void observe() {
     int64_t before = a_.peak.reserved;
     a_.observe(owner_);
-    if (a_.peak.reserved > before) {
+    int64_t unused = a_.now.reserved - a_.now.allocated;
+    if (a_.peak.reserved > before ||
+        (a_.now.reserved == a_.peak.reserved && unused < res_.unused_at_peak)) {
       res_.peak_reserved_event = a_.peak_reserved_event;
-      res_.unused_at_peak = a_.now.reserved - a_.now.allocated;
+      res_.unused_at_peak = unused;
       res_.largest_free_at_peak = largest_free();
     }
   }

@@ -81,7 +81,8 @@ struct Oom {
 struct Result {
   alloc::Counters peak;
   int32_t peak_reserved_event = -1, peak_allocated_event = -1;
-  // At the reserved peak: reserved bytes not allocated, the largest free block.
+  // While reserved memory stood at its peak: the fewest reserved bytes not
+  // allocated, and the largest free block then.
   int64_t unused_at_peak = 0, largest_free_at_peak = 0;
   std::vector<SegmentEvent> events;
   std::vector<Oom> ooms;        // the last one ends the run unless it was recorded

@@ -204,3 +204,19 @@ def test_output_file_and_help(run, tmp_path):
     assert json.loads(out.read_text())["devices"][0]["recorded_ooms"] == [146]
     h = run("whatif", "--help").stdout.decode()
     assert "--set KEY:VALUE" in h and "--device-memory" in h and "--memory-fraction" in h
+
+
+def test_an_inferred_cap_is_simulated_at_both_ends(run):
+    """oom.pickle ran under a 2 GiB cap the snapshot does not record: the OOM
+    bounds it (at least the 1.7 GiB reached, less than 1.7 GiB + the 384 MiB
+    segment). Expandable segments reach entry 145 with more reserved: under
+    the lowest cap that request fails, under the highest the run goes on to
+    fail at 146 as recorded."""
+    (dev,) = whatif(run, DATA / "oom.pickle")["devices"]
+    m = dev["memory"]
+    assert m["limit_inferred"] and m["limit"] == dev["self_check"]["peak_reserved_recorded"]
+    assert m["limit_at_most"] == m["limit"] + 384 * MiB - 1
+    exp = next(r for r in dev["results"] if r["settings"] == "expandable_segments:True")
+    assert exp["stopped_at"] == 145 and exp["at_cap_high"]["stopped_at"] == -1
+    assert exp["at_cap_high"]["limit"] == m["limit_at_most"] and exp["at_cap_high"]["recorded_ooms_avoided"] == []
+    assert "new OOM at entry 145; cap 2.0GiB: still happens" in run("whatif", DATA / "oom.pickle").stdout.decode()
