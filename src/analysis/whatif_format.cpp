@@ -91,9 +91,8 @@ std::string memory_text(const simulate::Device& m) {
   if (m.limit >= 0) {
     if (m.limit_inferred)
       parts.push_back("a memory cap between " + sz(m.limit) + " and " + sz(m.limit_high + 1) +
-                      ", inferred from the recorded OOM, simulated at " + sz(m.limit) +
-                      " (--device-memory and --set per_process_memory_fraction:F give the exact "
-                      "one)");
+                      ", inferred from the recorded OOM and simulated at both ends (--memory-fraction "
+                      "F with --device-memory SIZE give the exact one)");
     else
       parts.push_back("a memory cap of " + sz(m.limit));
   }
@@ -165,6 +164,14 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
   }
   if (oom.empty()) oom = "none";
   out += hang("    OOM             ", oom);
+  if (o.at_cap_high) {
+    const simulate::Result& h = *o.at_cap_high;
+    std::string low = oom_cell(d, r), high = oom_cell(d, h);
+    if (low != high || h.peak.reserved != r.peak.reserved)
+      out += hang("    cap " + sz(o.alt.device.limit_high + 1) + std::string(12 - std::min<size_t>(12, sz(o.alt.device.limit_high + 1).size()), ' '),
+                  "with the highest cap the recording allows: peak reserved " +
+                      sz(h.peak.reserved) + ", OOM: " + high);
+  }
   if (!o.alt.note.empty()) out += "    note            " + o.alt.note + '\n';
   return out;
 }
