@@ -6,8 +6,8 @@
 // Prints the median and the fastest of each phase in milliseconds.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
       for (size_t d = 0; d < snap.device_count(); ++d) plans.push_back(simulate::plan(snap, d));
     }));
     replay.push_back(ms_of([&] {
-      for (size_t d = 0; d < snap.device_count(); ++d) sink += replay::run(snap, d, s).peak.reserved;
+      for (size_t d = 0; d < snap.device_count(); ++d)
+        sink += replay::run(snap, d, s).peak.reserved;
     }));
     sim.push_back(ms_of([&] {
       for (const simulate::Plan& p : plans)

@@ -51,7 +51,8 @@ bool power_of_two(int64_t v) { return v > 0 && std::has_single_bit(static_cast<u
 
 // Interval of roundup_power2_divisions for a size in MiB (1 -> 0, 2 -> 1, ...).
 int interval_of_mib(int64_t mib) {
-  return std::clamp(static_cast<int>(std::bit_width(static_cast<uint64_t>(mib))) - 1, 0, kDivisionIntervals - 1);
+  return std::clamp(static_cast<int>(std::bit_width(static_cast<uint64_t>(mib))) - 1, 0,
+                    kDivisionIntervals - 1);
 }
 
 }  // namespace
@@ -85,7 +86,8 @@ Settings Settings::recorded(const Snapshot& snap) {
       for (char ch : k.s) mib = ch >= '0' && ch <= '9' && mib >= 0 ? mib * 10 + (ch - '0') : -1;
       if (power_of_two(mib)) c.divisions[interval_of_mib(mib)] = val.i;
     }
-  c.rounds_up = std::any_of(std::begin(c.divisions), std::end(c.divisions), [](int64_t d) { return d > 1; });
+  c.rounds_up =
+      std::any_of(std::begin(c.divisions), std::end(c.divisions), [](int64_t d) { return d > 1; });
   return c;
 }
 

@@ -18,9 +18,10 @@
 namespace memsight::alloc {
 
 constexpr int64_t kMinBlockSize = 512;
-constexpr int64_t kSmallSize = int64_t{1} << 20;     // largest small-pool request
-constexpr int64_t kSmallBuffer = int64_t{2} << 20;   // small-pool segment (and page) size
-constexpr int64_t kLargeBuffer = int64_t{20} << 20;  // large segment below kMinLargeAlloc; page size
+constexpr int64_t kSmallSize = int64_t{1} << 20;    // largest small-pool request
+constexpr int64_t kSmallBuffer = int64_t{2} << 20;  // small-pool segment (and page) size
+constexpr int64_t kLargeBuffer = int64_t{20}
+                                 << 20;  // large segment below kMinLargeAlloc; page size
 constexpr int64_t kMinLargeAlloc = int64_t{10} << 20;
 constexpr int64_t kRoundLarge = int64_t{2} << 20;
 constexpr int64_t kNoLimit = INT64_MAX;
@@ -29,13 +30,13 @@ constexpr int kDivisionIntervals = 16;  // roundup_power2_divisions: 1 MiB .. 32
 // The settings that change where blocks go (PYTORCH_CUDA_ALLOC_CONF and
 // torch.cuda.set_per_process_memory_fraction).
 struct Settings {
-  int64_t max_split_size = kNoLimit;          // max_split_size_mb
+  int64_t max_split_size = kNoLimit;              // max_split_size_mb
   int64_t max_non_split_rounding = kLargeBuffer;  // max_non_split_rounding_mb
   bool expandable_segments = false;
   double gc_threshold = 0;  // garbage_collection_threshold (acts only under a fraction)
   int64_t divisions[kDivisionIntervals] = {};  // roundup_power2_divisions per interval
-  double memory_fraction = 0;  // set_per_process_memory_fraction; 0: not set
-  bool rounds_up = false;      // some divisions are above 1 (kept by apply/recorded)
+  double memory_fraction = 0;                  // set_per_process_memory_fraction; 0: not set
+  bool rounds_up = false;  // some divisions are above 1 (kept by apply/recorded)
 
   // The settings a snapshot recorded (allocator_settings), else torch's defaults.
   static Settings recorded(const Snapshot& snap);

@@ -47,7 +47,8 @@ void CachingAllocator::put_free(uint32_t b) {
   Block& x = blocks[b];
   Pool& p = pools[x.pool];
   x.gc_base = p.free_searches;
-  if (index_free_) p.free.insert(FreeSet::hi_of(x.stream, x.size), static_cast<uint64_t>(x.addr), b);
+  if (index_free_)
+    p.free.insert(FreeSet::hi_of(x.stream, x.size), static_cast<uint64_t>(x.addr), b);
 }
 
 void CachingAllocator::take_free(uint32_t b) {
@@ -89,8 +90,7 @@ uint32_t CachingAllocator::space_block_at(int64_t addr) const {
   return kNone;
 }
 
-uint32_t CachingAllocator::add_segment(int64_t addr, int64_t size, uint16_t pool,
-                                       uint16_t stream) {
+uint32_t CachingAllocator::add_segment(int64_t addr, int64_t size, uint16_t pool, uint16_t stream) {
   uint32_t b = new_block();
   Block& x = blocks[b];
   x.addr = addr;
@@ -182,8 +182,10 @@ void CachingAllocator::unmap(uint32_t b, int64_t addr, int64_t size) {
   };
   if (addr > x.addr) {  // before_free
     uint32_t n = piece(x.addr, addr - x.addr, x.prev, b);
-    if (x.prev != kNone) blocks[x.prev].next = n;
-    else spaces[x.va - 1].head = n;
+    if (x.prev != kNone)
+      blocks[x.prev].next = n;
+    else
+      spaces[x.va - 1].head = n;
     blocks[b].prev = n;
     set_start(n);
     put_free(n);
@@ -336,7 +338,8 @@ void CachingAllocator::free_block(uint32_t b) {
   // The merged block takes a neighbour's place in the index.
   uint32_t prev = x.prev, next = x.next;
   bool with_prev = mergeable_into(b, prev), with_next = mergeable_into(b, next);
-  Block old_prev = with_prev ? blocks[prev] : Block{}, old_next = with_next ? blocks[next] : Block{};
+  Block old_prev = with_prev ? blocks[prev] : Block{},
+        old_next = with_next ? blocks[next] : Block{};
   if (with_prev) merge(b, prev, false);
   if (with_next) merge(b, next, false);
   if (with_next) {

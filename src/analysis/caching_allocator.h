@@ -46,7 +46,8 @@ struct FreeSpace {
   int64_t bytes = 0, blocks = 0;
   int64_t largest_small = 0, largest_large = 0;  // largest free block per pool kind
   int64_t small_bytes = 0, large_bytes = 0;
-  int64_t releasable = 0;  // bytes of cudaMalloc'd segments with nothing live (empty_cache frees them)
+  int64_t releasable =
+      0;  // bytes of cudaMalloc'd segments with nothing live (empty_cache frees them)
 };
 
 struct Pool {
@@ -128,7 +129,8 @@ class CachingAllocator {
   void put_free(uint32_t b);
   // Records the peaks after trace entry `event`.
   void observe(int32_t event) {
-    if (now.allocated > peak.allocated) peak.allocated = now.allocated, peak_allocated_event = event;
+    if (now.allocated > peak.allocated)
+      peak.allocated = now.allocated, peak_allocated_event = event;
     if (now.active > peak.active) peak.active = now.active, peak_active_event = event;
     if (now.reserved > peak.reserved) peak.reserved = now.reserved, peak_reserved_event = event;
     peak_requested = std::max(peak_requested, now.requested);

@@ -45,8 +45,8 @@ class FreeSet {
   Pos lower_bound(uint64_t hi, uint64_t lo) const {
     auto c = chunk_for(hi, lo, chunks_.begin(), chunks_.end());
     if (c == chunks_.end()) return end();
-    auto e = std::partition_point(c->begin(), c->end(),
-                                  [&](const Entry& x) { return less(x, hi, lo); });
+    auto e =
+        std::partition_point(c->begin(), c->end(), [&](const Entry& x) { return less(x, hi, lo); });
     found_ = {static_cast<uint32_t>(c - chunks_.begin()), static_cast<uint32_t>(e - c->begin())};
     return found_;
   }
@@ -58,8 +58,8 @@ class FreeSet {
       chunks_.back().reserve(kMax);
     }
     auto c = chunk_for(hi, lo, chunks_.begin(), chunks_.end() - 1);
-    auto e = std::partition_point(c->begin(), c->end(),
-                                  [&](const Entry& x) { return less(x, hi, lo); });
+    auto e =
+        std::partition_point(c->begin(), c->end(), [&](const Entry& x) { return less(x, hi, lo); });
     c->insert(e, Entry{hi, lo, id});
     if (c->size() >= kMax) {
       Chunk upper(c->begin() + kMax / 2, c->end());
@@ -83,11 +83,13 @@ class FreeSet {
     auto old = c.begin() + p.i;
     Entry e{nhi, nlo, id};
     if (less(e, ohi, olo)) {  // moves down
-      auto to = std::partition_point(c.begin(), old, [&](const Entry& x) { return less(x, nhi, nlo); });
+      auto to =
+          std::partition_point(c.begin(), old, [&](const Entry& x) { return less(x, nhi, nlo); });
       std::move_backward(to, old, old + 1);
       *to = e;
     } else {
-      auto to = std::partition_point(old + 1, c.end(), [&](const Entry& x) { return less(x, nhi, nlo); });
+      auto to =
+          std::partition_point(old + 1, c.end(), [&](const Entry& x) { return less(x, nhi, nlo); });
       std::move(old + 1, to, old);
       *(to - 1) = e;
     }
@@ -117,7 +119,8 @@ class FreeSet {
   // first.
   Pos find(uint64_t hi, uint64_t lo) const {
     const Pos p = found_;
-    if (p.chunk < chunks_.size() && p.i < chunks_[p.chunk].size() && at(p).hi == hi && at(p).lo == lo)
+    if (p.chunk < chunks_.size() && p.i < chunks_[p.chunk].size() && at(p).hi == hi &&
+        at(p).lo == lo)
       return p;
     return lower_bound(hi, lo);
   }
@@ -128,7 +131,8 @@ class FreeSet {
   template <typename It>
   static It chunk_for(uint64_t hi, uint64_t lo, It first, It last) {
     if (last - first <= 1) return first != last && less(first->back(), hi, lo) ? last : first;
-    return std::partition_point(first, last, [&](const Chunk& ch) { return less(ch.back(), hi, lo); });
+    return std::partition_point(first, last,
+                                [&](const Chunk& ch) { return less(ch.back(), hi, lo); });
   }
   static bool less(const Entry& x, uint64_t hi, uint64_t lo) {
     return x.hi < hi || (x.hi == hi && x.lo < lo);

@@ -51,8 +51,8 @@ Plan plan(const Snapshot& snap, size_t device) {
   // A free_completed not right after its free_requested: the block waited
   // for other streams (record_stream).
   auto waited = [&](int32_t i) {
-    return act(i) == Action::FreeCompleted &&
-           !(i > 0 && act(i - 1) == Action::FreeRequested && t.addr[begin + i - 1] == t.addr[begin + i]);
+    return act(i) == Action::FreeCompleted && !(i > 0 && act(i - 1) == Action::FreeRequested &&
+                                                t.addr[begin + i - 1] == t.addr[begin + i]);
   };
 
   // One pass: what each entry asks, the segment creations (each serves the
@@ -172,7 +172,8 @@ Plan plan(const Snapshot& snap, size_t device) {
     std::pair<int64_t, int64_t> id{r->pool_id[0], r->pool_id[1]};
     auto it = std::find(p.pool_ids.begin(), p.pool_ids.end(), id);
     if (it == p.pool_ids.end()) it = p.pool_ids.insert(p.pool_ids.end(), id);
-    p.private_rows.push_back({static_cast<uint32_t>(i), static_cast<uint16_t>(it - p.pool_ids.begin())});
+    p.private_rows.push_back(
+        {static_cast<uint32_t>(i), static_cast<uint16_t>(it - p.pool_ids.begin())});
   }
 
   if (n == 0)

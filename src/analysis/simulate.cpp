@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <map>
 
-
 namespace memsight::simulate {
 namespace {
 
@@ -287,7 +286,8 @@ class Simulator {
   // simulation makes the recording's segments in its order, else past
   // every address the recording used.
   int64_t segment_address(int64_t size) {
-    if (lockstep_ && cursor_ < recorded_allocs_.size() && recorded_allocs_[cursor_].second == size) {
+    if (lockstep_ && cursor_ < recorded_allocs_.size() &&
+        recorded_allocs_[cursor_].second == size) {
       int64_t addr = recorded_allocs_[cursor_].first;
       auto it = segs_.upper_bound(addr);
       bool overlaps = (it != segs_.end() && it->first < addr + size) ||
@@ -432,9 +432,9 @@ class Simulator {
   const Inputs& in_;
   const alloc::Settings& s_;
   alloc::CachingAllocator a_;
-  std::vector<uint32_t> block_of_;  // request -> its block while live
-  std::vector<uint32_t> pending_;   // blocks waiting for other streams' events
-  std::vector<uint32_t> after_;     // requests the next request's release completes
+  std::vector<uint32_t> block_of_;   // request -> its block while live
+  std::vector<uint32_t> pending_;    // blocks waiting for other streams' events
+  std::vector<uint32_t> after_;      // requests the next request's release completes
   std::map<int64_t, int64_t> segs_;  // cudaMalloc'd segments: start -> end
   std::vector<std::pair<int64_t, int64_t>> recorded_allocs_;
   size_t cursor_ = 0;

@@ -43,21 +43,21 @@ struct SegmentEvent {
 struct Plan {
   enum Row : uint8_t {
     kIgnore,
-    kAlloc,         // a request
-    kOom,           // a request that failed in the recording
-    kFree,          // free_requested and, next, its free_completed
-    kFreeRequested, // the block waits for other streams (record_stream)
+    kAlloc,          // a request
+    kOom,            // a request that failed in the recording
+    kFree,           // free_requested and, next, its free_completed
+    kFreeRequested,  // the block waits for other streams (record_stream)
     kFreeCompleted,
-    kFreeAfter,     // completed by the next request's release of cached blocks
-    kEmptyCache,    // the first segment release of a torch.cuda.empty_cache() call
+    kFreeAfter,   // completed by the next request's release of cached blocks
+    kEmptyCache,  // the first segment release of a torch.cuda.empty_cache() call
   };
   size_t device = 0;
   alloc::TraceStart start;
-  std::vector<Row> rows;                    // by trace entry of the device (requests: start.request)
+  std::vector<Row> rows;  // by trace entry of the device (requests: start.request)
   std::vector<std::pair<uint32_t, uint16_t>> private_rows;  // (entry, index into pool_ids)
   std::vector<std::pair<int64_t, int64_t>> pool_ids;
-  std::vector<SegmentEvent> recorded;       // the recorded segment events, with owners
-  std::vector<int32_t> recorded_ooms;       // trace entries
+  std::vector<SegmentEvent> recorded;  // the recorded segment events, with owners
+  std::vector<int32_t> recorded_ooms;  // trace entries
   int64_t recorded_peak_reserved = 0;
   int32_t recorded_peak_reserved_event = -1;
   int64_t start_reserved = 0;
@@ -70,12 +70,12 @@ struct Plan {
 Plan plan(const Snapshot& snap, size_t device);
 
 struct Oom {
-  int32_t event = 0;        // trace entry of the request
-  int64_t requested = 0;    // rounded size
+  int32_t event = 0;      // trace entry of the request
+  int64_t requested = 0;  // rounded size
   int64_t reserved = 0, allocated = 0;
-  alloc::FreeSpace free;    // cached free memory then
-  bool recorded = false;    // the recording failed here too
-  bool cap = false;         // refused by the limit (else the device's capacity)
+  alloc::FreeSpace free;  // cached free memory then
+  bool recorded = false;  // the recording failed here too
+  bool cap = false;       // refused by the limit (else the device's capacity)
 };
 
 struct Result {
@@ -85,7 +85,7 @@ struct Result {
   // allocated, and the largest free block then.
   int64_t unused_at_peak = 0, largest_free_at_peak = 0;
   std::vector<SegmentEvent> events;
-  std::vector<Oom> ooms;        // the last one ends the run unless it was recorded
+  std::vector<Oom> ooms;         // the last one ends the run unless it was recorded
   std::vector<int32_t> avoided;  // recorded OOMs whose request fit
   int32_t stopped_at = -1;       // a new OOM's entry: the job would have died there
   int64_t segments_created = 0;  // segment_alloc and segment_map events

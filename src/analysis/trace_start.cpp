@@ -133,7 +133,8 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
   ExpandableKinds kinds;
   for (const Segment& sg : snap.segments) {
     if (sg.device != dev) continue;
-    Range r{sg.address, sg.total_size, sg.stream, snap.str(sg.segment_type) == "small",
+    Range r{sg.address,       sg.total_size,
+            sg.stream,        snap.str(sg.segment_type) == "small",
             sg.is_expandable, {sg.pool_id[0], sg.pool_id[1]}};
     ts.final_ranges.push_back(r);
     segs.add(r);
@@ -252,13 +253,12 @@ void load_start(CachingAllocator& a, const Snapshot& snap, const TraceStart& ts,
   std::vector<Seen> seen;
   for (const Range& r : ts.ranges)
     if (r.expandable)
-      seen.push_back({a.pool_of(r.small, r.pool_id[0], r.pool_id[1]), ts.rank(r.stream), r.start,
-                      r.end()});
+      seen.push_back(
+          {a.pool_of(r.small, r.pool_id[0], r.pool_id[1]), ts.rank(r.stream), r.start, r.end()});
   for (uint32_t r = ts.begin; r < ts.end; ++r)
     if (t.action[r] == Action::SegmentMap)
-      seen.push_back(
-          {ts.pool_of(a, t.addr[r], t.size[r], true), ts.rank(t.stream[r]), t.addr[r],
-           t.addr[r] + t.size[r]});
+      seen.push_back({ts.pool_of(a, t.addr[r], t.size[r], true), ts.rank(t.stream[r]), t.addr[r],
+                      t.addr[r] + t.size[r]});
   std::sort(seen.begin(), seen.end(), [](const Seen& x, const Seen& y) {
     if (x.pool != y.pool) return x.pool < y.pool;
     return x.stream != y.stream ? x.stream < y.stream : x.addr < y.addr;
@@ -277,13 +277,15 @@ void load_start(CachingAllocator& a, const Snapshot& snap, const TraceStart& ts,
   std::map<int64_t, uint32_t> free_at;
   for (const Range& r : ts.ranges) {
     uint16_t pool = a.pool_of(r.small, r.pool_id[0], r.pool_id[1]);
-    if (const Range* f = ts.final_range_at(r.start); f && !(f->pool_id[0] == 0 && f->pool_id[1] == 0))
+    if (const Range* f = ts.final_range_at(r.start);
+        f && !(f->pool_id[0] == 0 && f->pool_id[1] == 0))
       pool = a.pool_of(r.small, f->pool_id[0], f->pool_id[1]);
     uint16_t stream = ts.rank(r.stream);
     uint32_t b = kNone;
     if (r.expandable) {
       uint32_t u = a.unmapped_at(pool, stream, r.start);
-      if (u != kNone && r.end() <= a.blocks[u].addr + a.blocks[u].size) b = a.map(u, r.start, r.size);
+      if (u != kNone && r.end() <= a.blocks[u].addr + a.blocks[u].size)
+        b = a.map(u, r.start, r.size);
     }
     if (b == kNone) b = a.add_segment(r.start, r.size, pool, stream);
     free_at[a.blocks[b].addr] = b;

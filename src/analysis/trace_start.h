@@ -34,20 +34,20 @@ struct TraceStart {
     StackId stack = 0;
     bool pending = false;
   };
-  uint32_t begin = 0, end = 0;       // the device's trace rows
-  std::vector<int64_t> streams;      // every stream of the device, ascending: a stream's rank
-  std::vector<Range> ranges;         // at the start, by address
-  std::vector<Range> final_ranges;   // at the snapshot, by address
-  std::vector<Live> live;            // at the start, by address
+  uint32_t begin = 0, end = 0;      // the device's trace rows
+  std::vector<int64_t> streams;     // every stream of the device, ascending: a stream's rank
+  std::vector<Range> ranges;        // at the start, by address
+  std::vector<Range> final_ranges;  // at the snapshot, by address
+  std::vector<Live> live;           // at the start, by address
   std::unordered_map<int64_t, Final> final_live;
-  int64_t estimated = 0;             // blocks of `live` whose size is estimated
-  uint32_t allocs = 0;               // alloc entries in the trace
+  int64_t estimated = 0;  // blocks of `live` whose size is estimated
+  uint32_t allocs = 0;    // alloc entries in the trace
   // The block each alloc and free entry is about, by request: the alloc
   // entries in order, then the blocks of `live` (kNoRequest: other entries).
   static constexpr uint32_t kNoRequest = UINT32_MAX;
-  std::vector<uint32_t> request;     // by entry of the device
+  std::vector<uint32_t> request;  // by entry of the device
   uint32_t requests = 0;
-  int64_t space_size = 0;            // an expandable segment's address space
+  int64_t space_size = 0;  // an expandable segment's address space
 
   uint16_t rank(int64_t stream) const {
     if (streams.size() == 1) return 0;

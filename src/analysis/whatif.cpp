@@ -14,10 +14,14 @@ namespace {
 
 // Each applied over the recorded settings.
 const char* const kStandard[] = {
-    "expandable_segments:True",         "max_split_size_mb:64",
-    "max_split_size_mb:128",            "max_split_size_mb:256",
-    "max_split_size_mb:512",            "garbage_collection_threshold:0.6",
-    "garbage_collection_threshold:0.8", "roundup_power2_divisions:4",
+    "expandable_segments:True",
+    "max_split_size_mb:64",
+    "max_split_size_mb:128",
+    "max_split_size_mb:256",
+    "max_split_size_mb:512",
+    "garbage_collection_threshold:0.6",
+    "garbage_collection_threshold:0.8",
+    "roundup_power2_divisions:4",
     "roundup_power2_divisions:8",
 };
 
@@ -47,16 +51,16 @@ Alternative make(const std::string& label, const alloc::Settings& recorded,
   a.recorded = is_recorded;
   a.device = device_for(a.settings, base);
   if (a.settings.gc_threshold > 0 && a.device.limit < 0)
-    a.note = "no effect: torch collects cached blocks by this threshold only under "
-             "set_per_process_memory_fraction";
+    a.note =
+        "no effect: torch collects cached blocks by this threshold only under "
+        "set_per_process_memory_fraction";
   return a;
 }
 
 // The device as recorded, with --device-memory (memory held outside the
 // allocator, the CUDA context and other processes, stays what the
 // recording shows, when it shows it) and the recorded job's memory fraction.
-simulate::Device recorded_memory(const simulate::Plan& p, int64_t device_memory,
-                                 double fraction) {
+simulate::Device recorded_memory(const simulate::Plan& p, int64_t device_memory, double fraction) {
   simulate::Device d = p.device_recorded;
   if (device_memory > 0) {
     int64_t outside = 0;
@@ -137,14 +141,16 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
   d.recorded_conf = recorded.conf();
   d.memory = recorded_memory(p, opts.device_memory, opts.memory_fraction);
   d.recorded_ooms = p.recorded_ooms;
-  for (int32_t e : p.recorded_ooms) d.recorded_oom_sizes.push_back(snap.trace.size[p.start.begin + e]);
+  for (int32_t e : p.recorded_ooms)
+    d.recorded_oom_sizes.push_back(snap.trace.size[p.start.begin + e]);
 
   std::vector<Alternative> alts;
   alts.push_back(make("recorded", recorded, d.memory, true));
   if (!opts.set.empty()) {
     alts.push_back(make(opts.set, recorded, d.memory, false));
   } else {
-    if (!(recorded == alloc::Settings{})) alts.push_back(make("defaults", recorded, d.memory, false));
+    if (!(recorded == alloc::Settings{}))
+      alts.push_back(make("defaults", recorded, d.memory, false));
     for (const char* s : kStandard) {
       std::string label = s;
       if (recorded.expandable_segments && label == "expandable_segments:True")

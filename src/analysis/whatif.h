@@ -71,7 +71,7 @@ struct Options {
   // The fraction the recorded job passed to set_per_process_memory_fraction
   // (snapshots do not record it): the cap of every simulation; 0: unknown.
   double memory_fraction = 0;
-  unsigned threads = 0;        // 0: every core (MEMSIGHT_THREADS caps it)
+  unsigned threads = 0;  // 0: every core (MEMSIGHT_THREADS caps it)
 };
 
 struct Report {

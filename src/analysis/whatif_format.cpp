@@ -13,14 +13,16 @@ std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
 
 std::string percent(int64_t part, int64_t whole) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+  std::snprintf(buf, sizeof buf, "%.1f%%",
+                whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
   return buf;
 }
 
 std::string change(int64_t now, int64_t was) {
   if (now == was) return "same";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", was ? 100.0 * static_cast<double>(now - was) / static_cast<double>(was) : 100.0);
+  std::snprintf(buf, sizeof buf, "%+.1f%%",
+                was ? 100.0 * static_cast<double>(now - was) / static_cast<double>(was) : 100.0);
   return buf;
 }
 
@@ -57,12 +59,12 @@ std::string check_text(const DeviceReport& d) {
   std::string peak = sz(c.peak_recorded);
   if (c.ok()) {
     std::string events = c.events == 0 ? std::string("makes no segment event, as torch did")
-                                        : "makes the " + std::to_string(c.events) +
-                                              " recorded segment events (each size, in order, for "
-                                              "the same request)";
-    std::string blocks = c.allocations == 1 ? std::string("puts its one allocation")
-                                            : "puts all " + std::to_string(c.allocations) +
-                                                  " allocations";
+                                       : "makes the " + std::to_string(c.events) +
+                                             " recorded segment events (each size, in order, for "
+                                             "the same request)";
+    std::string blocks = c.allocations == 1
+                             ? std::string("puts its one allocation")
+                             : "puts all " + std::to_string(c.allocations) + " allocations";
     return "the simulation under the recorded settings " + events + ", " + blocks +
            " at torch's addresses and peaks at torch's " + peak + " reserved.";
   }
@@ -90,9 +92,10 @@ std::string memory_text(const simulate::Device& m) {
   std::vector<std::string> parts;
   if (m.limit >= 0) {
     if (m.limit_inferred)
-      parts.push_back("a memory cap between " + sz(m.limit) + " and " + sz(m.limit_high + 1) +
-                      ", inferred from the recorded OOM and simulated at both ends (--memory-fraction "
-                      "F with --device-memory SIZE give the exact one)");
+      parts.push_back(
+          "a memory cap between " + sz(m.limit) + " and " + sz(m.limit_high + 1) +
+          ", inferred from the recorded OOM and simulated at both ends (--memory-fraction "
+          "F with --device-memory SIZE give the exact one)");
     else
       parts.push_back("a memory cap of " + sz(m.limit));
   }
@@ -128,9 +131,10 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
   const simulate::Result& r = o.result;
   std::string out = "  with " + o.alt.label + " (over the recorded settings):\n";
   char line[256];
-  std::snprintf(line, sizeof line, "    peak reserved   %s, after trace entry %d (recorded %s, %s)\n",
-                sz(r.peak.reserved).c_str(), r.peak_reserved_event, sz(d.check.peak_recorded).c_str(),
-                change(r.peak.reserved, d.check.peak_recorded).c_str());
+  std::snprintf(
+      line, sizeof line, "    peak reserved   %s, after trace entry %d (recorded %s, %s)\n",
+      sz(r.peak.reserved).c_str(), r.peak_reserved_event, sz(d.check.peak_recorded).c_str(),
+      change(r.peak.reserved, d.check.peak_recorded).c_str());
   out += line;
   out += "    peak allocated  " + sz(r.peak.allocated) + '\n';
   out += "    at the peak     " + sz(r.unused_at_peak) + " reserved but not allocated (" +
@@ -145,8 +149,9 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
     const simulate::Oom& o2 = r.ooms.back();
     oom = "a new OOM at trace entry " + std::to_string(r.stopped_at) + ": a " + sz(o2.requested) +
           " request fails with " + sz(o2.reserved) + " reserved (" + sz(o2.free.bytes) +
-          " of it free, largest free block " + sz(std::max(o2.free.largest_small, o2.free.largest_large)) +
-          ") under " + (o2.cap ? "the memory cap" : "the device's memory") +
+          " of it free, largest free block " +
+          sz(std::max(o2.free.largest_small, o2.free.largest_large)) + ") under " +
+          (o2.cap ? "the memory cap" : "the device's memory") +
           "; the job would have stopped there.";
   }
   for (size_t i = 0; i < d.recorded_ooms.size(); ++i) {
@@ -154,12 +159,13 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
     if (r.stopped_at >= 0 && r.stopped_at < e) break;
     bool first = oom.empty();
     if (!first) oom += ' ';
-    oom += std::string(first ? "the" : "The") + " recorded OOM at trace entry " + std::to_string(e) + " (" +
-           sz(d.recorded_oom_sizes[i]) + ") " +
+    oom += std::string(first ? "the" : "The") + " recorded OOM at trace entry " +
+           std::to_string(e) + " (" + sz(d.recorded_oom_sizes[i]) + ") " +
            (avoids(o, e)         ? "is avoided: the request fits."
             : avoids(o, e, true) ? "is avoided only if the cap was near the top of what the "
-                                   "recording allows (" + sz(o.alt.device.limit_high + 1) +
-                                       "); with " + sz(o.alt.device.limit) + " it still happens."
+                                   "recording allows (" +
+                                       sz(o.alt.device.limit_high + 1) + "); with " +
+                                       sz(o.alt.device.limit) + " it still happens."
                                  : "still happens.");
   }
   if (oom.empty()) oom = "none";
@@ -168,9 +174,11 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
     const simulate::Result& h = *o.at_cap_high;
     std::string low = oom_cell(d, r), high = oom_cell(d, h);
     if (low != high || h.peak.reserved != r.peak.reserved)
-      out += hang("    cap " + sz(o.alt.device.limit_high + 1) + std::string(12 - std::min<size_t>(12, sz(o.alt.device.limit_high + 1).size()), ' '),
-                  "with the highest cap the recording allows: peak reserved " +
-                      sz(h.peak.reserved) + ", OOM: " + high);
+      out += hang(
+          "    cap " + sz(o.alt.device.limit_high + 1) +
+              std::string(12 - std::min<size_t>(12, sz(o.alt.device.limit_high + 1).size()), ' '),
+          "with the highest cap the recording allows: peak reserved " + sz(h.peak.reserved) +
+              ", OOM: " + high);
   }
   if (!o.alt.note.empty()) out += "    note            " + o.alt.note + '\n';
   return out;
@@ -243,8 +251,9 @@ void json_outcome(std::string& out, const DeviceReport& d, const Outcome& o) {
   for (size_t i = 0; i < r.ooms.size(); ++i) {
     const simulate::Oom& o2 = r.ooms[i];
     out += std::string(i ? "," : "") + "{\"event\":" + num(o2.event) +
-           ",\"requested\":" + num(o2.requested) + ",\"recorded\":" + (o2.recorded ? "true" : "false") +
-           ",\"cause\":\"" + (o2.cap ? "limit" : "device") + "\",\"reserved\":" + num(o2.reserved) +
+           ",\"requested\":" + num(o2.requested) +
+           ",\"recorded\":" + (o2.recorded ? "true" : "false") + ",\"cause\":\"" +
+           (o2.cap ? "limit" : "device") + "\",\"reserved\":" + num(o2.reserved) +
            ",\"allocated\":" + num(o2.allocated) + ",\"cached_free\":" + num(o2.free.bytes) + "}";
   }
   out += "],\"recorded_ooms_avoided\":";
@@ -292,7 +301,8 @@ std::string text(const Report& r) {
 }
 
 std::string json(const Report& r) {
-  std::string out = "{\"event_numbering\":\"trace entry index within the device's trace\",\"devices\":[";
+  std::string out =
+      "{\"event_numbering\":\"trace entry index within the device's trace\",\"devices\":[";
   for (size_t i = 0; i < r.devices.size(); ++i) {
     const DeviceReport& d = r.devices[i];
     const SelfCheck& c = d.check;
@@ -300,23 +310,28 @@ std::string json(const Report& r) {
     out += "{\"device\":" + num(d.device) + ",\"entries\":" + num(static_cast<int64_t>(d.entries)) +
            ",\"recorded_settings\":";
     json_str(out, d.recorded_conf);
-    out += ",\"memory\":{\"total\":" + num(d.memory.total) + ",\"capacity\":" + num(d.memory.capacity) +
-           ",\"limit\":" + num(d.memory.limit) + ",\"limit_inferred\":" +
-           (d.memory.limit_inferred ? "true" : "false") +
+    out += ",\"memory\":{\"total\":" + num(d.memory.total) +
+           ",\"capacity\":" + num(d.memory.capacity) + ",\"limit\":" + num(d.memory.limit) +
+           ",\"limit_inferred\":" + (d.memory.limit_inferred ? "true" : "false") +
            ",\"limit_at_most\":" + num(d.memory.limit_inferred ? d.memory.limit_high : -1) + "}";
     out += ",\"recorded_ooms\":";
     json_entries(out, d.recorded_ooms);
     out += ",\"self_check\":{\"ok\":" + std::string(c.ok() ? "true" : "false") + ",\"incomplete\":";
     json_str(out, c.incomplete);
     out += ",\"segment_events\":" + num(static_cast<int64_t>(c.events)) +
-           ",\"matching_events\":" + num(static_cast<int64_t>(c.matching)) + ",\"first_difference\":";
+           ",\"matching_events\":" + num(static_cast<int64_t>(c.matching)) +
+           ",\"first_difference\":";
     if (c.differs) {
       out += "{\"index\":" + num(static_cast<int64_t>(c.matching)) + ",\"recorded\":";
-      if (c.recorded_missing) out += "null";
-      else json_event(out, c.recorded);
+      if (c.recorded_missing)
+        out += "null";
+      else
+        json_event(out, c.recorded);
       out += ",\"simulated\":";
-      if (c.simulated_missing) out += "null";
-      else json_event(out, c.simulated);
+      if (c.simulated_missing)
+        out += "null";
+      else
+        json_event(out, c.simulated);
       out += '}';
     } else {
       out += "null";
@@ -350,8 +365,8 @@ std::string oom_sentence(const DeviceReport& d, int32_t entry) {
         "): the snapshot does not record the cap (memsight whatif --memory-fraction F answers for "
         "the exact one).";
   else if (best)
-    s = "Simulated on this history: with " + best->alt.label + " this request fits: peak reserved " +
-        sz(best->result.peak.reserved) +
+    s = "Simulated on this history: with " + best->alt.label +
+        " this request fits: peak reserved " + sz(best->result.peak.reserved) +
         (best->result.peak.reserved == d.check.peak_recorded
              ? std::string(", as recorded")
              : " instead of " + sz(d.check.peak_recorded)) +
@@ -387,16 +402,17 @@ void cite_simulation(const Snapshot& snap, size_t device, std::vector<OomReport>
                     " may save it: simulated on this history, the request fits with a cap near " +
                     sz(d.memory.limit_high + 1) + " but not with " + sz(d.memory.limit) +
                     " (the snapshot does not record the cap)"
-        : best ? (best->alt.label == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
-                                              : "set PYTORCH_CUDA_ALLOC_CONF=" + best->alt.label) +
-                   " (simulated on this history: the request fits, and reserved memory peaks at " +
-                   sz(best->result.peak.reserved) +
-                   (best->result.peak.reserved == d.check.peak_recorded
-                        ? std::string(" as recorded)")
-                        : " instead of " + sz(d.check.peak_recorded) + ")")
-             : "no allocator setting alone saves it: simulated on this history, none of "
-               "expandable_segments, max_split_size_mb, garbage_collection_threshold or "
-               "roundup_power2_divisions lets this request fit (memsight whatif shows each)";
+        : best
+            ? (best->alt.label == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
+                                             : "set PYTORCH_CUDA_ALLOC_CONF=" + best->alt.label) +
+                  " (simulated on this history: the request fits, and reserved memory peaks at " +
+                  sz(best->result.peak.reserved) +
+                  (best->result.peak.reserved == d.check.peak_recorded
+                       ? std::string(" as recorded)")
+                       : " instead of " + sz(d.check.peak_recorded) + ")")
+            : "no allocator setting alone saves it: simulated on this history, none of "
+              "expandable_segments, max_split_size_mb, garbage_collection_threshold or "
+              "roundup_power2_divisions lets this request fit (memsight whatif shows each)";
     o.remedies.insert(o.remedies.begin(), remedy);
   }
 }

@@ -11,7 +11,8 @@ int cmd_whatif(const std::vector<std::string>& argv) {
   for (size_t i = 0; i < argv.size(); ++i) {
     std::string value;
     if (argv[i] == "--set") {
-      if (i + 1 >= argv.size()) throw Error("option --set needs a value such as expandable_segments:True");
+      if (i + 1 >= argv.size())
+        throw Error("option --set needs a value such as expandable_segments:True");
       value = argv[++i];
     } else if (argv[i].rfind("--set=", 0) == 0) {
       value = argv[i].substr(6);
@@ -32,7 +33,8 @@ int cmd_whatif(const std::vector<std::string>& argv) {
   whatif::Options opts;
   opts.set = set;
   if (a.has("--device-memory"))
-    opts.device_memory = static_cast<int64_t>(parse_size("--device-memory", a.get("--device-memory")));
+    opts.device_memory =
+        static_cast<int64_t>(parse_size("--device-memory", a.get("--device-memory")));
   if (a.has("--memory-fraction")) {
     alloc::Settings probe;
     probe.apply("per_process_memory_fraction:" + a.get("--memory-fraction"));

@@ -38,8 +38,8 @@ TEST(AllocRules, SegmentSizesAndSplits) {
   c.apply("max_split_size_mb:64");
   EXPECT_FALSE(should_split(c, false, 200 * MiB, 64 * MiB));  // oversize: never split
   EXPECT_TRUE(should_split(c, false, 200 * MiB, 63 * MiB));
-  EXPECT_FALSE(may_serve(c, 10 * MiB, 64 * MiB));   // no oversize block for a small request
-  EXPECT_TRUE(may_serve(c, 64 * MiB, 83 * MiB));    // within max_non_split_rounding (20 MiB)
+  EXPECT_FALSE(may_serve(c, 10 * MiB, 64 * MiB));  // no oversize block for a small request
+  EXPECT_TRUE(may_serve(c, 64 * MiB, 83 * MiB));   // within max_non_split_rounding (20 MiB)
   EXPECT_FALSE(may_serve(c, 64 * MiB, 84 * MiB));
   c.apply("expandable_segments:True");
   EXPECT_TRUE(should_split(c, false, 20 * MiB, 20 * MiB - 512));
@@ -63,10 +63,10 @@ TEST(AllocRules, ParsesTorchsConfigurationStrings) {
   Settings d;
   d.apply(c.conf());
   EXPECT_TRUE(d == c);
-  for (const char* bad : {"max_split_size_mb:10", "expandable_segments:yes", "nonsense:1",
-                          "garbage_collection_threshold:1.5", "roundup_power2_divisions:3",
-                          "max_split_size_mb", "backend:cudaMallocAsync",
-                          "per_process_memory_fraction:0"})
+  for (const char* bad :
+       {"max_split_size_mb:10", "expandable_segments:yes", "nonsense:1",
+        "garbage_collection_threshold:1.5", "roundup_power2_divisions:3", "max_split_size_mb",
+        "backend:cudaMallocAsync", "per_process_memory_fraction:0"})
     EXPECT_THROW(Settings().apply(bad), Error) << bad;
 }
 

@@ -28,8 +28,9 @@ TEST(FreeSet, AgreesWithAnOrderedSet) {
     FreeSet f;
     std::set<Key> ref;
     auto random_key = [&] {
-      return std::make_pair(FreeSet::hi_of(static_cast<uint32_t>(rng() % 3), 512 * (1 + rng() % sizes)),
-                            uint64_t{4096} * (rng() % static_cast<uint64_t>(keys)));
+      return std::make_pair(
+          FreeSet::hi_of(static_cast<uint32_t>(rng() % 3), 512 * (1 + rng() % sizes)),
+          uint64_t{4096} * (rng() % static_cast<uint64_t>(keys)));
     };
     for (int step = 0; step < 20000; ++step) {
       auto [hi, lo] = random_key();
@@ -46,7 +47,8 @@ TEST(FreeSet, AgreesWithAnOrderedSet) {
         auto victim = std::next(ref.begin(), static_cast<long>(rng() % ref.size()));
         auto [nhi, nlo] = random_key();
         auto clash = ref.lower_bound({nhi, nlo, 0});
-        if (clash != ref.end() && std::get<0>(*clash) == nhi && std::get<1>(*clash) == nlo) continue;
+        if (clash != ref.end() && std::get<0>(*clash) == nhi && std::get<1>(*clash) == nlo)
+          continue;
         f.rekey(std::get<0>(*victim), std::get<1>(*victim), nhi, nlo, step);
         ref.erase(victim);
         ref.insert({nhi, nlo, step});

@@ -44,7 +44,8 @@ std::string self_check(const Snapshot& snap, size_t d) {
 
 TEST(Simulate, ReproducesEveryRecording) {
   int checked = 0;
-  for (const auto& dir : {fs::path(MEMSIGHT_TEST_DATA), fs::path(MEMSIGHT_TEST_DATA) / "counters"}) {
+  for (const auto& dir :
+       {fs::path(MEMSIGHT_TEST_DATA), fs::path(MEMSIGHT_TEST_DATA) / "counters"}) {
     for (const auto& e : fs::directory_iterator(dir)) {
       if (e.path().extension() != ".pickle") continue;
       std::string name = e.path().stem().string();
