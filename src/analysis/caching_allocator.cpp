@@ -90,13 +90,18 @@ uint32_t CachingAllocator::space_block_at(int64_t addr) const {
   return kNone;
 }
 
-uint32_t CachingAllocator::add_segment(int64_t addr, int64_t size, uint16_t pool, uint16_t stream) {
+uint32_t CachingAllocator::new_block(int64_t addr, int64_t size, uint16_t pool, uint16_t stream) {
   uint32_t b = new_block();
   Block& x = blocks[b];
   x.addr = addr;
   x.size = size;
   x.pool = pool;
   x.stream = stream;
+  return b;
+}
+
+uint32_t CachingAllocator::add_segment(int64_t addr, int64_t size, uint16_t pool, uint16_t stream) {
+  uint32_t b = new_block(addr, size, pool, stream);
   set_start(b);
   put_free(b);
   now.reserved += size;
@@ -111,12 +116,8 @@ void CachingAllocator::release_segment(uint32_t b) {
 }
 
 uint16_t CachingAllocator::add_space(int64_t base, int64_t size, uint16_t pool, uint16_t stream) {
-  uint32_t b = new_block();
+  uint32_t b = new_block(base, size, pool, stream);
   Block& x = blocks[b];
-  x.addr = base;
-  x.size = size;
-  x.pool = pool;
-  x.stream = stream;
   x.mapped = false;
   spaces.push_back({base, size, pool, stream, b});
   x.va = static_cast<uint16_t>(spaces.size());
@@ -300,11 +301,8 @@ uint32_t CachingAllocator::split_free(uint32_t b, int64_t addr) {
 
 uint32_t CachingAllocator::add_detached(int64_t addr, int64_t size, int64_t requested,
                                         uint16_t stream) {
-  uint32_t b = new_block();
+  uint32_t b = new_block(addr, size, 0, stream);
   Block& x = blocks[b];
-  x.addr = addr;
-  x.size = size;
-  x.stream = stream;
   x.detached = true;
   x.allocated = true;
   x.requested = requested;

@@ -140,6 +140,7 @@ class CachingAllocator {
 
  private:
   uint32_t new_block();
+  uint32_t new_block(int64_t addr, int64_t size, uint16_t pool, uint16_t stream);
   void delete_block(uint32_t b);
   bool mergeable_into(uint32_t dst, uint32_t src) const;
   // Merges src into dst; `index`: also takes src out of its pool's index.
