@@ -26,6 +26,14 @@ std::string change(int64_t now, int64_t was) {
   return buf;
 }
 
+// The reserved peak the alternatives compare with: the simulation under the
+// recorded settings (torch's own when the self-check passes).
+int64_t baseline(const DeviceReport& d) {
+  for (const Outcome& o : d.outcomes)
+    if (o.alt.recorded) return o.result.peak.reserved;
+  return d.check.peak_simulated;
+}
+
 std::string event(const simulate::SegmentEvent& e) {
   return "a " + sz(e.size) + " " + std::string(action_name(e.action)) + " for trace entry " +
          std::to_string(e.owner);
@@ -132,9 +140,9 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
   std::string out = "  with " + o.alt.label + " (over the recorded settings):\n";
   char line[256];
   std::snprintf(
-      line, sizeof line, "    peak reserved   %s, after trace entry %d (recorded %s, %s)\n",
-      sz(r.peak.reserved).c_str(), r.peak_reserved_event, sz(d.check.peak_recorded).c_str(),
-      change(r.peak.reserved, d.check.peak_recorded).c_str());
+      line, sizeof line, "    peak reserved   %s, after trace entry %d (recorded settings %s, %s)\n",
+      sz(r.peak.reserved).c_str(), r.peak_reserved_event, sz(baseline(d)).c_str(),
+      change(r.peak.reserved, baseline(d)).c_str());
   out += line;
   out += "    peak allocated  " + sz(r.peak.allocated) + '\n';
   out += "    at the peak     " + sz(r.unused_at_peak) + " reserved but not allocated (" +
@@ -205,7 +213,7 @@ std::string table_text(const DeviceReport& d) {
     }
     std::snprintf(line, sizeof line, "  %-34s %13s %11s %17s   %s\n", label.c_str(),
                   sz(r.peak.reserved).c_str(),
-                  o.alt.recorded ? "-" : change(r.peak.reserved, d.check.peak_recorded).c_str(),
+                  o.alt.recorded ? "-" : change(r.peak.reserved, baseline(d)).c_str(),
                   unused.c_str(), oom_cell(d, o).c_str());
     out += line;
   }
@@ -367,9 +375,9 @@ std::string oom_sentence(const DeviceReport& d, int32_t entry) {
   else if (best)
     s = "Simulated on this history: with " + best->alt.label +
         " this request fits: peak reserved " + sz(best->result.peak.reserved) +
-        (best->result.peak.reserved == d.check.peak_recorded
+        (best->result.peak.reserved == baseline(d)
              ? std::string(", as recorded")
-             : " instead of " + sz(d.check.peak_recorded)) +
+             : " instead of " + sz(baseline(d))) +
         ".";
   else
     s = "Simulated on this history: none of the standard allocator settings (expandable_segments, "
@@ -407,9 +415,9 @@ void cite_simulation(const Snapshot& snap, size_t device, std::vector<OomReport>
                                              : "set PYTORCH_CUDA_ALLOC_CONF=" + best->alt.label) +
                   " (simulated on this history: the request fits, and reserved memory peaks at " +
                   sz(best->result.peak.reserved) +
-                  (best->result.peak.reserved == d.check.peak_recorded
+                  (best->result.peak.reserved == baseline(d)
                        ? std::string(" as recorded)")
-                       : " instead of " + sz(d.check.peak_recorded) + ")")
+                       : " instead of " + sz(baseline(d)) + ")")
             : "no allocator setting alone saves it: simulated on this history, none of "
               "expandable_segments, max_split_size_mb, garbage_collection_threshold or "
               "roundup_power2_divisions lets this request fit (memsight whatif shows each)";
