@@ -54,13 +54,14 @@ def varlen():
                              "up": torch.nn.Linear(d, 4 * d), "down": torch.nn.Linear(4 * d, d),
                              "norm": torch.nn.LayerNorm(d)}) for _ in range(4)).cuda()
     opt = torch.optim.AdamW(layers.parameters(), lr=1e-4)
+    batch = 8
     for seq in (96, 384, 160, 448, 224, 512, 288, 128, 352):
-        x = torch.randn(16, seq, d, device="cuda")
+        x = torch.randn(batch, seq, d, device="cuda")
         for blk in layers:
             h = blk["norm"](x)
-            q, k, v = blk["qkv"](h).view(16, seq, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            q, k, v = blk["qkv"](h).view(batch, seq, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
             att = torch.softmax(q @ k.transpose(-1, -2) / (d // heads) ** 0.5, dim=-1)
-            x = x + blk["out"]((att @ v).transpose(1, 2).reshape(16, seq, d))
+            x = x + blk["out"]((att @ v).transpose(1, 2).reshape(batch, seq, d))
             x = x + blk["down"](torch.nn.functional.gelu(blk["up"](blk["norm"](x))))
         x.square().mean().backward()
         opt.step()
