@@ -48,6 +48,9 @@ struct OomReport {
   std::string explanation;          // plain-language diagnosis with the facts
   std::vector<std::string> remedies;
   CategoryView categories;  // what kind of memory was allocated then
+  // The allocator simulated on this history under other settings: whether
+  // and with which this request fits (memsight whatif); "" when not run.
+  std::string simulated;
 };
 
 struct DeviceSummary {

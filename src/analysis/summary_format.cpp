@@ -149,6 +149,8 @@ void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummar
     append_json_string(out, o.explanation);
     out += ",\"remedies\":";
     json_strings(out, o.remedies);
+    out += ",\"simulated\":";
+    append_json_string(out, o.simulated);
     out += ",\"site\":";
     append_json_string(out, o.site);
     out += ",\"frames\":";
