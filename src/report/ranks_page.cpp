@@ -11,9 +11,11 @@
 
 #include "memsight/error.h"
 #include "memsight/html.h"
+#include "memsight/input_limits.h"
 #include "memsight/ranks.h"
 #include "memsight/reader.h"
 #include "report/bundle.h"
+#include "report/page_json.h"
 #include "util/escape.h"
 #include "util/parallel.h"
 
@@ -64,7 +66,8 @@ std::string ranks_html(const RanksReport& r, const RanksPageOptions& opts) {
     if (i) data += ',';
     append_json_string(data, i < opts.pages.size() ? opts.pages[i] : "");
   }
-  std::string report = ranks_json(r);
+  // Names cut as on the snapshot page: no 100 MB frame name in every rank's row.
+  std::string report = report::cut_json_strings(ranks_json(r), kNameLimit);
   while (!report.empty() && report.back() == '\n') report.pop_back();
   data += "],\"report\":" + report + "}";
   return render_json_page("ranks_page.html", "ranks_bundle.txt", title, data);

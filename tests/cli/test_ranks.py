@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import pickle
+import re
 import sys
 
 import pytest
@@ -218,3 +219,21 @@ def test_bad_input_is_one_line_and_status_2(run, tmp_path, args, message):
     assert r.returncode == 2 and err.count("\n") == 1, err
     assert err.startswith(message), err
     assert not (tmp_path / "x.svg").exists()
+
+
+def test_the_page_cuts_long_frame_names(run, tmp_path):
+    from test_input_limits import alloc, segment, snapshot
+
+    name = "fn_" + "x" * (1 << 20)
+    frames = [{"name": name, "filename": "train.py", "line": 3}]
+    (tmp_path / "job").mkdir()
+    for rank in range(2):
+        snap = snapshot([[alloc(1 << 40, 2 << 20, 1, name=name)]], [segment(2 << 20, frames)])
+        (tmp_path / "job" / f"s_rank{rank}.pickle").write_bytes(pickle.dumps(snap, protocol=4))
+    page = tmp_path / "r.html"
+    assert run("ranks", tmp_path / "job", "-o", page, "--pages", "none").returncode == 0
+    html = page.read_text()
+    assert "x" * 20000 not in html and len(html) < 1_000_000
+    assert re.search(r"\[cut at 16384 of \d+ bytes\]", html)
+    # the JSON report, like summary --json, keeps every name whole
+    assert name in json.dumps(ranks_json(run, tmp_path / "job"))

@@ -154,6 +154,39 @@ def test_ranks_that_run_out_of_memory_together_make_one_round(tmp_path, snapshot
     assert late.seq == 2
 
 
+class SlowRequestStore:
+    """A store over which a round's request arrives a moment after its number."""
+
+    def __init__(self, store, delay):
+        self.store, self.delay = store, delay
+
+    def set(self, key, value):
+        if key.endswith("/request"):
+            time.sleep(self.delay)
+        return self.store.set(key, value)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_a_rank_that_asks_while_a_round_is_being_numbered_joins_it(tmp_path, snapshots):
+    store = HashStore()
+    first = make_rank(SlowRequestStore(store, 0.5), 0, tmp_path, snapshots)
+    second = make_rank(store, 1, tmp_path, snapshots)
+    rounds = {}
+    t = threading.Thread(target=lambda: rounds.setdefault(0, first.announce("oom", "rank 0 OOM", join_within=30)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while store.add(rank_dumps.PREFIX + "seq", 0) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # round 1 is numbered and its request not yet written
+    rounds[1] = second.announce("oom", "rank 1 OOM", join_within=30)
+    t.join()
+    assert rounds[0].seq == rounds[1].seq == 1
+    assert rounds[1].origin_rank == 0 and rounds[1].reason == "rank 0 OOM"
+    assert store.add(rank_dumps.PREFIX + "seq", 0) == 1
+
+
 def test_the_step_boundary_check_is_rate_limited_and_answers(tmp_path, snapshots):
     store = HashStore()
     calls = []

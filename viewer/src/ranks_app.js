@@ -4,7 +4,7 @@
 // selected rank's details with the link to its own full page.
 
 import { formatSize } from './format.js';
-import { h, segmented } from './ui.js';
+import { fill, h, longText, segmented } from './ui.js';
 import { CATEGORIES, moduleLabel } from './categories.js';
 import { MODES, RankChart, chartModel } from './ranks_chart.js';
 
@@ -122,7 +122,7 @@ function kindsTable(r, rep) {
 function listTable(title, rows) {
   if (!rows.length) return null;
   return h('div', null, h('h3', null, title), h('table', null, h('tbody', null,
-    rows.map(([name, v]) => h('tr', null, h('td', { class: 'num' }, bytes(v)), h('td', { class: 'mono' }, name))))));
+    rows.map(([name, v]) => h('tr', null, h('td', { class: 'num' }, bytes(v)), h('td', { class: 'mono' }, longText(name)))))));
 }
 
 function originText(o) {
@@ -159,7 +159,7 @@ export function rankDetails(rep, i, link) {
   if (!r.exact) nums.push(['peaks', `lower bounds: ${r.exactness}`]);
   const origin = originText(r.origin);
   return h('section', { class: 'details' },
-    h('h2', null, `Rank ${r.rank}`, ...badges),
+    h('h2', null, `Rank ${r.rank}`, badges),
     h('p', { class: 'sub mono' }, r.path, origin ? ` — ${origin}` : ''),
     open,
     out ? h('ul', null, out.deltas.map((d) => h('li', null, deltaText(d)))) : null,
@@ -170,7 +170,7 @@ export function rankDetails(rep, i, link) {
       listTable('made in each module (not its submodules), at the peak', r.modules.slice(0, 10).map((m) => [moduleLabel(m.name), m.bytes])),
       listTable('live at the peak, by allocation site', r.sites.slice(0, 10).map((s) => [`${s.site} (${s.count}x)`, s.bytes]))),
     r.ooms.map((o) => h('div', null, h('h3', null, `Out of memory at trace entry ${o.event}: ${o.verdict}`),
-      h('p', null, o.explanation), o.site ? h('p', { class: 'mono' }, `requested from: ${o.site}`) : null,
+      h('p', null, o.explanation), o.site ? h('p', { class: 'mono' }, 'requested from: ', longText(o.site)) : null,
       h('ul', null, o.remedies.map((t) => h('li', null, t))))));
 }
 
@@ -196,7 +196,7 @@ function rankTable(rep, select) {
     onclick: () => {
       up = sortBy === k ? !up : k === 0;
       sortBy = k;
-      fill();
+      sortRows();
     },
   }, name));
   const rows = rep.ranks.map((r, i) => h('tr', { class: 'rank-row', 'data-rank': r.rank, onclick: () => select(i) },
@@ -204,7 +204,7 @@ function rankTable(rep, select) {
       const v = get(r, rep);
       return h('td', { class: cls === 'num' ? 'num' : '' }, fmt ? fmt(v) : v);
     })));
-  function fill() {
+  function sortRows() {
     const get = COLUMNS[sortBy][2];
     const order = rep.ranks.map((r, i) => i);
     order.sort((a, b) => {
@@ -216,9 +216,9 @@ function rankTable(rep, select) {
       th.classList.toggle('sorted', k === sortBy);
       th.classList.toggle('up', k === sortBy && up);
     });
-    tbody.replaceChildren(...order.map((i) => rows[i]));
+    fill(tbody, order.map((i) => rows[i]));
   }
-  fill();
+  sortRows();
   const el = h('section', { class: 'table' }, h('h2', null, 'Every rank'),
     h('p', { class: 'sub' }, 'Click a heading to sort, a row for the rank\'s details.'),
     h('table', null, h('thead', null, h('tr', null, heads)), tbody));

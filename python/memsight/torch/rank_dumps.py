@@ -206,6 +206,18 @@ class RankDumps:
     def _set(self, key: str, value: dict[str, Any]) -> None:
         self.store.set(PREFIX + key, json.dumps(value))
 
+    def _request_of(self, n: int, wait: float) -> str | None:
+        """Round n's request; a rank that numbered the round and has not yet
+        written what it asks for is given up to `wait` seconds."""
+        raw = self._try_get(f"{n}/request")
+        if raw is None:
+            try:
+                self.store.wait([PREFIX + f"{n}/request"], timedelta(seconds=wait))
+            except Exception:  # the store's timeout: the asking rank died between its calls
+                return None
+            raw = self._try_get(f"{n}/request")
+        return raw
+
     # -- watching -----------------------------------------------------------------
     def start(self) -> RankDumps:
         """Starts answering: from now on, rounds other ranks ask for are dumped
@@ -271,10 +283,7 @@ class RankDumps:
             with _own_lock:
                 if (self.rank, n) in _own_rounds:
                     continue
-            raw = self._try_get(f"{n}/request")
-            if raw is None:  # the asking rank is between its two calls: give it a moment
-                self.store.wait([PREFIX + f"{n}/request"], timedelta(seconds=2))
-                raw = self._try_get(f"{n}/request")
+            raw = self._request_of(n, 2.0)
             req = json.loads(raw) if raw else {"tag": "dump", "origin_rank": -1}
             rnd = DumpRound(n, _safe_tag(req.get("tag", "dump")), str(req.get("reason", "")),
                             int(req.get("origin_rank", -1)), self.world_size)
@@ -373,7 +382,7 @@ class RankDumps:
         latest = claim = None
         if join_within > 0:
             latest = self._add("seq", 0)
-            raw = self._try_get(f"{latest}/request") if latest else None
+            raw = self._request_of(latest, 5.0) if latest else None
             req = json.loads(raw) if raw else None
             if req and req.get("tag") == request["tag"] and request["time"] - req.get("time", 0) < join_within:
                 return latest, req
