@@ -145,7 +145,8 @@ int64_t Config::round_size(int64_t size) const {
   return (size + kMinBlock - 1) / kMinBlock * kMinBlock;
 }
 
-Result run(const Snapshot& snap, size_t device, const Config& cfg) {
+Result run(const Snapshot& snap, size_t device, const Config& cfg,
+           std::span<const int64_t> moments) {
   Result res;
   const TraceTable& t = snap.trace;
   uint32_t begin = 0, end = 0;
@@ -248,6 +249,46 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
         std::lower_bound(rg->blocks.begin(), rg->blocks.end(), std::make_pair(addr, INT64_MIN));
     if (it != rg->blocks.end() && it->first == addr) rg->blocks.erase(it);
   };
+  // The counters and the free space inside the segments now.
+  auto state_at = [&](int64_t ev, const Counters& c) {
+    OomState o;
+    o.event = ev;
+    o.at = c;
+    o.at.reserved = segs.total;
+    for (const auto& entry : segs.ranges) {
+      const Range& rg = entry.second;
+      int64_t pos = rg.start;
+      auto gap = [&](int64_t until) {
+        int64_t g = until - pos;
+        if (g <= 0) return;
+        o.free.bytes += g;
+        ++o.free.blocks;
+        (rg.small ? o.free.small_bytes : o.free.large_bytes) += g;
+        int64_t& largest = rg.small ? o.free.largest_small : o.free.largest_large;
+        largest = std::max(largest, g);
+      };
+      for (auto [addr, size] : rg.blocks) {
+        gap(addr);
+        pos = std::max(pos, addr + size);
+      }
+      gap(rg.end());
+      if (rg.blocks.empty() && !rg.expandable) o.free.releasable += rg.size;
+    }
+    return o;
+  };
+  // Moments asked for, by event; each is kept after its event is replayed.
+  std::vector<std::pair<int64_t, size_t>> wanted;
+  for (size_t i = 0; i < moments.size(); ++i)
+    if (moments[i] >= -1 && moments[i] < static_cast<int64_t>(end - begin))
+      wanted.emplace_back(moments[i], i);
+  std::sort(wanted.begin(), wanted.end());
+  std::vector<std::pair<size_t, OomState>> kept;
+  size_t next_wanted = 0;
+  auto keep_moments = [&](int64_t ev) {
+    for (; next_wanted < wanted.size() && wanted[next_wanted].first == ev; ++next_wanted)
+      kept.emplace_back(wanted[next_wanted].second, state_at(ev, cur));
+  };
+  keep_moments(-1);
   for (uint32_t r = begin; r < end; ++r) {
     auto ev = static_cast<int32_t>(r - begin);
     int64_t a = t.addr[r], sz = t.size[r];
@@ -327,33 +368,9 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
       case Action::SegmentUnmap:
         segs.remove(a, sz);
         break;
-      case Action::Oom: {
-        OomState o;
-        o.event = ev;
-        o.at = cur;
-        o.at.reserved = segs.total;
-        for (const auto& entry : segs.ranges) {
-          const Range& rg = entry.second;
-          int64_t pos = rg.start;
-          auto gap = [&](int64_t until) {
-            int64_t g = until - pos;
-            if (g <= 0) return;
-            o.free.bytes += g;
-            ++o.free.blocks;
-            (rg.small ? o.free.small_bytes : o.free.large_bytes) += g;
-            int64_t& largest = rg.small ? o.free.largest_small : o.free.largest_large;
-            largest = std::max(largest, g);
-          };
-          for (auto [addr, size] : rg.blocks) {
-            gap(addr);
-            pos = std::max(pos, addr + size);
-          }
-          gap(rg.end());
-          if (rg.blocks.empty() && !rg.expandable) o.free.releasable += rg.size;
-        }
-        res.ooms.push_back(o);
+      case Action::Oom:
+        res.ooms.push_back(state_at(ev, cur));
         break;
-      }
       default:
         break;
     }
@@ -371,8 +388,11 @@ Result run(const Snapshot& snap, size_t device, const Config& cfg) {
       res.peak_reserved_event = ev;
     }
     res.peak.requested = std::max(res.peak.requested, cur.requested);
+    keep_moments(ev);
   }
   res.end = cur;
+  std::sort(kept.begin(), kept.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  for (auto& [i, st] : kept) res.moments.push_back(std::move(st));
   for (const auto& [addr, fb] : final_live) {
     uint32_t* idx = live.find(addr);
     if (!idx || res.blocks[*idx].size != fb.size) ++res.size_mismatches;

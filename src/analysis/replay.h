@@ -9,6 +9,7 @@
 // See docs/summary.md ("torch's numbers").
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct FreeSpace {
   int64_t releasable = 0;  // bytes in segments with nothing live (empty_cache frees them)
 };
 
+// The allocator's state after one trace entry (-1: before the first).
 struct OomState {
   int64_t event = 0;
   Counters at;
@@ -62,6 +64,8 @@ struct Result {
   int64_t peak_allocated_event = -1, peak_active_event = -1, peak_reserved_event = -1;
   std::vector<Lifetime> blocks;  // every block of the trace, in alloc order (initial ones first)
   std::vector<OomState> ooms;
+  // The state after each event run() was asked for, in the order asked.
+  std::vector<OomState> moments;
   // Blocks whose size had to be estimated (freed in the trace, allocated
   // before it), and allocations whose free block was not where the replay
   // expected it (the starting state was incomplete).
@@ -71,6 +75,9 @@ struct Result {
   int64_t size_mismatches = 0;
 };
 
-Result run(const Snapshot& snap, size_t device, const Config& cfg);
+// `moments`: events (-1: before the first) whose state to keep in
+// Result::moments; events outside the trace are left out.
+Result run(const Snapshot& snap, size_t device, const Config& cfg,
+           std::span<const int64_t> moments = {});
 
 }  // namespace memsight::replay

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "analysis/classify.h"
+#include "analysis/report_text.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
@@ -41,25 +42,6 @@ void all_frames(std::string& out, const FrameClassifier& fc, StackId stack, cons
   }
 }
 
-void json_stack(std::string& out, const FrameClassifier& fc, StackId stack) {
-  const Snapshot& snap = fc.snapshot();
-  out += '[';
-  bool first = true;
-  for (FrameId id : snap.frames.stack(stack)) {
-    const Frame& f = snap.frames.frame(id);
-    if (!first) out += ',';
-    first = false;
-    out += "{\"name\":";
-    append_json_string(out, snap.str(f.name));
-    out += ",\"filename\":";
-    append_json_string(out, snap.str(f.filename));
-    out += ",\"line\":" + std::to_string(f.line) + ",\"kind\":\"";
-    out += frame_kind_name(fc.kind(id));
-    out += "\"}";
-  }
-  out += ']';
-}
-
 void json_strings(std::string& out, const std::vector<std::string>& v) {
   out += '[';
   for (size_t i = 0; i < v.size(); ++i) {
@@ -70,24 +52,6 @@ void json_strings(std::string& out, const std::vector<std::string>& v) {
 }
 
 std::string num(int64_t v) { return std::to_string(v); }
-
-// Words of `text` in lines of at most `width` columns, each line indented.
-std::string wrapped(std::string_view text, const std::string& indent, size_t width = 100) {
-  std::string out, line;
-  while (!text.empty()) {
-    size_t sp = text.find(' ');
-    std::string_view word = text.substr(0, sp);
-    text = sp == std::string_view::npos ? std::string_view() : text.substr(sp + 1);
-    if (!line.empty() && indent.size() + line.size() + 1 + word.size() > width) {
-      out += indent + line + '\n';
-      line.clear();
-    }
-    if (!line.empty()) line += ' ';
-    line += word;
-  }
-  if (!line.empty()) out += indent + line + '\n';
-  return out;
-}
 
 void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummary& d) {
   char frag[32];

@@ -1,0 +1,238 @@
+// measure_moments(): one replay and one classification of a device, then
+// the live blocks of each moment by site, kind and module; diff_moments():
+// the two measurements side by side. The sites' bytes add up to the
+// replay's allocated_bytes at each moment (blocks from before the recording
+// included), so the changes add up to the change in allocated memory.
+#include "memsight/diff.h"
+
+#include <algorithm>
+#include <map>
+
+#include "analysis/classify.h"
+#include "analysis/frames_fmt.h"
+#include "analysis/moment.h"
+#include "analysis/replay.h"
+#include "analysis/report_text.h"
+#include "memsight/error.h"
+
+namespace memsight {
+namespace {
+
+constexpr std::string_view kBeforeRecording = "<allocated before recording began>";
+
+bool live_at(const replay::Lifetime& l, int64_t event) {
+  return l.alloc_event <= event && l.free_requested > event;
+}
+
+// What the numbers of a moment rest on, in a sentence ("" when exact).
+std::string note_of(const replay::Result& rr) {
+  int64_t off = rr.unplaced_allocs + rr.size_mismatches;
+  std::string note;
+  if (rr.estimated_blocks)
+    note = std::to_string(rr.estimated_blocks) +
+           " blocks were freed in the trace but allocated before it (the history began late or "
+           "wrapped): their sizes are estimated";
+  if (off)
+    note += (note.empty() ? "" : "; ") + std::to_string(off) +
+            " block sizes could not be replayed exactly and are estimated from the request";
+  return note;
+}
+
+DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay::Result& rr,
+                   const BlockCategories& bc, const replay::OomState& st, uint32_t begin,
+                   StackFormatter& fmt) {
+  DiffMoment m;
+  const int64_t event = st.event;
+  m.event = event;
+  m.time_us = event >= 0 ? snap.trace.time_us[begin + event] : 0;
+  m.allocated = st.at.allocated;
+  m.active = st.at.active;
+  m.reserved = st.at.reserved;
+  m.requested = st.at.requested;
+  m.free_bytes = st.free.bytes;
+  m.free_blocks = st.free.blocks;
+  m.largest_free = std::max(st.free.largest_small, st.free.largest_large);
+  if (m.free_bytes > 0)
+    m.fragmentation =
+        1.0 - static_cast<double>(m.largest_free) / static_cast<double>(m.free_bytes);
+  std::map<std::string, SiteAmount> sites;
+  std::unordered_map<StackId, std::string> labels;
+  std::vector<int64_t> module_bytes(bc.modules.size() + 1, 0);
+  for (size_t i = 0; i < rr.blocks.size(); ++i) {
+    const replay::Lifetime& l = rr.blocks[i];
+    if (!live_at(l, event)) continue;
+    // A block from before the recording is named by the stack the snapshot
+    // gives it, if any (recorded with context="state" or "all").
+    const bool unnamed = l.alloc_event == replay::Lifetime::kBefore && l.stack == 0;
+    std::string label;
+    if (unnamed) {
+      label = kBeforeRecording;
+    } else {
+      auto it = labels.find(l.stack);
+      if (it == labels.end()) it = labels.emplace(l.stack, fc.site_label(l.stack)).first;
+      label = it->second;
+    }
+    SiteAmount& s = sites[label];
+    if (s.count == 0) {
+      s.site = label;
+      if (!unnamed) {
+        auto f = fc.site(l.stack);
+        s.kind = f ? fc.kind(*f) : FrameKind::Internal;
+        s.stack = fc.describe(l.stack);
+        json_stack(s.frames_json, fc, l.stack);
+      } else {
+        s.frames_json = "[]";
+      }
+    }
+    s.bytes += l.size;
+    ++s.count;
+    const BlockClass& c = bc.blocks[i];
+    auto k = static_cast<size_t>(c.category);
+    m.categories.bytes[k] += l.size;
+    m.categories.requested[k] += l.requested;
+    ++m.categories.count[k];
+    if (c.tagged) m.categories.tagged[k] += l.size;
+    module_bytes[c.module] += l.size;
+    m.folded[unnamed ? std::string(kBeforeRecording) : fmt.fragment(l.stack)] += l.size;
+  }
+  for (auto& [label, s] : sites) m.sites.push_back(std::move(s));
+  std::stable_sort(m.sites.begin(), m.sites.end(),
+                   [](const SiteAmount& a, const SiteAmount& b) { return a.bytes > b.bytes; });
+  for (size_t i = 1; i < module_bytes.size(); ++i)
+    if (module_bytes[i]) m.modules.emplace_back(bc.modules[i - 1], module_bytes[i]);
+  std::sort(m.modules.begin(), m.modules.end());
+  m.note = note_of(rr);
+  return m;
+}
+
+}  // namespace
+
+std::pair<size_t, std::vector<size_t>> default_device(const Snapshot& snap) {
+  const size_t n = devices_named(snap);
+  std::vector<uint8_t> used(n, 0);
+  for (size_t d = 0; d < snap.device_count(); ++d)
+    if (snap.device_rows(d).first != snap.device_rows(d).second) used[d] = 2;
+  for (const Segment& s : snap.segments)
+    if (s.device >= 0 && static_cast<size_t>(s.device) < n)
+      used[s.device] = std::max<uint8_t>(used[s.device], 1);
+  size_t best = 0;
+  for (uint8_t want : {2, 1}) {
+    auto it = std::find(used.begin(), used.end(), want);
+    if (it != used.end()) {
+      best = static_cast<size_t>(it - used.begin());
+      break;
+    }
+  }
+  std::vector<size_t> others;
+  for (size_t d = 0; d < n; ++d)
+    if (used[d] && d != best) others.push_back(d);
+  return {best, others};
+}
+
+std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string& file,
+                                        size_t device, const std::vector<std::string>& at,
+                                        const UserCode& user_code) {
+  const size_t ndev = devices_named(snap);
+  if (device >= ndev)
+    throw Error(file + ": the snapshot has no device " + std::to_string(device) + " (it lists " +
+                std::to_string(ndev) + ")");
+  const replay::Config cfg = replay::Config::from(snap);
+  // Moments named by the replay (the peak, an OOM) need one replay to find
+  // them and one to keep them; the others only the second.
+  const bool named = std::any_of(at.begin(), at.end(), [](const std::string& a) {
+    return a == "peak" || a.starts_with("oom");
+  });
+  replay::Result rr;
+  if (named) rr = replay::run(snap, device, cfg);
+  std::vector<int64_t> events;
+  for (const std::string& a : at) {
+    try {
+      events.push_back(moment_event(snap, device, rr, a));
+    } catch (const Error& e) {
+      throw Error(file + ": " + e.what());
+    }
+  }
+  // The counters and free space of each moment: the replay that keeps them.
+  rr = replay::run(snap, device, cfg, events);
+  const BlockCategories bc = classify_blocks(snap, device, rr, read_tags(snap));
+  FrameClassifier fc(snap, user_code);
+  StackFormatter fmt(snap);
+  const uint32_t begin = device < snap.device_count() ? snap.device_rows(device).first : 0;
+  std::vector<DiffMoment> out;
+  auto kinds = frame_label_kinds(snap, user_code);
+  for (size_t i = 0; i < at.size(); ++i) {
+    auto st = std::find_if(rr.moments.begin(), rr.moments.end(),
+                           [&](const replay::OomState& s) { return s.event == events[i]; });
+    if (st == rr.moments.end()) {  // an empty trace: its only moment is the start
+      replay::OomState start;
+      start.event = -1;
+      start.at = rr.start;
+      st = rr.moments.insert(rr.moments.end(), start);
+    }
+    DiffMoment m = measure(snap, fc, rr, bc, *st, begin, fmt);
+    m.file = file;
+    m.device = static_cast<int>(device);
+    m.at = at[i];
+    m.entries = device < snap.device_count()
+                    ? snap.device_rows(device).second - snap.device_rows(device).first
+                    : 0;
+    m.frame_kinds = kinds;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string_view SiteChange::status() const {
+  if (before_count == 0 && after_count > 0) return "appeared";
+  if (after_count == 0 && before_count > 0) return "vanished";
+  if (after > before) return "grew";
+  if (after < before) return "shrank";
+  return "same";
+}
+
+SnapshotDiff diff_moments(DiffMoment before, DiffMoment after) {
+  SnapshotDiff d;
+  std::map<std::string, SiteChange> sites;
+  for (const SiteAmount& s : before.sites) {
+    SiteChange& c = sites[s.site];
+    c.site = s.site;
+    c.kind = s.kind;
+    c.stack = s.stack;
+    c.frames_json = s.frames_json;
+    c.before = s.bytes;
+    c.before_count = s.count;
+  }
+  for (const SiteAmount& s : after.sites) {
+    SiteChange& c = sites[s.site];
+    c.site = s.site;
+    c.kind = s.kind;
+    c.stack = s.stack;
+    c.frames_json = s.frames_json;
+    c.after = s.bytes;
+    c.after_count = s.count;
+  }
+  for (auto& [name, c] : sites) d.sites.push_back(std::move(c));
+  std::stable_sort(d.sites.begin(), d.sites.end(), [](const SiteChange& a, const SiteChange& b) {
+    int64_t x = a.change() < 0 ? -a.change() : a.change();
+    int64_t y = b.change() < 0 ? -b.change() : b.change();
+    return x > y;
+  });
+  std::map<std::string, ModuleChange> modules;
+  for (auto& [name, bytes] : before.modules) modules[name] = {name, bytes, 0};
+  for (auto& [name, bytes] : after.modules) {
+    ModuleChange& m = modules[name];
+    m.name = name;
+    m.after = bytes;
+  }
+  for (auto& [name, m] : modules) d.modules.push_back(std::move(m));
+  std::stable_sort(d.modules.begin(), d.modules.end(),
+                   [](const ModuleChange& a, const ModuleChange& b) {
+                     int64_t x = a.after - a.before, y = b.after - b.before;
+                     return (x < 0 ? -x : x) > (y < 0 ? -y : y);
+                   });
+  d.before = std::move(before);
+  d.after = std::move(after);
+  return d;
+}
+
+}  // namespace memsight
