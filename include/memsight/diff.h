@@ -62,6 +62,11 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
                                         size_t device, const std::vector<std::string>& at,
                                         const UserCode& user_code = {});
 
+// Why two moments should not be compared, in a sentence ("" when they may
+// be): they are of different devices, or of different ranks by their files'
+// names (rank3_*.pickle).
+std::string mismatch(const DiffMoment& before, const DiffMoment& after);
+
 struct SiteChange {
   std::string site;
   FrameKind kind = FrameKind::Internal;

@@ -56,6 +56,7 @@ struct LeakSite {
   int64_t surviving_count = 0;
   Category category = Category::Unknown;  // of most of the surviving bytes
   std::string module;                     // of most of them ("" none; "(model)" the model)
+  std::string made_in;                    // their phase: "forward", "backward", ... ("" unknown)
   std::vector<Survivor> newest;           // the newest survivors, newest first (at most 5)
 };
 

@@ -6,7 +6,9 @@
 #include "memsight/diff.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
+#include <optional>
 
 #include "analysis/classify.h"
 #include "analysis/frames_fmt.h"
@@ -180,6 +182,39 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
     out.push_back(std::move(m));
   }
   return out;
+}
+
+namespace {
+
+// The rank a file's name gives ("rank3_snapshot.pickle", "run.rank-3.pickle" -> 3).
+std::optional<int64_t> rank_in_name(const std::string& path) {
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  for (char& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (size_t p = base.find("rank"); p != std::string::npos; p = base.find("rank", p + 1)) {
+    if (p > 0 && std::isalpha(static_cast<unsigned char>(base[p - 1]))) continue;
+    size_t i = p + 4;
+    if (i < base.size() && (base[i] == '_' || base[i] == '-')) ++i;
+    size_t j = i;
+    while (j < base.size() && j - i < 9 && std::isdigit(static_cast<unsigned char>(base[j]))) ++j;
+    if (j > i) return std::stoll(base.substr(i, j - i));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string mismatch(const DiffMoment& before, const DiffMoment& after) {
+  if (before.file != after.file) {
+    auto ra = rank_in_name(before.file), rb = rank_in_name(after.file);
+    if (ra && rb && *ra != *rb)
+      return before.file + " is rank " + std::to_string(*ra) + "'s and " + after.file + " rank " +
+             std::to_string(*rb) + "'s (by their names): snapshots of different ranks";
+  }
+  if (before.device != after.device)
+    return before.file + " is device " + std::to_string(before.device) + " and " + after.file +
+           (before.file == after.file ? " (AFTER)" : "") + " device " +
+           std::to_string(after.device) + ": moments of different GPUs";
+  return "";
 }
 
 std::string_view SiteChange::status() const {

@@ -69,13 +69,15 @@ int64_t rate_of(std::vector<int64_t> per_iteration, int64_t grown) {
   return *mid;
 }
 
-// Which category and module hold most of the survivors' bytes.
+// Which category, phase and module hold most of the survivors' bytes.
 void kind_of(LeakSite& s, const SiteAcc& acc, const replay::Result& rr,
              const BlockCategories& bc) {
-  std::unordered_map<uint64_t, int64_t> bytes;  // category << 32 | module
-  for (uint32_t b : acc.blocks)
-    bytes[static_cast<uint64_t>(bc.blocks[b].category) << 32 | bc.blocks[b].module] +=
-        rr.blocks[b].size;
+  std::unordered_map<uint64_t, int64_t> bytes;  // category << 40 | phase << 32 | module
+  for (uint32_t b : acc.blocks) {
+    const BlockClass& c = bc.blocks[b];
+    bytes[static_cast<uint64_t>(c.category) << 40 | static_cast<uint64_t>(c.phase) << 32 |
+          c.module] += rr.blocks[b].size;
+  }
   uint64_t best = 0;
   int64_t most = -1;
   for (auto [key, v] : bytes)
@@ -83,7 +85,8 @@ void kind_of(LeakSite& s, const SiteAcc& acc, const replay::Result& rr,
       best = key;
       most = v;
     }
-  s.category = static_cast<Category>(best >> 32);
+  s.category = static_cast<Category>(best >> 40);
+  s.made_in = phase_name(static_cast<Phase>((best >> 32) & 0xff));
   auto m = static_cast<uint32_t>(best);
   s.module = m == 0 ? "" : bc.modules[m - 1].empty() ? "(model)" : bc.modules[m - 1];
 }

@@ -47,9 +47,12 @@ std::string step_name(const Iterations& it, size_t i) {
              : "step " + num(it.numbers[i]);
 }
 
+// "unknown, made in the forward of layers.3"
 std::string kind_text(const LeakSite& s) {
   std::string k(category_name(s.category));
-  return s.module.empty() ? k : k + " in " + s.module;
+  if (s.made_in.empty()) return s.module.empty() ? k : k + " (" + s.module + ")";
+  std::string made = s.made_in.starts_with("outside") ? s.made_in : "in the " + s.made_in;
+  return k + ", made " + made + (s.module.empty() ? "" : " of " + s.module);
 }
 
 void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& r) {
@@ -148,6 +151,8 @@ void device_json(std::string& out, const FrameClassifier& fc, const LeakReport& 
     out += category_key(s.category);
     out += "\",\"module\":";
     append_json_string(out, s.module);
+    out += ",\"made_in\":";
+    append_json_string(out, s.made_in);
     out += ",\"stack\":";
     append_json_string(out, fc.describe(s.stack));
     out += ",\"frames\":";

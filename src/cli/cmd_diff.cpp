@@ -1,5 +1,4 @@
 // memsight diff: what changed between two snapshots, or two moments of one.
-#include <cctype>
 #include <cstdio>
 #include <optional>
 
@@ -13,21 +12,6 @@ namespace {
 constexpr const char* kUsage =
     "memsight diff BEFORE [AFTER] [--at MOMENT | --at-step N]... [--device D[,D]] "
     "[--allow-mismatch] [--json] [-o FILE]";
-
-// The rank a file's name gives ("rank3_snapshot.pickle" -> 3), if any.
-std::optional<long> rank_in_name(const std::string& path) {
-  std::string base = path.substr(path.find_last_of('/') + 1);
-  for (char& c : base) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (size_t p = base.find("rank"); p != std::string::npos; p = base.find("rank", p + 1)) {
-    size_t i = p + 4;
-    if (i < base.size() && (base[i] == '_' || base[i] == '-')) ++i;
-    size_t j = i;
-    while (j < base.size() && std::isdigit(static_cast<unsigned char>(base[j]))) ++j;
-    bool word_start = p == 0 || !std::isalpha(static_cast<unsigned char>(base[p - 1]));
-    if (j > i && word_start) return std::stol(base.substr(i, j - i));
-  }
-  return std::nullopt;
-}
 
 // --device D or --device A,B.
 std::pair<long, long> parse_devices(const std::string& v) {
@@ -91,16 +75,6 @@ int cmd_diff(const std::vector<std::string>& argv) {
   const bool allow = a.has("--allow-mismatch");
   std::optional<std::pair<long, long>> devices;
   if (a.has("--device")) devices = parse_devices(a.get("--device"));
-  if (two_files && !allow) {
-    auto ra = rank_in_name(file_a), rb = rank_in_name(file_b);
-    if (ra && rb && *ra != *rb)
-      throw Error(file_a + " is rank " + std::to_string(*ra) + "'s and " + file_b + " rank " +
-                  std::to_string(*rb) + "'s (by their names): snapshots of different ranks; "
-                  "pass --allow-mismatch to compare them anyway");
-  }
-  if (devices && devices->first != devices->second && !allow)
-    throw Error("--device " + a.get("--device") +
-                " names different devices; pass --allow-mismatch to compare them");
   const UserCode user_code = UserCode::parse(a.get("--user-code"));
 
   // Each snapshot is read, measured and let go before the next is read.
@@ -120,14 +94,14 @@ int cmd_diff(const std::vector<std::string>& argv) {
   if (two_files) {
     Snapshot snap = load(file_b);
     size_t dev_b = device_of(snap, false);
-    if (dev_b != dev_a && !allow && !devices)
-      throw Error(file_a + " holds device " + std::to_string(dev_a) + " and " + file_b +
-                  " device " + std::to_string(dev_b) +
-                  ": snapshots of different GPUs; pass --allow-mismatch to compare them anyway, "
-                  "or --device N to compare device N of both");
     auto b = measure_moments(snap, file_b, dev_b, {at_after}, user_code);
     side.push_back(std::move(b[0]));
   }
+  if (std::string why = mismatch(side[0], side[1]); !why.empty() && !allow)
+    throw Error(why + "; pass --allow-mismatch to compare them anyway" +
+                (devices || side[0].device == side[1].device
+                     ? ""
+                     : ", or --device N to compare device N of both"));
   SnapshotDiff d = diff_moments(std::move(side[0]), std::move(side[1]));
   std::string text;
   if (format == "json")
