@@ -56,6 +56,14 @@ struct DiffMoment {
 // segments, else 0; and the others it uses.
 std::pair<size_t, std::vector<size_t>> default_device(const Snapshot& snap);
 
+// BEFORE's and AFTER's moments from those asked, in order: with one
+// snapshot, BEFORE at the first and AFTER at the second or the end; with
+// two, both at their ends, or one moment for both, or the first for BEFORE
+// and the second for AFTER. Throws Error for more than two, or none with one
+// snapshot.
+std::pair<std::string, std::string> diff_plan(bool two_snapshots,
+                                              const std::vector<std::string>& moments);
+
 // The moments `at` of `device` (docs/diff.md, "Moments"), from one replay.
 // Throws Error for a device or moment the snapshot does not have.
 std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string& file,

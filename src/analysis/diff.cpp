@@ -131,6 +131,16 @@ std::pair<size_t, std::vector<size_t>> default_device(const Snapshot& snap) {
   return {best, others};
 }
 
+std::pair<std::string, std::string> diff_plan(bool two_snapshots,
+                                              const std::vector<std::string>& moments) {
+  if (moments.size() > 2) throw Error("at most two moments, BEFORE's and AFTER's");
+  if (!two_snapshots && moments.empty())
+    throw Error("one snapshot needs a moment to compare with its end");
+  std::string before = moments.empty() ? "snapshot" : moments[0];
+  std::string after = moments.size() > 1 ? moments[1] : two_snapshots ? before : "snapshot";
+  return {before, after};
+}
+
 std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string& file,
                                         size_t device, const std::vector<std::string>& at,
                                         const UserCode& user_code) {

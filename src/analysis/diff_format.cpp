@@ -30,7 +30,9 @@ std::string moment_text(const DiffMoment& m) {
   if (m.at == "snapshot") return where + "at the snapshot (" + entry + ")";
   if (m.at == "peak") return where + "at the allocated peak (" + entry + ")";
   if (m.at.starts_with("oom")) return where + "at " + m.at + " (" + entry + ")";
-  if (m.at.starts_with("step:")) return where + "at the start of step " + m.at.substr(5) + " (" + entry + ")";
+  if (m.at.starts_with("step:"))
+    return where + "at the start of step " + m.at.substr(5) + " (before trace entry " +
+           num(m.event + 1) + " of " + num(m.entries) + ")";
   return where + entry;
 }
 

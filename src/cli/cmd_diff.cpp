@@ -57,14 +57,13 @@ int cmd_diff(const std::vector<std::string>& argv) {
   if (a.positional.empty() || a.positional.size() > 2)
     expect_positional(a, a.positional.empty() ? 1 : 2, kUsage);
   const bool two_files = a.positional.size() == 2;
-  if (moments.size() > 2) throw Error("at most two moments (--at/--at-step): BEFORE's and AFTER's");
-  if (!two_files && moments.empty())
-    throw Error("one snapshot needs a moment to compare with its end: --at MOMENT or --at-step N "
-                "(or give two snapshots)");
-  // One file: BEFORE at the first moment, AFTER at the second or the end.
-  // Two files: one moment is both files' moment.
-  std::string at_before = moments.empty() ? "snapshot" : moments[0];
-  std::string at_after = moments.size() > 1 ? moments[1] : two_files ? at_before : "snapshot";
+  std::pair<std::string, std::string> at;
+  try {
+    at = diff_plan(two_files, moments);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (--at MOMENT, --at-step N)");
+  }
+  const auto& [at_before, at_after] = at;
   const bool json = a.has("--json");
   const std::string out = a.get("--output", "-");
   const std::string format =
@@ -87,9 +86,10 @@ int cmd_diff(const std::vector<std::string>& argv) {
   {
     Snapshot snap = load(file_a);
     dev_a = device_of(snap, true);
-    std::vector<std::string> at = {at_before};
-    if (!two_files) at.push_back(at_after);
-    side = measure_moments(snap, file_a, dev_a, at, user_code);
+    side = measure_moments(snap, file_a, dev_a, {at_before}, user_code);
+    if (!two_files)  // AFTER: the same snapshot, the same device unless --device says
+      side.push_back(
+          measure_moments(snap, file_a, device_of(snap, false), {at_after}, user_code)[0]);
   }
   if (two_files) {
     Snapshot snap = load(file_b);

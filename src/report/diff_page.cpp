@@ -45,9 +45,12 @@ std::string moment_line(const char* side, const DiffMoment& m) {
                    : m.at == "peak"   ? "at the allocated peak"
                    : m.at.starts_with("step:") ? "at the start of step " + m.at.substr(5)
                                                : "at " + m.at;
-  std::string entry = m.event < 0 ? "before the first trace entry"
-                                  : "after trace entry " + std::to_string(m.event) + " of " +
-                                        std::to_string(m.entries);
+  std::string entry = m.at.starts_with("step:")
+                          ? "before trace entry " + std::to_string(m.event + 1) + " of " +
+                                std::to_string(m.entries)
+                      : m.event < 0 ? "before the first trace entry"
+                                    : "after trace entry " + std::to_string(m.event) + " of " +
+                                          std::to_string(m.entries);
   return std::string("<p><b>") + side + "</b> " + html_escape(m.file) + ", device " +
          std::to_string(m.device) + ", " + html_escape(at) + " (" + entry + ")" +
          (m.note.empty() ? "" : " <span class=\"note\">" + html_escape(m.note) + "</span>") +

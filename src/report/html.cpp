@@ -7,6 +7,7 @@
 #include <string>
 
 #include "memsight/error.h"
+#include "memsight/leaks.h"
 #include "memsight/summary.h"
 #include "report/bundle.h"
 #include "report/page_data.h"
@@ -27,14 +28,14 @@ using report::pyvalue_json;
 
 bool is_html_view(std::string_view v) {
   return v == "overview" || v == "timeline" || v == "segments-timeline" || v == "state" ||
-         v == "flamegraph";
+         v == "flamegraph" || v == "leaks";
 }
 
 std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   std::string view = opts.view.empty() ? "overview" : opts.view;
   if (!is_html_view(view))
     throw Error("unknown view '" + view +
-                "' (overview, timeline, segments-timeline, state, flamegraph)");
+                "' (overview, timeline, segments-timeline, state, flamegraph, leaks)");
   std::string title = opts.title.empty() ? "memsight" : opts.title;
 
   PhaseTimer phase;
@@ -96,6 +97,9 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          summarize(snap, {.user_code = opts.user_code, .empty_devices = false}),
                          /*every_device=*/false)
           : opts.summary_json;
+  // The leaks view shows `memsight leaks --json`.
+  std::string leaks = leaks_json(snap, find_leaks(snap, opts.user_code));
+  while (!leaks.empty() && leaks.back() == '\n') leaks.pop_back();
   std::string meta = JsonObject()
                          .str("title", title)
                          .str("view", view)
@@ -108,6 +112,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          .raw("streams", streams)
                          .raw("settings", settings)
                          .raw("summary", summary)
+                         .raw("leaks", leaks)
                          .num("entries", static_cast<double>(snap.trace.rows()))
                          .num("segments", static_cast<double>(snap.segments.size()))
                          .num("blocks", static_cast<double>(snap.blocks.size()))
