@@ -11,6 +11,12 @@ Recording::
         train_step()
         memsight.torch.dump("step.pickle.gz")
 
+Marking the steps of a loop (for ``memsight leaks`` and ``diff --at-step``)::
+
+    for batch in loader:
+        memsight.torch.mark_step()
+        train_step(batch)
+
 Training callbacks (plain loop, Lightning via ``memsight.torch.lightning``)::
 
     cbs = memsight.torch.Callbacks(OOMObserver(), MemorySnapshot(), MemoryMonitor())
@@ -54,6 +60,7 @@ from .memprofiler_config import (
 )
 from .memprofiler_mixin import MemProfilerMixin
 from .oom import OOMObserver
+from .phase_marks import mark_step
 from .profiler import ProfilerAction, TorchProfiler, TraceTime, cyclic_schedule
 from .recording import (
     RecordOptions,
@@ -108,6 +115,7 @@ __all__ = [
     "dist_info",
     "dump",
     "ensure_folder_is_empty",
+    "mark_step",
     "flush_uploads",
     "format_name_with_dist",
     "format_name_with_dist_and_time",

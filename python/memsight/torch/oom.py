@@ -35,6 +35,7 @@ from . import _native_dump
 from ._cuda import torch_module
 from ._dist import dist_info
 from ._files import FileCallback
+from .phase_marks import mark_step
 from .recording import Recording
 from .state import TrainState
 from .tags import add_tags
@@ -110,6 +111,17 @@ def _disarm(obs: OOMObserver) -> None:
         _armed[:] = [r for r in _armed if r() is not None and r() is not obs]
 
 
+def _leak_text(snapshot: Callable[[], Any]) -> str:
+    """What ``memsight leaks`` says, when the dumped history shows a leak."""
+    try:
+        leaks = snapshot().leaks()
+        if any(d.get("verdict") == "leak" for d in leaks["devices"]):
+            return "\nMemory grew from step to step before the OOM (memsight leaks):\n" + leaks.text
+    except Exception as e:
+        log.debug("memsight: no leak check in the OOM diagnosis: %s: %s", type(e).__name__, e)
+    return ""
+
+
 class OOMObserver(FileCallback):
     """Writes the snapshot, two pages, two flamegraphs and a diagnosis when a
     CUDA OOM is about to be raised. Composer's parameters and defaults.
@@ -181,6 +193,11 @@ class OOMObserver(FileCallback):
         self._recording.start()
         _arm(self)
         self.armed = True
+
+    def _on_batch_start(self, state: TrainState) -> None:
+        # Each batch is a step of the history, so the diagnosis can tell a leak.
+        if self.armed:
+            mark_step(state.batch)
 
     def _on_close(self) -> None:
         if self.armed:
@@ -269,7 +286,7 @@ class OOMObserver(FileCallback):
                 body = need().summary_text()
             except Exception as e:
                 body = f"(the engine's diagnosis is unavailable: {type(e).__name__}: {e})\n"
-            return header + "\n" + body
+            return header + "\n" + body + _leak_text(need)
 
         jobs: list[tuple[str, Callable[[], str], str]] = [
             (TRACE_PLOT, lambda: need().html("trace_plot"), "trace plot page"),
