@@ -80,7 +80,7 @@ export class LeaksView {
       h('td', { class: 'mono site' },
         h('details', null, h('summary', null, s.site), h('pre', { class: 'stack' }, page.formatStack(
           s.frames.map((f) => ({ ...f, baseKind: f.kind })))),
-        h('div', { class: 'newest' }, 'newest still live: ', s.newest.map((v, k) => [k ? ', ' : '',
+        h('div', { class: 'newest' }, 'newest still live: ', s.newest.flatMap((v, k) => [k ? ', ' : '',
           h('button', {
             type: 'button', class: 'link', title: 'show the allocator state after this allocation',
             onclick: () => this.app.showState(dev.index, dev.eventOfEntry(v.event)),
