@@ -97,9 +97,11 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          summarize(snap, {.user_code = opts.user_code, .empty_devices = false}),
                          /*every_device=*/false)
           : opts.summary_json;
+  phase("summary");
   // The leaks view shows `memsight leaks --json`.
   std::string leaks = leaks_json(snap, find_leaks(snap, opts.user_code));
   while (!leaks.empty() && leaks.back() == '\n') leaks.pop_back();
+  phase("leaks");
   std::string meta = JsonObject()
                          .str("title", title)
                          .str("view", view)
@@ -123,7 +125,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          .boolean("legacy", snap.legacy_segment_list)
                          .raw("topKeys", top_keys)
                          .done();
-  phase("summary");
+  phase("meta");
   std::string raw = packer.finish(meta);
   std::string payload = opts.compress ? report::deflate_base64(raw, 4) : report::base64(raw);
   phase("compress");
