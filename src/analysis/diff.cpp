@@ -21,6 +21,7 @@ namespace memsight {
 namespace {
 
 constexpr std::string_view kBeforeRecording = "<allocated before recording began>";
+constexpr StackId kUnnamed = UINT32_MAX;  // the label key of blocks from before with no stack
 
 bool live_at(const replay::Lifetime& l, int64_t event) {
   return l.alloc_event <= event && l.free_requested > event;
@@ -66,14 +67,11 @@ DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay
     // A block from before the recording is named by the stack the snapshot
     // gives it, if any (recorded with context="state" or "all").
     const bool unnamed = l.alloc_event == replay::Lifetime::kBefore && l.stack == 0;
-    std::string label;
-    if (unnamed) {
-      label = kBeforeRecording;
-    } else {
-      auto it = labels.find(l.stack);
-      if (it == labels.end()) it = labels.emplace(l.stack, fc.site_label(l.stack)).first;
-      label = it->second;
-    }
+    const StackId key = unnamed ? kUnnamed : l.stack;
+    auto it = labels.find(key);
+    if (it == labels.end())
+      it = labels.emplace(key, unnamed ? std::string(kBeforeRecording) : fc.site_label(key)).first;
+    const std::string& label = it->second;
     SiteAmount& s = sites[label];
     if (s.count == 0) {
       s.site = label;
@@ -88,15 +86,10 @@ DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay
     }
     s.bytes += l.size;
     ++s.count;
-    const BlockClass& c = bc.blocks[i];
-    auto k = static_cast<size_t>(c.category);
-    m.categories.bytes[k] += l.size;
-    m.categories.requested[k] += l.requested;
-    ++m.categories.count[k];
-    if (c.tagged) m.categories.tagged[k] += l.size;
-    module_bytes[c.module] += l.size;
+    module_bytes[bc.blocks[i].module] += l.size;
     m.folded[unnamed ? std::string(kBeforeRecording) : fmt.fragment(l.stack)] += l.size;
   }
+  m.categories = view_at(bc, rr, event).totals;
   for (auto& [label, s] : sites) m.sites.push_back(std::move(s));
   std::stable_sort(m.sites.begin(), m.sites.end(),
                    [](const SiteAmount& a, const SiteAmount& b) { return a.bytes > b.bytes; });

@@ -19,43 +19,49 @@
 namespace memsight {
 namespace {
 
-constexpr size_t kMaxSeries = 8;   // site curves for the page
-constexpr size_t kMaxNewest = 5;   // survivors listed per site
-constexpr size_t kMaxSites = 50;   // leaking sites reported
+constexpr size_t kMaxSeries = 8;  // site curves for the page
+constexpr size_t kMaxNewest = 5;  // survivors listed per site
+constexpr size_t kMaxSites = 50;  // leaking sites reported
 
-struct SiteAcc {
+// One site's survivors: blocks made in a checked iteration, live at the end.
+struct Survivors {
   std::string label;
   StackId stack = 0;
-  std::vector<int64_t> per_iteration;  // surviving bytes by measured iteration
-  std::vector<uint32_t> blocks;        // survivors, as indices into replay blocks
+  std::vector<int64_t> per_iteration;  // bytes by checked iteration
+  std::vector<uint32_t> blocks;        // indices into the replay's blocks, in allocation order
 };
 
-// Live bytes at each iteration start: of all blocks (series 0) and of
-// those series_of(block) puts in series 1..k. A block counts from the first
+// The iteration an event belongs to (-1: before the first).
+int64_t iteration_of(const Iterations& its, int64_t event) {
+  return std::upper_bound(its.starts.begin(), its.starts.end(), event) - its.starts.begin() - 1;
+}
+
+// Live bytes at each iteration start, of all blocks (row 0) and of those
+// series_of(block) puts in row 1..k (0: none). A block counts from the first
 // start after its allocation up to its free_requested.
 template <class SeriesOf>
-std::vector<std::vector<int64_t>> live_at_starts(const replay::Result& rr,
-                                                 const std::vector<int64_t>& starts, size_t k,
-                                                 SeriesOf series_of) {
-  std::vector<std::vector<int64_t>> diff(k + 1, std::vector<int64_t>(starts.size() + 1, 0));
+std::vector<std::vector<int64_t>> live_at_starts(const replay::Result& rr, const Iterations& its,
+                                                 size_t k, SeriesOf series_of) {
+  const auto& starts = its.starts;
+  std::vector<std::vector<int64_t>> rows(k + 1, std::vector<int64_t>(starts.size() + 1, 0));
   for (uint32_t i = 0; i < rr.blocks.size(); ++i) {
     const replay::Lifetime& l = rr.blocks[i];
-    auto from = std::upper_bound(starts.begin(), starts.end(), l.alloc_event) - starts.begin();
-    auto to = std::upper_bound(starts.begin(), starts.end(), l.free_requested) - starts.begin();
-    if (l.free_requested == replay::Lifetime::kBefore || from >= to) continue;
-    for (size_t s : {size_t{0}, series_of(i)}) {
-      if (s > k) continue;
-      diff[s][from] += l.size;
-      diff[s][to] -= l.size;
-      if (s == 0 && k == 0) break;
+    if (l.free_requested == replay::Lifetime::kBefore) continue;  // pending when the trace began
+    auto from = iteration_of(its, l.alloc_event) + 1, to = iteration_of(its, l.free_requested) + 1;
+    if (from >= to) continue;
+    rows[0][from] += l.size;
+    rows[0][to] -= l.size;
+    if (size_t s = series_of(i)) {
+      rows[s][from] += l.size;
+      rows[s][to] -= l.size;
     }
   }
-  for (auto& d : diff) {
+  for (auto& row : rows) {
     int64_t run = 0;
-    for (size_t j = 0; j < starts.size(); ++j) d[j] = run += d[j];
-    d.pop_back();
+    for (int64_t& v : row) v = run += v;
+    row.pop_back();
   }
-  return diff;
+  return rows;
 }
 
 int64_t rate_of(std::vector<int64_t> per_iteration, int64_t grown) {
@@ -69,8 +75,21 @@ int64_t rate_of(std::vector<int64_t> per_iteration, int64_t grown) {
   return *mid;
 }
 
+// Survivors from every quarter of the checked iterations.
+bool leaking(const Survivors& s, int64_t& grown) {
+  const auto m = static_cast<int64_t>(s.per_iteration.size());
+  bool quarter[4] = {};
+  grown = 0;
+  for (int64_t i = 0; i < m; ++i)
+    if (s.per_iteration[i]) {
+      quarter[i * 4 / m] = true;
+      ++grown;
+    }
+  return quarter[0] && quarter[1] && quarter[2] && quarter[3];
+}
+
 // Which category, phase and module hold most of the survivors' bytes.
-void kind_of(LeakSite& s, const SiteAcc& acc, const replay::Result& rr,
+void kind_of(LeakSite& s, const Survivors& acc, const replay::Result& rr,
              const BlockCategories& bc) {
   std::unordered_map<uint64_t, int64_t> bytes;  // category << 40 | phase << 32 | module
   for (uint32_t b : acc.blocks) {
@@ -91,12 +110,115 @@ void kind_of(LeakSite& s, const SiteAcc& acc, const replay::Result& rr,
   s.module = m == 0 ? "" : bc.modules[m - 1].empty() ? "(model)" : bc.modules[m - 1];
 }
 
+// Blocks made in a checked iteration and live at the end of the trace, by site.
+std::vector<Survivors> survivors_by_site(const FrameClassifier& fc, const replay::Result& rr,
+                                         const Iterations& its, int64_t checked) {
+  const int64_t first = its.starts.front(), last = its.starts[static_cast<size_t>(checked)];
+  std::unordered_map<StackId, size_t> site_of_stack;
+  std::unordered_map<std::string, size_t> site_index;
+  std::vector<Survivors> sites;
+  for (uint32_t b = 0; b < rr.blocks.size(); ++b) {
+    const replay::Lifetime& l = rr.blocks[b];
+    if (l.free_requested != replay::Lifetime::kNever || l.alloc_event < first ||
+        l.alloc_event >= last)
+      continue;
+    auto [at, fresh_stack] = site_of_stack.emplace(l.stack, 0);
+    if (fresh_stack) {
+      std::string label = fc.site_label(l.stack);
+      auto [it, fresh] = site_index.emplace(label, sites.size());
+      if (fresh) sites.push_back({std::move(label), l.stack, std::vector<int64_t>(checked, 0), {}});
+      at->second = it->second;
+    }
+    Survivors& s = sites[at->second];
+    s.per_iteration[iteration_of(its, l.alloc_event)] += l.size;
+    s.blocks.push_back(b);
+  }
+  return sites;
+}
+
+LeakSite leak_site(const Survivors& acc, int64_t grown, const FrameClassifier& fc,
+                   const replay::Result& rr, const BlockCategories& bc, const Iterations& its) {
+  LeakSite s;
+  s.site = acc.label;
+  auto f = fc.site(acc.stack);
+  s.kind = f ? fc.kind(*f) : FrameKind::Internal;
+  s.iterations_grown = grown;
+  s.bytes_per_iteration = rate_of(acc.per_iteration, grown);
+  for (uint32_t b : acc.blocks) s.surviving_bytes += rr.blocks[b].size;
+  s.surviving_count = static_cast<int64_t>(acc.blocks.size());
+  for (auto it = acc.blocks.rbegin(); it != acc.blocks.rend() && s.newest.size() < kMaxNewest;
+       ++it) {
+    const replay::Lifetime& l = rr.blocks[*it];
+    s.newest.push_back({l.alloc_event, iteration_of(its, l.alloc_event), l.size, l.requested,
+                        l.stack});
+  }
+  s.stack = s.newest.front().stack;
+  kind_of(s, acc, rr, bc);
+  return s;
+}
+
+// The line to fix: the site of most checked iterations' newest survivor
+// (among the leaking sites), and that survivor's stack.
+std::pair<std::string, StackId> line_to_fix(const std::vector<const Survivors*>& leaks,
+                                            const replay::Result& rr, const Iterations& its,
+                                            int64_t checked) {
+  std::vector<std::pair<int64_t, size_t>> newest(checked, {-1, 0});  // event, index into leaks
+  std::vector<StackId> stack(checked, 0);
+  for (size_t k = 0; k < leaks.size(); ++k)
+    for (uint32_t b : leaks[k]->blocks) {
+      const replay::Lifetime& l = rr.blocks[b];
+      int64_t i = iteration_of(its, l.alloc_event);
+      if (l.alloc_event > newest[i].first) {
+        newest[i] = {l.alloc_event, k};
+        stack[i] = l.stack;
+      }
+    }
+  std::vector<int64_t> votes(leaks.size(), 0);
+  for (auto [ev, k] : newest)
+    if (ev >= 0) ++votes[k];
+  size_t fix = static_cast<size_t>(std::max_element(votes.begin(), votes.end()) - votes.begin());
+  StackId fix_stack = leaks[fix]->stack;
+  for (int64_t i = 0; i < checked; ++i)
+    if (newest[i].first >= 0 && newest[i].second == fix) fix_stack = stack[i];
+  return {leaks[fix]->label, fix_stack};
+}
+
+// Growth per site over the iterations: the leaking sites, then the largest
+// at the start of the last iteration.
+void growth_of(LeakReport& rep, const FrameClassifier& fc, const replay::Result& rr) {
+  const Iterations& its = rep.iterations;
+  std::vector<std::string> shown;
+  for (const LeakSite& s : rep.sites)
+    if (shown.size() < kMaxSeries) shown.push_back(s.site);
+  const size_t leaking = shown.size();
+  for (const SiteStat& s : group_sites(fc, rr, its.starts.back() - 1).sites) {
+    if (shown.size() >= kMaxSeries) break;
+    if (std::find(shown.begin(), shown.end(), s.site) == shown.end()) shown.push_back(s.site);
+  }
+  // By stack: 1 + index into shown, 0 none.
+  std::unordered_map<StackId, size_t> series_of_stack;
+  auto series_of = [&](uint32_t b) -> size_t {
+    const replay::Lifetime& l = rr.blocks[b];
+    if (l.alloc_event == replay::Lifetime::kBefore) return 0;
+    auto [it, fresh] = series_of_stack.emplace(l.stack, 0);
+    if (fresh) {
+      auto pos = std::find(shown.begin(), shown.end(), fc.site_label(l.stack));
+      it->second = pos == shown.end() ? 0 : static_cast<size_t>(pos - shown.begin()) + 1;
+    }
+    return it->second;
+  };
+  auto rows = live_at_starts(rr, its, shown.size(), series_of);
+  rep.growth.push_back({"", false, std::move(rows[0])});
+  for (size_t k = 0; k < shown.size(); ++k)
+    rep.growth.push_back({shown[k], k < leaking, std::move(rows[k + 1])});
+}
+
 LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier& fc,
                            const replay::Config& cfg, const std::vector<StorageTag>& tags) {
   LeakReport rep;
   rep.device = static_cast<int>(d);
-  rep.entries = d < snap.device_count() ? snap.device_rows(d).second - snap.device_rows(d).first
-                                        : 0;
+  auto [begin, end] = snap.device_rows(d);
+  rep.entries = end - begin;
   if (rep.entries == 0) {
     rep.verdict = "no trace";
     rep.message = "no allocation history was recorded on this device, so there are no iterations "
@@ -107,9 +229,6 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   const Iterations& its = rep.iterations;
   const size_t n = its.complete();
   const replay::Result rr = replay::run(snap, d, cfg);
-  auto no_site = [](uint32_t) { return SIZE_MAX; };
-  if (!its.starts.empty())
-    rep.growth.push_back({"", false, live_at_starts(rr, its.starts, 0, no_site)[0]});
   if (its.starts.size() < 2) {
     rep.verdict = "no iterations";
     rep.message = "no iterations found: no memsight.torch.mark_step(), torch.profiler step or "
@@ -121,144 +240,43 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
     rep.message = std::to_string(n) + " complete iteration" + (n == 1 ? "" : "s") +
                   " recorded: at least " + std::to_string(kMinLeakIterations) +
                   " are needed to tell memory that keeps growing from memory made once and kept";
+    growth_of(rep, fc, rr);
     return rep;
   }
-  const auto m = static_cast<int64_t>(n - 1);
-  rep.measured = m;
-  const int64_t first = its.starts[0], last = its.starts[n - 1];
-
-  // Survivors by site.
-  std::vector<int32_t> site_of_stack(snap.frames.stack_count(), -1);
-  std::unordered_map<std::string, int32_t> site_index;
-  std::vector<SiteAcc> sites;
-  for (uint32_t b = 0; b < rr.blocks.size(); ++b) {
-    const replay::Lifetime& l = rr.blocks[b];
-    if (l.free_requested != replay::Lifetime::kNever || l.alloc_event < first ||
-        l.alloc_event >= last)
-      continue;
-    int32_t& si = site_of_stack[l.stack];
-    if (si < 0) {
-      std::string label = fc.site_label(l.stack);
-      auto [it, fresh] = site_index.emplace(label, static_cast<int32_t>(sites.size()));
-      if (fresh) sites.push_back({std::move(label), l.stack, std::vector<int64_t>(m, 0), {}});
-      si = it->second;
-    }
-    auto i = std::upper_bound(its.starts.begin(), its.starts.end(), l.alloc_event) -
-             its.starts.begin() - 1;
-    sites[si].per_iteration[i] += l.size;
-    sites[si].blocks.push_back(b);
+  // Every complete iteration but the last is checked: the last one's memory
+  // may be kept for the next, legitimately.
+  const auto checked = static_cast<int64_t>(n - 1);
+  rep.measured = checked;
+  const std::vector<Survivors> sites = survivors_by_site(fc, rr, its, checked);
+  std::vector<std::pair<int64_t, const Survivors*>> leaks;  // (grown, site)
+  for (const Survivors& s : sites)
+    if (int64_t grown = 0; leaking(s, grown)) leaks.emplace_back(grown, &s);
+  if (leaks.empty()) {
+    rep.verdict = "none";
+    rep.message = "no leak: no allocation site keeps memory from iteration to iteration (" +
+                  std::to_string(checked) + " iterations checked)";
+    growth_of(rep, fc, rr);
+    return rep;
   }
-
-  // Leaking: survivors from every quarter of the measured iterations.
-  BlockCategories bc;
-  bool classified = false;
-  std::vector<int32_t> leaking;
-  for (size_t si = 0; si < sites.size(); ++si) {
-    const SiteAcc& acc = sites[si];
-    bool quarter[4] = {};
-    int64_t grown = 0;
-    for (int64_t i = 0; i < m; ++i)
-      if (acc.per_iteration[i]) {
-        quarter[i * 4 / m] = true;
-        ++grown;
-      }
-    if (!(quarter[0] && quarter[1] && quarter[2] && quarter[3])) continue;
-    if (!classified) {
-      bc = classify_blocks(snap, d, rr, tags);
-      classified = true;
-    }
-    LeakSite s;
-    s.site = acc.label;
-    auto f = fc.site(acc.stack);
-    s.kind = f ? fc.kind(*f) : FrameKind::Internal;
-    s.iterations_grown = grown;
-    s.bytes_per_iteration = rate_of(acc.per_iteration, grown);
-    for (uint32_t b : acc.blocks) {
-      s.surviving_bytes += rr.blocks[b].size;
-      ++s.surviving_count;
-    }
-    // Blocks are in allocation order: the newest survivors are the last.
-    for (auto it = acc.blocks.rbegin(); it != acc.blocks.rend() && s.newest.size() < kMaxNewest;
-         ++it) {
-      const replay::Lifetime& l = rr.blocks[*it];
-      auto i = std::upper_bound(its.starts.begin(), its.starts.end(), l.alloc_event) -
-               its.starts.begin() - 1;
-      s.newest.push_back({l.alloc_event, i, l.size, l.requested, l.stack});
-    }
-    s.stack = s.newest.front().stack;
-    kind_of(s, acc, rr, bc);
-    rep.sites.push_back(std::move(s));
-    leaking.push_back(static_cast<int32_t>(si));
-  }
-  std::vector<size_t> order(rep.sites.size());
+  rep.verdict = "leak";
+  const BlockCategories bc = classify_blocks(snap, d, rr, tags);
+  for (auto [grown, s] : leaks) rep.sites.push_back(leak_site(*s, grown, fc, rr, bc, its));
+  std::vector<const Survivors*> by_rate;
+  std::vector<size_t> order(leaks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return rep.sites[a].bytes_per_iteration > rep.sites[b].bytes_per_iteration;
   });
   std::vector<LeakSite> sorted;
-  std::vector<int32_t> leaking_sorted;
   for (size_t i : order) {
     sorted.push_back(std::move(rep.sites[i]));
-    leaking_sorted.push_back(leaking[i]);
+    by_rate.push_back(leaks[i].second);
+    rep.bytes_per_iteration += sorted.back().bytes_per_iteration;
   }
   rep.sites = std::move(sorted);
-  leaking = std::move(leaking_sorted);
-  for (const LeakSite& s : rep.sites) rep.bytes_per_iteration += s.bytes_per_iteration;
-
-  if (rep.sites.empty()) {
-    rep.verdict = "none";
-    rep.message = "no leak: no allocation site keeps memory from iteration to iteration (" +
-                  std::to_string(m) + " iterations checked)";
-  } else {
-    rep.verdict = "leak";
-    // The line to fix: the site of most iterations' newest survivor.
-    std::vector<std::pair<int64_t, uint32_t>> newest(m, {-1, 0});  // per iteration: event, block
-    for (int32_t si : leaking)
-      for (uint32_t b : sites[si].blocks) {
-        const replay::Lifetime& l = rr.blocks[b];
-        auto i = std::upper_bound(its.starts.begin(), its.starts.end(), l.alloc_event) -
-                 its.starts.begin() - 1;
-        if (l.alloc_event > newest[i].first) newest[i] = {l.alloc_event, b};
-      }
-    std::unordered_map<int32_t, int64_t> votes;
-    for (auto [ev, b] : newest)
-      if (ev >= 0) ++votes[site_of_stack[rr.blocks[b].stack]];
-    int32_t fix = leaking.front();
-    for (int32_t si : leaking)
-      if (votes[si] > votes[fix]) fix = si;
-    rep.fix_site = sites[fix].label;
-    for (auto [ev, b] : newest)
-      if (ev >= 0 && site_of_stack[rr.blocks[b].stack] == fix) rep.fix_stack = rr.blocks[b].stack;
-    if (rep.sites.size() > kMaxSites) rep.sites.resize(kMaxSites);
-  }
-
-  // Growth per site over the iterations: the leaking sites, then the
-  // largest at the start of the last iteration.
-  std::vector<std::string> shown;
-  for (const LeakSite& s : rep.sites)
-    if (shown.size() < kMaxSeries) shown.push_back(s.site);
-  SiteGroups largest = group_sites(fc, rr, its.starts.back() - 1);
-  for (const SiteStat& s : largest.sites) {
-    if (shown.size() >= kMaxSeries) break;
-    if (std::find(shown.begin(), shown.end(), s.site) == shown.end()) shown.push_back(s.site);
-  }
-  // Series of each stack: 0 unknown yet, SIZE_MAX none, else 1 + index into shown.
-  std::vector<size_t> series_of_stack(snap.frames.stack_count(), 0);
-  auto series_of = [&](uint32_t b) {
-    const replay::Lifetime& l = rr.blocks[b];
-    if (l.alloc_event == replay::Lifetime::kBefore) return SIZE_MAX;
-    size_t& s = series_of_stack[l.stack];
-    if (s == 0) {
-      auto pos = std::find(shown.begin(), shown.end(), fc.site_label(l.stack));
-      s = pos == shown.end() ? SIZE_MAX : static_cast<size_t>(pos - shown.begin()) + 1;
-    }
-    return s;
-  };
-  auto series = live_at_starts(rr, its.starts, shown.size(), series_of);
-  rep.growth.clear();
-  rep.growth.push_back({"", false, std::move(series[0])});
-  for (size_t k = 0; k < shown.size(); ++k)
-    rep.growth.push_back({shown[k], k < rep.sites.size(), std::move(series[k + 1])});
+  std::tie(rep.fix_site, rep.fix_stack) = line_to_fix(by_rate, rr, its, checked);
+  if (rep.sites.size() > kMaxSites) rep.sites.resize(kMaxSites);
+  growth_of(rep, fc, rr);
   return rep;
 }
 
