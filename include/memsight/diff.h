@@ -33,7 +33,7 @@ struct SiteAmount {
 struct DiffMoment {
   std::string file;  // the snapshot's name as given
   int device = 0;
-  std::string at;     // the moment as asked: "snapshot", "peak", "step:5", "1200", ...
+  std::string at;      // the moment as asked: "snapshot", "peak", "step:5", "1200", ...
   int64_t event = -1;  // the state after this trace entry (-1: before the first)
   int64_t entries = 0;
   int64_t time_us = 0;  // of that entry (0: not known)
@@ -41,7 +41,7 @@ struct DiffMoment {
   // reserved_bytes, requested_bytes; free memory inside the segments.
   int64_t allocated = 0, active = 0, reserved = 0, requested = 0;
   int64_t free_bytes = 0, free_blocks = 0, largest_free = 0;
-  double fragmentation = 0;  // 1 - largest free block / free bytes
+  double fragmentation = 0;       // 1 - largest free block / free bytes
   std::vector<SiteAmount> sites;  // largest first
   CategoryTotals categories;
   std::vector<std::pair<std::string, int64_t>> modules;  // bytes made in each module itself

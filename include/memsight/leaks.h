@@ -51,8 +51,8 @@ struct LeakSite {
   FrameKind kind = FrameKind::Internal;
   StackId stack = 0;  // of its newest survivor
   int64_t bytes_per_iteration = 0;
-  int64_t iterations_grown = 0;     // measured iterations that left memory behind
-  int64_t surviving_bytes = 0;      // allocated in the measured iterations, live at the end
+  int64_t iterations_grown = 0;  // measured iterations that left memory behind
+  int64_t surviving_bytes = 0;   // allocated in the measured iterations, live at the end
   int64_t surviving_count = 0;
   Category category = Category::Unknown;  // of most of the surviving bytes
   std::string module;                     // of most of them ("" none; "(model)" the model)
@@ -88,7 +88,7 @@ struct LeakReport {
 };
 
 struct Leaks {
-  std::vector<LeakReport> devices;  // those with a trace or segments
+  std::vector<LeakReport> devices;     // those with a trace or segments
   std::vector<std::string> user_code;  // the --user-code patterns in force
 };
 

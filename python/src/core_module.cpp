@@ -20,10 +20,10 @@
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
 #include "memsight/frames.h"
+#include "memsight/from_raw.h"
 #include "memsight/html.h"
 #include "memsight/leaks.h"
 #include "memsight/profile.h"
-#include "memsight/from_raw.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
 #include "memsight/summary.h"
@@ -299,10 +299,22 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("device", &memsight::DiffMoment::device)
       .def_readonly("at", &memsight::DiffMoment::at);
   py::class_<memsight::SnapshotDiff>(m, "SnapshotDiff")
-      .def("text", [](const memsight::SnapshotDiff& d) { return released([&] { return memsight::diff_text(d); }); })
-      .def("json", [](const memsight::SnapshotDiff& d) { return released([&] { return memsight::diff_json(d); }); })
-      .def("svg", [](const memsight::SnapshotDiff& d) { return released([&] { return memsight::diff_svg(d); }); })
-      .def("folded", [](const memsight::SnapshotDiff& d) { return released([&] { return memsight::diff_folded(d).text; }); })
+      .def("text",
+           [](const memsight::SnapshotDiff& d) {
+             return released([&] { return memsight::diff_text(d); });
+           })
+      .def("json",
+           [](const memsight::SnapshotDiff& d) {
+             return released([&] { return memsight::diff_json(d); });
+           })
+      .def("svg",
+           [](const memsight::SnapshotDiff& d) {
+             return released([&] { return memsight::diff_svg(d); });
+           })
+      .def("folded",
+           [](const memsight::SnapshotDiff& d) {
+             return released([&] { return memsight::diff_folded(d).text; });
+           })
       .def(
           "html",
           [](const memsight::SnapshotDiff& d, const std::string& title) {

@@ -383,9 +383,13 @@ void apply_tags(const std::vector<StorageTag>& tags, int64_t device, const repla
 }  // namespace
 
 std::string_view phase_name(Phase p) {
-  static constexpr std::string_view kNames[] = {
-      "", "outside forward, backward and optimizer step", "moving the model", "forward",
-      "backward", "recomputed forward", "optimizer step"};
+  static constexpr std::string_view kNames[] = {"",
+                                                "outside forward, backward and optimizer step",
+                                                "moving the model",
+                                                "forward",
+                                                "backward",
+                                                "recomputed forward",
+                                                "optimizer step"};
   return kNames[static_cast<size_t>(p)];
 }
 

@@ -56,8 +56,7 @@ DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay
   m.free_blocks = st.free.blocks;
   m.largest_free = std::max(st.free.largest_small, st.free.largest_large);
   if (m.free_bytes > 0)
-    m.fragmentation =
-        1.0 - static_cast<double>(m.largest_free) / static_cast<double>(m.free_bytes);
+    m.fragmentation = 1.0 - static_cast<double>(m.largest_free) / static_cast<double>(m.free_bytes);
   std::map<std::string, SiteAmount> sites;
   std::unordered_map<StackId, std::string> labels;
   std::vector<int64_t> module_bytes(bc.modules.size() + 1, 0);

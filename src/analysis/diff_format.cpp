@@ -134,8 +134,9 @@ std::string diff_text(const SnapshotDiff& d) {
   out += bytes_row("cached free", a.free_bytes, b.free_bytes);
   out += bytes_row("largest free block", a.largest_free, b.largest_free);
   const double df = b.fragmentation - a.fragmentation;
-  out += row("fragmentation", percent(a.fragmentation), percent(b.fragmentation),
-             df == 0 ? "0" : (df > 0 ? "+" : "") + percent(df).substr(0, percent(df).size() - 1) + " pt");
+  out += row(
+      "fragmentation", percent(a.fragmentation), percent(b.fragmentation),
+      df == 0 ? "0" : (df > 0 ? "+" : "") + percent(df).substr(0, percent(df).size() - 1) + " pt");
   out += "\n  by kind:\n";
   for (Category c : kAll) {
     int64_t x = a.categories.of(c), y = b.categories.of(c);
@@ -156,9 +157,9 @@ std::string diff_text(const SnapshotDiff& d) {
   int64_t sum = 0;
   for (const SiteChange& s : d.sites) sum += s.change();
   out += "  the sites' changes add up to " + signed_size(sum) +
-         (sum == b.allocated - a.allocated ? ", the change in allocated memory\n"
-                                           : " (allocated memory changed by " +
-                                                 signed_size(b.allocated - a.allocated) + ")\n");
+         (sum == b.allocated - a.allocated
+              ? ", the change in allocated memory\n"
+              : " (allocated memory changed by " + signed_size(b.allocated - a.allocated) + ")\n");
   if (!a.note.empty()) out += wrapped("note (BEFORE): " + a.note, "  ");
   if (!b.note.empty()) out += wrapped("note (AFTER): " + b.note, "  ");
   return out;
@@ -171,9 +172,9 @@ std::string diff_json(const SnapshotDiff& d) {
   out += ",\"after\":";
   json_moment(out, b);
   out += ",\"change\":{\"allocated\":" + num(b.allocated - a.allocated) +
-         ",\"active\":" + num(b.active - a.active) + ",\"reserved\":" +
-         num(b.reserved - a.reserved) + ",\"free\":" + num(b.free_bytes - a.free_bytes) +
-         "},\"by_category\":{";
+         ",\"active\":" + num(b.active - a.active) +
+         ",\"reserved\":" + num(b.reserved - a.reserved) +
+         ",\"free\":" + num(b.free_bytes - a.free_bytes) + "},\"by_category\":{";
   for (size_t c = 0; c < kCategoryCount; ++c) {
     if (c) out += ',';
     out += '"';
@@ -188,8 +189,8 @@ std::string diff_json(const SnapshotDiff& d) {
     if (i) out += ',';
     out += "{\"name\":";
     append_json_string(out, d.modules[i].name);
-    out += ",\"before\":" + num(d.modules[i].before) + ",\"after\":" + num(d.modules[i].after) +
-           "}";
+    out +=
+        ",\"before\":" + num(d.modules[i].before) + ",\"after\":" + num(d.modules[i].after) + "}";
   }
   out += "],\"sites\":[";
   for (size_t i = 0; i < d.sites.size(); ++i) {

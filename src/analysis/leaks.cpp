@@ -8,13 +8,14 @@
 // iterations only are memory made once and kept (weights moved, optimizer
 // state, a cache that fills up): not a leak. A site is leaking when its
 // survivors come from every quarter of the measured iterations.
+#include "memsight/leaks.h"
+
 #include <algorithm>
 #include <unordered_map>
 
 #include "analysis/classify.h"
 #include "analysis/replay.h"
 #include "analysis/sites.h"
-#include "memsight/leaks.h"
 
 namespace memsight {
 namespace {
@@ -149,8 +150,8 @@ LeakSite leak_site(const Survivors& acc, int64_t grown, const FrameClassifier& f
   for (auto it = acc.blocks.rbegin(); it != acc.blocks.rend() && s.newest.size() < kMaxNewest;
        ++it) {
     const replay::Lifetime& l = rr.blocks[*it];
-    s.newest.push_back({l.alloc_event, iteration_of(its, l.alloc_event), l.size, l.requested,
-                        l.stack});
+    s.newest.push_back(
+        {l.alloc_event, iteration_of(its, l.alloc_event), l.size, l.requested, l.stack});
   }
   s.stack = s.newest.front().stack;
   kind_of(s, acc, rr, bc);
@@ -221,8 +222,9 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   rep.entries = end - begin;
   if (rep.entries == 0) {
     rep.verdict = "no trace";
-    rep.message = "no allocation history was recorded on this device, so there are no iterations "
-                  "to compare";
+    rep.message =
+        "no allocation history was recorded on this device, so there are no iterations "
+        "to compare";
     return rep;
   }
   rep.iterations = find_iterations(snap, d);
@@ -231,8 +233,9 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   const replay::Result rr = replay::run(snap, d, cfg);
   if (its.starts.size() < 2) {
     rep.verdict = "no iterations";
-    rep.message = "no iterations found: no memsight.torch.mark_step(), torch.profiler step or "
-                  "optimizer step annotations, and no allocation that recurs at a steady interval";
+    rep.message =
+        "no iterations found: no memsight.torch.mark_step(), torch.profiler step or "
+        "optimizer step annotations, and no allocation that recurs at a steady interval";
     return rep;
   }
   if (n < kMinLeakIterations) {

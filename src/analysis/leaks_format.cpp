@@ -24,19 +24,20 @@ std::string count_text(int64_t v) {
 std::string source_text(const FrameClassifier& fc, const Iterations& it) {
   const std::string n = count_text(static_cast<int64_t>(it.starts.size()));
   auto steps = [&] {
-    return it.numbers.empty() ? std::string()
-                              : ", steps " + num(it.numbers.front()) + " to " +
-                                    num(it.numbers.back());
+    return it.numbers.empty()
+               ? std::string()
+               : ", steps " + num(it.numbers.front()) + " to " + num(it.numbers.back());
   };
-  if (it.source == "memsight steps") return n + " steps marked by memsight.torch.mark_step()" + steps();
+  if (it.source == "memsight steps")
+    return n + " steps marked by memsight.torch.mark_step()" + steps();
   if (it.source == "profiler steps") return n + " torch.profiler steps (ProfilerStep#N)" + steps();
   if (it.source == "optimizer steps")
     return n + " optimizer steps (torch's Optimizer.step annotations)";
   if (it.source == "repeating allocations") {
     char every[64];
     std::snprintf(every, sizeof every, "%.0f", it.period);
-    return n + " iterations of a repeating pattern: the allocation at " +
-           fc.site_label(it.marker) + " recurs every ~" + every + " allocations";
+    return n + " iterations of a repeating pattern: the allocation at " + fc.site_label(it.marker) +
+           " recurs every ~" + every + " allocations";
   }
   return "no iterations";
 }
@@ -76,8 +77,8 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
     for (const LeakSite& s : r.sites) {
       std::snprintf(line, sizeof line, "    %10s/iteration  in %lld of %lld iterations  %s\n",
                     size_text(s.bytes_per_iteration).c_str(),
-                    static_cast<long long>(s.iterations_grown),
-                    static_cast<long long>(r.measured), kind_text(s).c_str());
+                    static_cast<long long>(s.iterations_grown), static_cast<long long>(r.measured),
+                    kind_text(s).c_str());
       out += line;
       out += "        " + fc.describe(s.stack, 4) + '\n';
       out += "        " + count_text(s.surviving_count) + " still live (" +
@@ -195,7 +196,8 @@ void device_json(std::string& out, const FrameClassifier& fc, const LeakReport& 
 }  // namespace
 
 std::string leaks_text(const Snapshot& snap, const Leaks& leaks) {
-  if (leaks.devices.empty()) return "The snapshot has no segments and no trace: nothing to report.\n";
+  if (leaks.devices.empty())
+    return "The snapshot has no segments and no trace: nothing to report.\n";
   FrameClassifier fc(snap, UserCode{leaks.user_code});
   std::string out;
   for (size_t i = 0; i < leaks.devices.size(); ++i) {

@@ -28,7 +28,9 @@ std::string td(const std::string& text, const char* cls = nullptr) {
          html_escape(text) + "</td>";
 }
 
-std::string change_td(int64_t v) { return td(signed_size(v), v > 0 ? "num up" : v < 0 ? "num down" : "num"); }
+std::string change_td(int64_t v) {
+  return td(signed_size(v), v > 0 ? "num up" : v < 0 ? "num down" : "num");
+}
 
 // A bar as wide as |v| is of `scale`.
 std::string bar_td(int64_t v, int64_t scale) {
@@ -41,16 +43,16 @@ std::string bar_td(int64_t v, int64_t scale) {
 }
 
 std::string moment_line(const char* side, const DiffMoment& m) {
-  std::string at = m.at == "snapshot" ? "at the snapshot"
-                   : m.at == "peak"   ? "at the allocated peak"
+  std::string at = m.at == "snapshot"          ? "at the snapshot"
+                   : m.at == "peak"            ? "at the allocated peak"
                    : m.at.starts_with("step:") ? "at the start of step " + m.at.substr(5)
                                                : "at " + m.at;
-  std::string entry = m.at.starts_with("step:")
-                          ? "before trace entry " + std::to_string(m.event + 1) + " of " +
-                                std::to_string(m.entries)
-                      : m.event < 0 ? "before the first trace entry"
-                                    : "after trace entry " + std::to_string(m.event) + " of " +
-                                          std::to_string(m.entries);
+  std::string entry =
+      m.at.starts_with("step:")
+          ? "before trace entry " + std::to_string(m.event + 1) + " of " + std::to_string(m.entries)
+      : m.event < 0
+          ? "before the first trace entry"
+          : "after trace entry " + std::to_string(m.event) + " of " + std::to_string(m.entries);
   return std::string("<p><b>") + side + "</b> " + html_escape(m.file) + ", device " +
          std::to_string(m.device) + ", " + html_escape(at) + " (" + entry + ")" +
          (m.note.empty() ? "" : " <span class=\"note\">" + html_escape(m.note) + "</span>") +
@@ -104,12 +106,15 @@ std::string modules_table(const SnapshotDiff& d) {
   for (const ModuleChange& m : d.modules) scale = std::max(scale, std::abs(m.after - m.before));
   for (const ModuleChange& m : d.modules) {
     if (m.after == m.before || n++ == 30) continue;
-    rows += "<tr>" + td(m.name.empty() ? "(model)" : m.name, "mono") + td(size_of(m.before), "num") +
-            td(size_of(m.after), "num") + change_td(m.after - m.before) +
-            bar_td(m.after - m.before, scale) + "</tr>";
+    rows += "<tr>" + td(m.name.empty() ? "(model)" : m.name, "mono") +
+            td(size_of(m.before), "num") + td(size_of(m.after), "num") +
+            change_td(m.after - m.before) + bar_td(m.after - m.before, scale) + "</tr>";
   }
-  if (rows.empty()) return "<p class=\"sub\">No memory made in a module changed (or none was attributed to a module).</p>";
-  return "<table><thead><tr><th>module</th><th class=\"num\">before</th><th class=\"num\">after</th>"
+  if (rows.empty())
+    return "<p class=\"sub\">No memory made in a module changed (or none was attributed to a "
+           "module).</p>";
+  return "<table><thead><tr><th>module</th><th class=\"num\">before</th><th "
+         "class=\"num\">after</th>"
          "<th class=\"num\">change</th><th></th></tr></thead><tbody>" +
          rows + "</tbody></table>";
 }
@@ -135,7 +140,8 @@ std::string sites_table(const SnapshotDiff& d) {
            signed_size(total) + "</td></tr>";
     for (const SiteChange& s : d.sites) {
       if (s.status() != status || shown++ >= kMaxRows) continue;
-      std::string site = "<details><summary>" + html_escape(s.site) + "</summary><pre class=\"stack\">" +
+      std::string site = "<details><summary>" + html_escape(s.site) +
+                         "</summary><pre class=\"stack\">" +
                          html_escape(s.stack.empty() ? s.site : s.stack) + "</pre></details>";
       out += "<tr class=\"site\">" + change_td(s.change()) + bar_td(s.change(), scale) +
              td(size_of(s.before), "num") + td(size_of(s.after), "num") +
@@ -170,18 +176,21 @@ std::string diff_html(const SnapshotDiff& d, const std::string& title) {
   std::string body = "<section><h2>What changed</h2>" + moment_line("BEFORE", d.before) +
                      moment_line("AFTER", d.after) + totals_table(d) + "</section>";
   body += "<section><h2>By kind</h2>" + kinds_table(d) + "</section>";
-  body += "<section><h2>By module</h2><p class=\"sub\">Memory made in each module itself (not its "
-          "submodules), the largest changes first.</p>" +
-          modules_table(d) + "</section>";
-  body += "<section><h2>By allocation site</h2><p class=\"sub\">The innermost frame of your code; "
-          "the changes add up to " +
-          signed_size(sum) + ", the change in allocated memory is " +
-          signed_size(d.after.allocated - d.before.allocated) + ". Click a site for its stack.</p>" +
-          sites_table(d) + "</section>";
-  body += "<section><h2>Flamegraph of the difference</h2><p class=\"sub\">Growth under "
-          "<b>grew</b> (red), shrinkage under <b>shrank</b> (blue), by allocation stack; click a "
-          "frame to zoom, Ctrl-F to search.</p><div class=\"flame\">" +
-          svg + "</div></section>";
+  body +=
+      "<section><h2>By module</h2><p class=\"sub\">Memory made in each module itself (not its "
+      "submodules), the largest changes first.</p>" +
+      modules_table(d) + "</section>";
+  body +=
+      "<section><h2>By allocation site</h2><p class=\"sub\">The innermost frame of your code; "
+      "the changes add up to " +
+      signed_size(sum) + ", the change in allocated memory is " +
+      signed_size(d.after.allocated - d.before.allocated) + ". Click a site for its stack.</p>" +
+      sites_table(d) + "</section>";
+  body +=
+      "<section><h2>Flamegraph of the difference</h2><p class=\"sub\">Growth under "
+      "<b>grew</b> (red), shrinkage under <b>shrank</b> (blue), by allocation stack; click a "
+      "frame to zoom, Ctrl-F to search.</p><div class=\"flame\">" +
+      svg + "</div></section>";
   replace_all(page, "{{TITLE}}", html_escape(title));
   size_t at = page.find("<!--{{BODY}}-->");
   if (at == std::string::npos) throw Error("html: diff_page.html lacks its {{BODY}} marker");

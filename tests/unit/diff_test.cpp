@@ -66,7 +66,8 @@ TEST(Diff, FlamegraphColoursGrowthRedAndShrinkageBlue) {
   FlamegraphOptions opts;
   opts.difference = true;
   std::string svg = render_flamegraph_svg("grew;a.py:1:f 100\nshrank;b.py:2:g 50\n", opts);
-  EXPECT_NE(svg.find("fill=\"rgb(215,60,60)\"/><text x=\"13.00\" y=\"82.5\">grew"), std::string::npos)
+  EXPECT_NE(svg.find("fill=\"rgb(215,60,60)\"/><text x=\"13.00\" y=\"82.5\">grew"),
+            std::string::npos)
       << svg;
   EXPECT_NE(svg.find("rgb(60,100,215)"), std::string::npos);
   opts.difference = false;
