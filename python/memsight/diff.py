@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Union
 
 from ._engine import core
 from ._errors import MemsightError
 from .snapshot import PathLike, Snapshot, Summary, _fspath, _user_code, _write_text, load
 
-Moment = str | int
+Moment = Union[str, int]
 
 
 class Diff:
@@ -124,13 +124,21 @@ def diff(
         raise MemsightError(f"{e} (at=, at_step=)") from None
     uc = _user_code(user_code)
 
-    def side(x: Snapshot | PathLike, at_list: list[str], i: int) -> list[Any]:
-        snap, name = _snapshot(x)
+    def measure(snap: Snapshot, name: str, at_list: list[str], i: int) -> list[Any]:
         snap._need_trace("diff()")
         dev = devices[min(i, len(devices) - 1)] if devices else snap._snap.default_device()
         return core().measure_moments(snap._snap, os.fspath(name), dev, at_list, uc)
 
-    sides = side(before, [at_before], 0) + side(after if two else before, [at_after], 1)
+    snap, name = _snapshot(before)
+    if two:  # one snapshot at a time: the first is let go (if read here) before the second is read
+        sides = measure(snap, name, [at_before], 0)
+        del snap
+        snap, name = _snapshot(after)
+        sides += measure(snap, name, [at_after], 1)
+    elif len(set(devices)) <= 1:  # both moments from one replay
+        sides = measure(snap, name, [at_before, at_after], 0)
+    else:
+        sides = measure(snap, name, [at_before], 0) + measure(snap, name, [at_after], 1)
     why = core().diff_mismatch(sides[0], sides[1])
     if why and not allow_mismatch:
         raise MemsightError(f"{why}; pass allow_mismatch=True to compare them anyway")

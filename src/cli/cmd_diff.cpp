@@ -86,10 +86,14 @@ int cmd_diff(const std::vector<std::string>& argv) {
   {
     Snapshot snap = load(file_a);
     dev_a = device_of(snap, true);
-    side = measure_moments(snap, file_a, dev_a, {at_before}, user_code);
-    if (!two_files)  // AFTER: the same snapshot, the same device unless --device says
-      side.push_back(
-          measure_moments(snap, file_a, device_of(snap, false), {at_after}, user_code)[0]);
+    const size_t dev_after = two_files ? dev_a : device_of(snap, false);
+    if (two_files)
+      side = measure_moments(snap, file_a, dev_a, {at_before}, user_code);
+    else if (dev_after == dev_a)  // both moments from one replay
+      side = measure_moments(snap, file_a, dev_a, {at_before, at_after}, user_code);
+    else
+      side = {measure_moments(snap, file_a, dev_a, {at_before}, user_code)[0],
+              measure_moments(snap, file_a, dev_after, {at_after}, user_code)[0]};
   }
   if (two_files) {
     Snapshot snap = load(file_b);

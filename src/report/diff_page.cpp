@@ -172,7 +172,9 @@ std::string diff_html(const SnapshotDiff& d, const std::string& title) {
   int64_t sum = 0;
   for (const SiteChange& s : d.sites) sum += s.change();
   std::string svg = diff_svg(d);
+  // Inline in HTML an <svg> needs neither the XML declaration nor the namespace.
   if (svg.starts_with("<?xml")) svg.erase(0, svg.find('\n') + 1);
+  replace_all(svg, " xmlns=\"http://www.w3.org/2000/svg\"", "");
   std::string body = "<section><h2>What changed</h2>" + moment_line("BEFORE", d.before) +
                      moment_line("AFTER", d.after) + totals_table(d) + "</section>";
   body += "<section><h2>By kind</h2>" + kinds_table(d) + "</section>";

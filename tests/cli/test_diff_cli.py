@@ -111,6 +111,7 @@ def test_outputs_by_name(run, tmp_path):
     assert run("diff", f, "--at-step", "2", "-o", page).returncode == 0
     html = page.read_text()
     assert "<svg" in html and "<?xml" not in html and "model.py:21:forward" in html
+    assert "http://" not in html and "https://" not in html  # nothing that could be fetched
     assert 'data-status="grew"' in html
 
 

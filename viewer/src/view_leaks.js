@@ -6,7 +6,6 @@
 import { TABLEAU10, formatCount, formatSize } from './format.js';
 import { h } from './ui.js';
 
-const SVG = 'http://www.w3.org/2000/svg';
 const LEAK_COLORS = ['#c9302c', '#e8743b', '#b5179e', '#8f2d56', '#d1495b', '#ff7f50', '#9e2a2b', '#e63946'];
 
 // This device's part of `memsight leaks --json`, or null.
@@ -28,8 +27,16 @@ export function chartGeometry(series, w, h, pad = 4) {
   return { max, lines: series.map((s) => s.map((v, i) => [x(i), y(v)])) };
 }
 
+// SVG's namespace, as the HTML parser gives it (the page holds no URL).
+let svgNamespace = null;
+
 function svg(tag, attrs, ...children) {
-  const el = document.createElementNS(SVG, tag);
+  if (!svgNamespace) {
+    const probe = document.createElement('div');
+    probe.innerHTML = '<svg></svg>';
+    svgNamespace = probe.firstChild.namespaceURI;
+  }
+  const el = document.createElementNS(svgNamespace, tag);
   for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
   for (const c of children) if (c) el.append(c);
   return el;
