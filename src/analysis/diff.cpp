@@ -230,24 +230,16 @@ std::string_view SiteChange::status() const {
 SnapshotDiff diff_moments(DiffMoment before, DiffMoment after) {
   SnapshotDiff d;
   std::map<std::string, SiteChange> sites;
-  for (const SiteAmount& s : before.sites) {
-    SiteChange& c = sites[s.site];
-    c.site = s.site;
-    c.kind = s.kind;
-    c.stack = s.stack;
-    c.frames_json = s.frames_json;
-    c.before = s.bytes;
-    c.before_count = s.count;
-  }
-  for (const SiteAmount& s : after.sites) {
-    SiteChange& c = sites[s.site];
-    c.site = s.site;
-    c.kind = s.kind;
-    c.stack = s.stack;
-    c.frames_json = s.frames_json;
-    c.after = s.bytes;
-    c.after_count = s.count;
-  }
+  for (const DiffMoment* m : {&before, &after})
+    for (const SiteAmount& s : m->sites) {
+      SiteChange& c = sites[s.site];
+      c.site = s.site;
+      c.kind = s.kind;
+      c.stack = s.stack;  // AFTER's where it has the site
+      c.frames_json = s.frames_json;
+      (m == &after ? c.after : c.before) = s.bytes;
+      (m == &after ? c.after_count : c.before_count) = s.count;
+    }
   for (auto& [name, c] : sites) d.sites.push_back(std::move(c));
   std::stable_sort(d.sites.begin(), d.sites.end(), [](const SiteChange& a, const SiteChange& b) {
     int64_t x = a.change() < 0 ? -a.change() : a.change();

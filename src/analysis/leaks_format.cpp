@@ -111,6 +111,14 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
   }
 }
 
+// ,"stack":"a.py:1:f <- ...","frames":[...]
+void stack_json(std::string& out, const FrameClassifier& fc, StackId stack) {
+  out += ",\"stack\":";
+  append_json_string(out, fc.describe(stack));
+  out += ",\"frames\":";
+  json_stack(out, fc, stack);
+}
+
 void json_series(std::string& out, const std::vector<int64_t>& v) {
   out += '[';
   for (size_t i = 0; i < v.size(); ++i) {
@@ -154,10 +162,7 @@ void device_json(std::string& out, const FrameClassifier& fc, const LeakReport& 
     append_json_string(out, s.module);
     out += ",\"made_in\":";
     append_json_string(out, s.made_in);
-    out += ",\"stack\":";
-    append_json_string(out, fc.describe(s.stack));
-    out += ",\"frames\":";
-    json_stack(out, fc, s.stack);
+    stack_json(out, fc, s.stack);
     out += ",\"newest\":[";
     for (size_t k = 0; k < s.newest.size(); ++k) {
       const Survivor& v = s.newest[k];
@@ -175,10 +180,7 @@ void device_json(std::string& out, const FrameClassifier& fc, const LeakReport& 
   } else {
     out += "{\"site\":";
     append_json_string(out, r.fix_site);
-    out += ",\"stack\":";
-    append_json_string(out, fc.describe(r.fix_stack));
-    out += ",\"frames\":";
-    json_stack(out, fc, r.fix_stack);
+    stack_json(out, fc, r.fix_stack);
     out += '}';
   }
   out += ",\"growth\":[";
@@ -209,12 +211,9 @@ std::string leaks_text(const Snapshot& snap, const Leaks& leaks) {
 
 std::string leaks_json(const Snapshot& snap, const Leaks& leaks) {
   FrameClassifier fc(snap, UserCode{leaks.user_code});
-  std::string out = "{\"user_code\":[";
-  for (size_t i = 0; i < leaks.user_code.size(); ++i) {
-    if (i) out += ',';
-    append_json_string(out, leaks.user_code[i]);
-  }
-  out += "],\"min_iterations\":" + num(static_cast<int64_t>(kMinLeakIterations)) + ",\"devices\":[";
+  std::string out = "{\"user_code\":";
+  json_strings(out, leaks.user_code);
+  out += ",\"min_iterations\":" + num(static_cast<int64_t>(kMinLeakIterations)) + ",\"devices\":[";
   for (size_t i = 0; i < leaks.devices.size(); ++i) {
     if (i) out += ',';
     device_json(out, fc, leaks.devices[i]);

@@ -24,6 +24,15 @@ std::string wrapped(std::string_view text, const std::string& indent, size_t wid
   return out;
 }
 
+void json_strings(std::string& out, const std::vector<std::string>& v) {
+  out += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    append_json_string(out, v[i]);
+  }
+  out += ']';
+}
+
 void json_stack(std::string& out, const FrameClassifier& fc, StackId stack) {
   const Snapshot& snap = fc.snapshot();
   out += '[';

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "memsight/frames.h"
 
@@ -13,6 +14,8 @@ namespace memsight {
 std::string size_text(int64_t bytes);
 // Words of `text` in lines of at most `width` columns, each line indented.
 std::string wrapped(std::string_view text, const std::string& indent, size_t width = 100);
+// ["a", "b"]
+void json_strings(std::string& out, const std::vector<std::string>& v);
 // The stack's frames, innermost first:
 // [{"name", "filename", "line", "kind"}, ...].
 void json_stack(std::string& out, const FrameClassifier& fc, StackId stack);

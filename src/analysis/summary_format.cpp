@@ -42,15 +42,6 @@ void all_frames(std::string& out, const FrameClassifier& fc, StackId stack, cons
   }
 }
 
-void json_strings(std::string& out, const std::vector<std::string>& v) {
-  out += '[';
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) out += ',';
-    append_json_string(out, v[i]);
-  }
-  out += ']';
-}
-
 std::string num(int64_t v) { return std::to_string(v); }
 
 void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummary& d) {

@@ -14,7 +14,7 @@ import types
 import pytest
 
 import memsight
-from memsight_testlib import DATA, REPO, FakeAllocator, make_fake_torch
+from memsight_testlib import DATA, REPO
 
 sys.path.insert(0, str(DATA))
 import make_leaks as ml  # noqa: E402
@@ -129,20 +129,8 @@ def test_mark_step_records_one_annotation_a_step(monkeypatch):
 
 
 @pytest.mark.parametrize("leaky", [True, False])
-def test_oom_diagnosis_mentions_a_leak(monkeypatch, tmp_path, leaky):
-    snap = ml.loop(steps=12, keep_loss=leaky)
-    alloc = FakeAllocator(snap)
-    torch = make_fake_torch(alloc)
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setitem(sys.modules, "torch.cuda", torch.cuda)
-    monkeypatch.setitem(sys.modules, "torch.cuda.memory", torch.cuda.memory)
-    import memsight.torch.oom as oom
-    import memsight.torch.recording as recording
-
-    monkeypatch.setattr(oom, "_attached", False)
-    monkeypatch.setattr(oom, "_armed", [])
-    monkeypatch.setattr(recording, "recorder", recording._Recorder())
-    monkeypatch.setattr(recording, "_started", [])
+def test_oom_diagnosis_mentions_a_leak(fake_torch_with, tmp_path, leaky):
+    alloc = fake_torch_with(ml.loop(steps=12, keep_loss=leaky))
     obs = memsight.torch.OOMObserver(folder=str(tmp_path), filename="oom", remote_file_name=None)
     runner = memsight.torch.Callbacks(obs, run_name="r")
     runner.fit_start()
