@@ -28,7 +28,9 @@ constexpr size_t kMaxSites = 50;  // leaking sites reported
 struct Survivors {
   std::string label;
   StackId stack = 0;
-  std::vector<int64_t> per_iteration;  // bytes by checked iteration
+  // (iteration, bytes) of the checked iterations that left any, ascending:
+  // sparse, as a file may hold millions of steps.
+  std::vector<std::pair<int64_t, int64_t>> per_iteration;
   std::vector<uint32_t> blocks;        // indices into the replay's blocks, in allocation order
 };
 
@@ -65,27 +67,26 @@ std::vector<std::vector<int64_t>> live_at_starts(const replay::Result& rr, const
   return rows;
 }
 
-int64_t rate_of(std::vector<int64_t> per_iteration, int64_t grown) {
-  const auto m = static_cast<int64_t>(per_iteration.size());
+// Bytes per iteration over `checked` iterations.
+int64_t rate_of(const Survivors& s, int64_t checked) {
+  std::vector<int64_t> bytes;
   int64_t total = 0;
-  for (int64_t v : per_iteration) total += v;
-  if (grown < m) return (total + m / 2) / m;  // not every iteration: the average
+  for (auto [i, b] : s.per_iteration) {
+    bytes.push_back(b);
+    total += b;
+  }
+  if (static_cast<int64_t>(bytes.size()) < checked)  // not every iteration: the average
+    return (total + checked / 2) / checked;
   // Every iteration: the typical amount, whatever one of them added besides.
-  auto mid = per_iteration.begin() + m / 2;
-  std::nth_element(per_iteration.begin(), mid, per_iteration.end());
+  auto mid = bytes.begin() + checked / 2;
+  std::nth_element(bytes.begin(), mid, bytes.end());
   return *mid;
 }
 
-// Survivors from every quarter of the checked iterations.
-bool leaking(const Survivors& s, int64_t& grown) {
-  const auto m = static_cast<int64_t>(s.per_iteration.size());
+// Survivors from every quarter of the `checked` iterations.
+bool leaking(const Survivors& s, int64_t checked) {
   bool quarter[4] = {};
-  grown = 0;
-  for (int64_t i = 0; i < m; ++i)
-    if (s.per_iteration[i]) {
-      quarter[i * 4 / m] = true;
-      ++grown;
-    }
+  for (auto [i, b] : s.per_iteration) quarter[i * 4 / checked] = true;
   return quarter[0] && quarter[1] && quarter[2] && quarter[3];
 }
 
@@ -127,24 +128,27 @@ std::vector<Survivors> survivors_by_site(const FrameClassifier& fc, const replay
     if (fresh_stack) {
       std::string label = fc.site_label(l.stack);
       auto [it, fresh] = site_index.emplace(label, sites.size());
-      if (fresh) sites.push_back({std::move(label), l.stack, std::vector<int64_t>(checked, 0), {}});
+      if (fresh) sites.push_back({std::move(label), l.stack, {}, {}});
       at->second = it->second;
     }
     Survivors& s = sites[at->second];
-    s.per_iteration[iteration_of(its, l.alloc_event)] += l.size;
+    const int64_t i = iteration_of(its, l.alloc_event);  // blocks come in allocation order
+    if (s.per_iteration.empty() || s.per_iteration.back().first != i)
+      s.per_iteration.emplace_back(i, 0);
+    s.per_iteration.back().second += l.size;
     s.blocks.push_back(b);
   }
   return sites;
 }
 
-LeakSite leak_site(const Survivors& acc, int64_t grown, const FrameClassifier& fc,
+LeakSite leak_site(const Survivors& acc, int64_t checked, const FrameClassifier& fc,
                    const replay::Result& rr, const BlockCategories& bc, const Iterations& its) {
   LeakSite s;
   s.site = acc.label;
   auto f = fc.site(acc.stack);
   s.kind = f ? fc.kind(*f) : FrameKind::Internal;
-  s.iterations_grown = grown;
-  s.bytes_per_iteration = rate_of(acc.per_iteration, grown);
+  s.iterations_grown = static_cast<int64_t>(acc.per_iteration.size());
+  s.bytes_per_iteration = rate_of(acc, checked);
   for (uint32_t b : acc.blocks) s.surviving_bytes += rr.blocks[b].size;
   s.surviving_count = static_cast<int64_t>(acc.blocks.size());
   for (auto it = acc.blocks.rbegin(); it != acc.blocks.rend() && s.newest.size() < kMaxNewest;
@@ -251,9 +255,9 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   const auto checked = static_cast<int64_t>(n - 1);
   rep.measured = checked;
   const std::vector<Survivors> sites = survivors_by_site(fc, rr, its, checked);
-  std::vector<std::pair<int64_t, const Survivors*>> leaks;  // (grown, site)
+  std::vector<const Survivors*> leaks;
   for (const Survivors& s : sites)
-    if (int64_t grown = 0; leaking(s, grown)) leaks.emplace_back(grown, &s);
+    if (leaking(s, checked)) leaks.push_back(&s);
   if (leaks.empty()) {
     rep.verdict = "none";
     rep.message = "no leak: no allocation site keeps memory from iteration to iteration (" +
@@ -263,7 +267,7 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   }
   rep.verdict = "leak";
   const BlockCategories bc = classify_blocks(snap, d, rr, tags);
-  for (auto [grown, s] : leaks) rep.sites.push_back(leak_site(*s, grown, fc, rr, bc, its));
+  for (const Survivors* s : leaks) rep.sites.push_back(leak_site(*s, checked, fc, rr, bc, its));
   std::vector<const Survivors*> by_rate;
   std::vector<size_t> order(leaks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -273,7 +277,7 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   std::vector<LeakSite> sorted;
   for (size_t i : order) {
     sorted.push_back(std::move(rep.sites[i]));
-    by_rate.push_back(leaks[i].second);
+    by_rate.push_back(leaks[i]);
     rep.bytes_per_iteration += sorted.back().bytes_per_iteration;
   }
   rep.sites = std::move(sorted);

@@ -166,3 +166,34 @@ def test_a_real_recording_with_a_list_of_sums(run):
     assert site["site"] == "make_snapshots.py:166:w_multistream"
     assert (site["bytes_per_iteration"], site["iterations_grown"], d["measured"]) == (512, 18, 18)
     assert d["fix"]["site"] == "make_snapshots.py:166:w_multistream"
+
+
+def test_memory_stays_small_with_many_steps_and_sites(memsight_bin, tmp_path):
+    # 20,000 steps, each leaving one block at a site of its own: what is kept
+    # per site grows with its survivors, not with the number of steps.
+    import os
+    import subprocess
+
+    trace, annotations = [], []
+    for step in range(20_000):
+        annotations.append({"stage": "START", "name": f"ProfilerStep#{step}", "device": 0, "time_us": 2 * step})
+        trace.append({"action": "alloc", "addr": 0x7F0000000000 + 512 * step, "size": 512, "stream": 0,
+                      "time_us": 2 * step + 1,
+                      "frames": [{"name": "step", "filename": "/work/train.py", "line": step + 1}]})
+    blocks = [{"address": e["addr"], "size": 512, "requested_size": 512, "state": "active_allocated",
+               "frames": e["frames"]} for e in trace]
+    segment = {"device": 0, "address": 0x7F0000000000, "total_size": 512 * len(blocks),
+               "allocated_size": 512 * len(blocks), "active_size": 512 * len(blocks),
+               "requested_size": 512 * len(blocks), "stream": 0, "segment_type": "large",
+               "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks}
+    f = tmp_path / "many.pickle"
+    f.write_bytes(pickle.dumps({"segments": [segment], "device_traces": [trace],
+                                "external_annotations": annotations}, protocol=4))
+    p = subprocess.Popen([memsight_bin, "leaks", "--json", str(f)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    assert status == 0, p.stderr.read()
+    d = json.loads(out)["devices"][0]
+    assert d["iterations"]["count"] == 20_000 and d["verdict"] == "none"  # each site grew once
+    assert usage.ru_maxrss < 200 * 1024, usage.ru_maxrss  # KiB: dense per-site rows would take GBs
