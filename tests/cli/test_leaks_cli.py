@@ -16,6 +16,7 @@ import pytest
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 sys.path.insert(0, str(DATA))
 import make_leaks as ml  # noqa: E402
+from test_bounded_memory import run_measured  # noqa: E402
 
 
 @pytest.fixture
@@ -171,9 +172,6 @@ def test_a_real_recording_with_a_list_of_sums(run):
 def test_memory_stays_small_with_many_steps_and_sites(memsight_bin, tmp_path):
     # 20,000 steps, each leaving one block at a site of its own: what is kept
     # per site grows with its survivors, not with the number of steps.
-    import os
-    import subprocess
-
     trace, annotations = [], []
     for step in range(20_000):
         annotations.append({"stage": "START", "name": f"ProfilerStep#{step}", "device": 0, "time_us": 2 * step})
@@ -189,11 +187,8 @@ def test_memory_stays_small_with_many_steps_and_sites(memsight_bin, tmp_path):
     f = tmp_path / "many.pickle"
     f.write_bytes(pickle.dumps({"segments": [segment], "device_traces": [trace],
                                 "external_annotations": annotations}, protocol=4))
-    p = subprocess.Popen([memsight_bin, "leaks", "--json", str(f)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    assert status == 0, p.stderr.read()
-    d = json.loads(out)["devices"][0]
+    rc, err, peak = run_measured(memsight_bin, "leaks", "--json", f, tmp=tmp_path)
+    assert rc == 0, err
+    d = json.loads((tmp_path / "out").read_text())["devices"][0]
     assert d["iterations"]["count"] == 20_000 and d["verdict"] == "none"  # each site grew once
-    assert usage.ru_maxrss < 200 * 1024, usage.ru_maxrss  # KiB: dense per-site rows would take GBs
+    assert peak < 200 << 20, peak  # dense per-site rows would take gigabytes
