@@ -349,7 +349,8 @@ class Snapshot:
         """What kind of memory was allocated at one moment, and whose.
 
         ``at``: ``"peak"`` (the allocated peak), ``"snapshot"`` (the end of
-        the trace), ``"oom"`` (the first OOM), ``"oom:K"`` (the K-th, from 0)
+        the trace), ``"oom"`` (the first OOM), ``"oom:K"`` (the K-th, from 0),
+        ``"step:N"`` (the start of step N, as :meth:`leaks` finds the steps)
         or a trace entry index (the state after it; -1: before the first).
         ``device``: default the device with the longest trace. Returns a dict
         with attribute access: ``total``, ``by_category`` (for each of
