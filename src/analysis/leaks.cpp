@@ -15,6 +15,7 @@
 
 #include "analysis/classify.h"
 #include "analysis/replay.h"
+#include "analysis/report_text.h"
 #include "analysis/sites.h"
 
 namespace memsight {
@@ -282,6 +283,10 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   }
   rep.sites = std::move(sorted);
   std::tie(rep.fix_site, rep.fix_stack) = line_to_fix(by_rate, rr, its, checked);
+  rep.message = "leak: " + size_text(rep.bytes_per_iteration) +
+                " more stays allocated after each iteration, at " +
+                std::to_string(rep.sites.size()) + " site" + (rep.sites.size() == 1 ? "" : "s") +
+                "; the line to fix: " + rep.fix_site;
   if (rep.sites.size() > kMaxSites) rep.sites.resize(kMaxSites);
   growth_of(rep, fc, rr);
   return rep;

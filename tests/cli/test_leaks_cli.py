@@ -59,6 +59,8 @@ def test_a_kept_graph_names_its_root_as_the_line_to_fix(leaks):
         (ml.OUTPUT_SITE, 1 << 20), (ml.LOSS_SITE, 512)]
     assert d["bytes_per_iteration"] == (1 << 20) + 512
     assert d["fix"]["site"] == ml.LOSS_SITE
+    assert d["message"] == "leak: 1.0MiB more stays allocated after each iteration, at 2 sites; " \
+                           "the line to fix: " + ml.LOSS_SITE
     assert d["sites"][0]["made_in"] == "forward"
     # the newest survivors, newest first, each in its own step
     newest = d["sites"][1]["newest"]
