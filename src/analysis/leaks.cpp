@@ -32,7 +32,7 @@ struct Survivors {
   // (iteration, bytes) of the checked iterations that left any, ascending:
   // sparse, as a file may hold millions of steps.
   std::vector<std::pair<int64_t, int64_t>> per_iteration;
-  std::vector<uint32_t> blocks;        // indices into the replay's blocks, in allocation order
+  std::vector<uint32_t> blocks;  // indices into the replay's blocks, in allocation order
 };
 
 // The iteration an event belongs to (-1: before the first).
