@@ -207,15 +207,16 @@ def _parse_comparison(text: str) -> dict[str, list[int]]:
     return out
 
 
-def _page_summary(js: str) -> str:
+def _page_summary(js: str, page_devices: list[int]) -> str:
     """The summary JSON as the page embeds it (``memsight view`` does the
-    same): devices with no trace entries and no segments left out, since a
-    snapshot can list 100,000 empty device traces at some 600 bytes each."""
+    same): only the devices the page holds (``page_devices``), since a
+    snapshot can list 100,000 device traces at some 600 bytes each."""
     data = json.loads(js)
     devices = data.get("devices")
     if not isinstance(devices, list):
         return js
-    kept = [d for d in devices if d.get("entries") or d.get("segments_now")]
+    held = set(page_devices)
+    kept = [d for d in devices if d.get("device") in held and (d.get("entries") or d.get("segments_now"))]
     if len(kept) == len(devices):
         return js
     data["devices"] = kept
@@ -407,7 +408,7 @@ class Snapshot:
         summary = ""
         if with_summary:
             try:
-                summary = _page_summary(self.summary_json(user_code))
+                summary = _page_summary(self.summary_json(user_code), self._snap.page_devices())
             except Exception:  # the page shows its own basic facts instead
                 summary = ""
         source_name = os.path.basename(self.source) if self.source else ""

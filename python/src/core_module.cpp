@@ -291,7 +291,13 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("view") = "", py::arg("title") = "", py::arg("source_name") = "",
           py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1,
-          py::arg("user_code") = "");
+          py::arg("user_code") = "")
+      .def(
+          "page_devices",
+          [](const Snapshot& s, int device) { return memsight::page_devices(s, device); },
+          py::arg("device") = -1,
+          "The devices a page holds (render_html): the one it opens on first, then the others "
+          "by number.");
 
   // memsight diff: each side measured on its own, then compared.
   py::class_<memsight::DiffMoment>(m, "DiffMoment")
@@ -401,7 +407,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("address"), py::arg("extra") = py::bytes(),
       "The model of a raw allocator snapshot (the native dumper's arrays at `address`), with "
       "the top-level keys of `extra` (a pickled dict holding 'segments': [] and plain data).");
-  m.def("format_size", &memsight::format_size, py::arg("num"));
+  m.def("format_size", &memsight::format_size, py::arg("num"),
+        "torch._memory_viz._format_size, as the text tools print sizes.");
+  m.def("format_bytes", &memsight::format_bytes, py::arg("num"),
+        "Sizes as memsight's reports print them: the unit chosen after rounding.");
   m.def(
       "profile_report",
       [](const std::string& path, const std::string& user_code, const std::string& html_title) {

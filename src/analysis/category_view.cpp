@@ -15,7 +15,7 @@
 namespace memsight {
 namespace {
 
-std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 constexpr size_t kMaxDepth = 64;  // module nesting shown
 
@@ -434,7 +434,7 @@ CategoryView categories_at(const Snapshot& snap, size_t device, std::string_view
   if (device >= ndev)
     throw Error("the snapshot has no device " + std::to_string(device) + " (it lists " +
                 std::to_string(ndev) + ")");
-  replay::Result rr = replay::run(snap, device, replay::Config::from(snap));
+  replay::Result rr = replay::run(snap, device, alloc::Settings::recorded(snap));
   BlockCategories bc = classify_blocks(snap, device, rr, read_tags(snap));
   return view_at(bc, rr, moment_event(snap, device, rr, at));
 }

@@ -140,7 +140,7 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
   if (device >= ndev)
     throw Error(file + ": the snapshot has no device " + std::to_string(device) + " (it lists " +
                 std::to_string(ndev) + ")");
-  const replay::Config cfg = replay::Config::from(snap);
+  const alloc::Settings cfg = alloc::Settings::recorded(snap);
   // Moments named by the replay (the peak, an OOM) need one replay to find
   // them and one to keep them; the others only the second.
   const bool named = std::any_of(at.begin(), at.end(), [](const std::string& a) {

@@ -220,7 +220,7 @@ void growth_of(LeakReport& rep, const FrameClassifier& fc, const replay::Result&
 }
 
 LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier& fc,
-                           const replay::Config& cfg, const std::vector<StorageTag>& tags) {
+                           const alloc::Settings& cfg, const std::vector<StorageTag>& tags) {
   LeakReport rep;
   rep.device = static_cast<int>(d);
   auto [begin, end] = snap.device_rows(d);
@@ -298,7 +298,7 @@ Leaks find_leaks(const Snapshot& snap, const UserCode& user_code) {
   Leaks out;
   out.user_code = user_code.patterns;
   FrameClassifier fc(snap, user_code);
-  const replay::Config cfg = replay::Config::from(snap);
+  const alloc::Settings cfg = alloc::Settings::recorded(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
   std::vector<bool> has_segments(snap.device_count(), false);
   for (const Segment& s : snap.segments)

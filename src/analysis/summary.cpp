@@ -9,6 +9,7 @@
 #include "analysis/oom_diagnosis.h"
 #include "analysis/replay.h"
 #include "analysis/sites.h"
+#include "analysis/whatif.h"
 
 namespace memsight {
 namespace {
@@ -86,7 +87,7 @@ void device_memory(const Snapshot& snap, int device, int64_t& total, int64_t& li
 struct DeviceInputs {
   const Snapshot& snap;
   const FrameClassifier& fc;
-  const replay::Config& cfg;
+  const alloc::Settings& cfg;
   std::pair<bool, bool> overflow;  // overflow_flag(): known, overflowed
   const std::vector<StorageTag>& tags;
 };
@@ -146,7 +147,7 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     o.reserved = st.at.reserved;
     o.cached_free = std::max<int64_t>(0, st.at.reserved - st.at.active);
     o.largest_free = std::max(st.free.largest_small, st.free.largest_large);
-    bool small = in.cfg.round_size(o.requested) <= (1 << 20);
+    bool small = alloc::small_request(alloc::round_size(in.cfg, o.requested));
     o.pool = small ? "small" : "large";
     o.largest_free_pool = small ? st.free.largest_small : st.free.largest_large;
     o.releasable = st.free.releasable;
@@ -182,6 +183,7 @@ DeviceSummary summarize_device(const DeviceInputs& in, size_t d) {
   ds.categories_peak = view_at(bc, rr, ds.peak_allocated_event);
   ds.categories_now = view_at(bc, rr, static_cast<int64_t>(ds.entries) - 1);
   ds.ooms = oom_reports(in, rr, bc, begin, ds.device);
+  if (!ds.ooms.empty()) whatif::cite_simulation(in.snap, d, ds.ooms);
   return ds;
 }
 
@@ -199,7 +201,8 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
     if (s.device >= 0 && static_cast<size_t>(s.device) < segments_of.size())
       ++segments_of[s.device];
   sum.devices_listed = ndev;
-  replay::Config cfg = replay::Config::from(snap);
+  sum.input_notes = snapshot_input_notes(snap);
+  alloc::Settings cfg = alloc::Settings::recorded(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
   const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags};
   for (size_t d = 0; d < ndev; ++d) {

@@ -12,7 +12,7 @@
 namespace memsight {
 namespace {
 
-std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, int64_t time_us) {
   if (event < 0) return "before the first trace entry";
@@ -104,6 +104,8 @@ void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummar
     append_json_string(out, o.explanation);
     out += ",\"remedies\":";
     json_strings(out, o.remedies);
+    out += ",\"simulated\":";
+    append_json_string(out, o.simulated);
     out += ",\"site\":";
     append_json_string(out, o.site);
     out += ",\"frames\":";
@@ -127,6 +129,7 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
   std::string out;
   if (s.devices.empty()) return "The snapshot has no segments and no trace: nothing to report.\n";
   FrameClassifier fc(snap, UserCode{s.user_code});
+  if (!s.input_notes.empty()) out += s.input_notes.text("input: ") + '\n';
   for (const DeviceSummary& d : s.devices) {
     if (d.entries == 0 && d.segments_now == 0) continue;
     out += "Device " + std::to_string(d.device) + " - " + std::to_string(d.entries) +
@@ -217,6 +220,7 @@ std::string summary_json(const Snapshot& snap, const Summary& s, bool every_devi
                     ",\"event_numbering\":\"trace entry index within the device's trace\"" +
                     ",\"user_code\":";
   json_strings(out, s.user_code);
+  out += ",\"input_notes\":" + s.input_notes.json();
   out += ",\"devices\":[";
   if (every_device && s.empty_device) {
     // The devices left out of the Summary, in their places, from its template.

@@ -23,7 +23,7 @@ int cmd_profile(const std::vector<std::string>& argv) {
     output_format("profile", out, {"html"}, "html");
     MemoryTimeline t = read_memory_timeline(input);
     write_output(out, timeline_html(t, name + " - memory timeline"));
-    std::fprintf(stderr, "wrote %s\n", out.c_str());
+    std::fprintf(stderr, "%swrote %s\n", t.notes.text("note: ").c_str(), out.c_str());
     return 0;
   }
   const bool json = a.has("--json");

@@ -43,6 +43,10 @@ Beyond torch:
                              two moments of one snapshot
   leaks SNAP [--json]        memory that grows from iteration to iteration:
                              the sites, bytes per iteration, the line to fix
+  whatif SNAP [--set KEY:VALUE]
+                             the recorded requests through torch's allocator,
+                             simulated under other settings: peak reserved,
+                             fragmentation, whether the OOM still happens
   view SNAP [-o FILE]        self-contained interactive HTML report (offline)
   trace-plot SNAP [-o FILE]  the report, opened on the memory timeline
   segment-plot SNAP [-o FILE]
@@ -156,6 +160,34 @@ const char* command_help(const std::string& c) {
            "  --json            machine-readable output (or -o NAME.json), with live\n"
            "                    memory per site at the start of each iteration\n"
            "  --user-code PATS  what counts as your code (as for `summary`)\n";
+  if (c == "whatif")
+    return "usage: memsight whatif SNAPSHOT [--set KEY:VALUE ...] [--device-memory SIZE]\n"
+           "                       [--memory-fraction F] [--json] [-o FILE]\n\n"
+           "Runs each device's recorded requests (allocations and their sizes and streams,\n"
+           "frees, record_stream's delayed frees, empty_cache calls, CUDA graphs' private\n"
+           "pools) through a simulation of torch's CUDA caching allocator under other\n"
+           "settings, and reports peak reserved memory, what of it sat unused at the peak,\n"
+           "and whether the recorded out-of-memory error still happens or a new one would.\n"
+           "First it checks itself: under the recorded settings the simulation must make\n"
+           "every recorded segment event and reach torch's reserved peak; where it does\n"
+           "not, it says so and by how much.\n"
+           "  --set KEY:VALUE      settings over the recorded ones, as PYTORCH_CUDA_ALLOC_CONF\n"
+           "                       takes them (expandable_segments:True, max_split_size_mb:N,\n"
+           "                       max_non_split_rounding_mb:N, garbage_collection_threshold:F,\n"
+           "                       roundup_power2_divisions:N or [MiB:N,...,>:N]), plus\n"
+           "                       per_process_memory_fraction:F\n"
+           "                       (torch.cuda.set_per_process_memory_fraction) and\n"
+           "                       defaults (torch's defaults first); repeatable.\n"
+           "                       Without --set: a table of standard alternatives by peak\n"
+           "                       reserved, simulated on all cores.\n"
+           "  --device-memory SIZE the device's memory (torch.cuda.mem_get_info()[1]), e.g.\n"
+           "                       80G; by default what the recording says (an OOM's free\n"
+           "                       memory, memsight's OOM observer), else no bound\n"
+           "  --memory-fraction F  the fraction the recorded job passed to\n"
+           "                       torch.cuda.set_per_process_memory_fraction (snapshots do\n"
+           "                       not record it): every simulation's cap; by default one\n"
+           "                       inferred from a recorded OOM under a cap\n"
+           "  --json               machine-readable output\n";
   if (c == "view" || c == "trace-plot" || c == "segment-plot")
     return "usage: memsight view|trace-plot|segment-plot SNAPSHOT [-o FILE] [--view NAME]\n\n"
            "Writes one self-contained HTML file (no network needed) with the memory\n"
@@ -228,6 +260,7 @@ int run_command(const std::string& cmd, const std::vector<std::string>& rest) {
   if (cmd == "summary") return cmd_summary(rest);
   if (cmd == "diff") return cmd_diff(rest);
   if (cmd == "leaks") return cmd_leaks(rest);
+  if (cmd == "whatif") return cmd_whatif(rest);
   if (cmd == "view" || cmd == "trace-plot" || cmd == "segment-plot") return cmd_view(cmd, rest);
   if (cmd == "profile") return cmd_profile(rest);
   return cmd_convert(rest);

@@ -11,7 +11,7 @@ namespace memsight::report {
 
 std::string pack_categories(PagePacker& p, const Snapshot& snap, const Annotated& ann, size_t d,
                             const Timeline& tl) {
-  const replay::Result rr = replay::run(snap, d, replay::Config::from(snap));
+  const replay::Result rr = replay::run(snap, d, alloc::Settings::recorded(snap));
   const BlockCategories bc = classify_blocks(snap, d, rr, read_tags(snap));
   // Replay blocks by the trace entry that allocated them, and those live
   // throughout (the snapshot's blocks the trace never touched) by address.

@@ -75,7 +75,8 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
     // approximation); the tooltip shows the page time.
     int64_t now = t.time_us[r];
     if (now) has_time = true;
-    dt[i] = std::clamp<int64_t>(now - prev, 0, std::numeric_limits<uint32_t>::max());
+    // Within 2^53 µs, the page adds the steps up exactly (in doubles).
+    dt[i] = std::clamp<int64_t>(now - prev, 0, int64_t{1} << 53);
     prev = std::max(prev, now);
     cc[i] = tables.str(t.compile_context[r]);
     meta[i] = tables.str(t.user_metadata[r]);

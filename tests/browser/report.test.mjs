@@ -352,7 +352,9 @@ describe('answers a user can act on', () => {
     const oom = page.locator('.oom-panel .oom').first();
     assert.match(await oom.locator('.oom-title b').textContent(), /^OOM at trace entry 361$/);
     assert.deepEqual(await oom.locator('.verdict-tag').allTextContents(), ['fragmentation', 'limit']);
-    assert.match(await oom.locator('ul.remedies').textContent(), /expandable_segments:True/);
+    // the simulated answer first (memsight whatif on this history), then the advice
+    assert.match(await oom.locator('ul.remedies li').first().textContent(), /simulated on this history/);
+    assert.match(await oom.locator('ul.remedies').textContent(), /max_split_size_mb/);
     assert.match(await oom.locator('.oom-site').textContent(), /record_counters\.py:168:fill/);
     // "Allocator state" opens the same trace entry
     await oom.locator('button.link').click();

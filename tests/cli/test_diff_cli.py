@@ -28,6 +28,11 @@ def diff_json(run, *args) -> dict:
     return json.loads(r.stdout)
 
 
+def ml_snapshot(path) -> dict:
+    with open(path, "rb") as fh:
+        return pickle.load(fh)
+
+
 def summary_of(run, path, device=0) -> dict:
     r = run("summary", "--json", path)
     assert r.returncode == 0, r.stderr
@@ -98,10 +103,21 @@ def test_outputs_by_name(run, tmp_path):
     svg = tmp_path / "d.svg"
     r = run("diff", f, "--at-step", "2", "-o", svg)
     assert r.returncode == 0, r.stderr
+    # The outputs kept from step 2 on: 10 more blocks, whose sizes the
+    # snapshot holds (a 1 MiB request takes a whole 2 MiB free block when
+    # splitting it would leave no more than 1 MiB).
+    top = diff_json(run, f, "--at-step", "2")["sites"][0]
+    assert (top["site"], top["before_count"], top["after_count"]) == (ml.OUTPUT_SITE, 2, 12)
+    snap = ml_snapshot(f)
+    outputs = {e["addr"] for e in snap["device_traces"][0]
+               if e["action"] == "alloc" and e["frames"] and e["frames"][0] == ml.OUTPUT}
+    kept = [b for s in snap["segments"] for b in s["blocks"]
+            if b["state"] == "active_allocated" and b["address"] in outputs]
+    assert top["after"] == sum(b["size"] for b in kept) and len(kept) == 12
     root = ET.parse(svg).getroot()
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
     assert any(t.startswith("grew (") for t in titles)
-    assert any(t.startswith("model.py:21:forward (10.0MiB") for t in titles)
+    assert any(t.startswith("model.py:21:forward (") and f"{top['change']:,} bytes" in t for t in titles)
     assert 'fill="rgb(215,60,60)"' in svg.read_text()  # "grew" is red
     folded = tmp_path / "d.folded"
     assert run("diff", f, "--at-step", "2", "-o", folded).returncode == 0

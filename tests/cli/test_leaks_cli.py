@@ -17,6 +17,28 @@ DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 sys.path.insert(0, str(DATA))
 import make_leaks as ml  # noqa: E402
 from test_bounded_memory import run_measured  # noqa: E402
+from test_input_limits import snapshot_page_meta  # noqa: E402
+
+
+def kept_sizes(snap: dict, frame: dict) -> list[int]:
+    """The sizes of the blocks `frame` allocated that are still live at the
+    end, in allocation order: the truth a growth curve adds up. A block can
+    be larger than its request (a free block is split only when more than
+    1 MiB would be left), so the sizes come from the snapshot's blocks."""
+    live = {b["address"]: b["size"] for seg in snap["segments"] for b in seg["blocks"]
+            if b["state"] == "active_allocated"}
+    made = [e["addr"] for e in snap["device_traces"][0]
+            if e["action"] == "alloc" and e["frames"] and e["frames"][0] == frame]
+    return [live[a] for a in made if a in live]
+
+
+def rising(sizes: list[int], n: int) -> list[int]:
+    """Live bytes at the start of each of n iterations when iteration i keeps sizes[i]."""
+    out, total = [], 0
+    for i in range(n):
+        out.append(total)
+        total += sizes[i] if i < len(sizes) else 0
+    return out
 
 
 @pytest.fixture
@@ -34,7 +56,8 @@ def leaks(run, tmp_path):
 @pytest.mark.parametrize("marks,source", [("memsight", "memsight steps"), ("profiler", "profiler steps"),
                                           ("optimizer", "optimizer steps"), ("none", "repeating allocations")])
 def test_a_kept_loss_is_found_with_its_site_and_rate(leaks, marks, source):
-    d = leaks(ml.loop(steps=30, marks=marks, keep_loss=True))
+    snap = ml.loop(steps=30, marks=marks, keep_loss=True)
+    d = leaks(snap)
     assert d["iterations"]["source"] == source
     assert d["iterations"]["count"] == 30
     assert d["verdict"] == "leak"
@@ -43,7 +66,9 @@ def test_a_kept_loss_is_found_with_its_site_and_rate(leaks, marks, source):
     assert site["site"] == ml.LOSS_SITE
     assert site["bytes_per_iteration"] == 512
     assert site["iterations_grown"] == 28
-    assert site["surviving_count"] == 28 and site["surviving_bytes"] == 28 * 512
+    # the losses of the 28 iterations checked, by their blocks' sizes
+    assert site["surviving_count"] == 28
+    assert site["surviving_bytes"] == sum(kept_sizes(snap, ml.LOSS)[:28])
     assert d["bytes_per_iteration"] == 512
     assert d["fix"]["site"] == ml.LOSS_SITE
     if marks in ("memsight", "profiler"):
@@ -85,21 +110,29 @@ def test_a_leak_among_noise_is_found_and_the_noise_is_not(leaks, seed):
 
 
 def test_a_cache_that_plateaus_grows_then_stays_in_the_growth_curve(leaks):
-    d = leaks(ml.loop(steps=30, cache_steps=4))
+    snap = ml.loop(steps=30, cache_steps=4)
+    d = leaks(snap)
     cache = next(g for g in d["growth"] if g["site"] == ml.CACHE_SITE)
     assert not cache["leak"]
-    mib = 1 << 20
-    assert cache["live"][:6] == [0, mib, 2 * mib, 3 * mib, 4 * mib, 4 * mib]
-    assert set(cache["live"][4:]) == {4 * mib}
+    sizes = kept_sizes(snap, ml.CACHE)
+    assert len(sizes) == 4 and all(n >= 1 << 20 for n in sizes)
+    assert cache["live"] == rising(sizes, 30)
+    assert set(cache["live"][4:]) == {sum(sizes)}
 
 
 def test_the_growth_curve_of_a_leak_rises_by_the_rate(leaks):
-    d = leaks(ml.loop(steps=30, keep_output=True))
+    snap = ml.loop(steps=30, keep_output=True)
+    d = leaks(snap)
     total, site = d["growth"][0], d["growth"][1]
     assert total["site"] == "" and site["site"] == ml.OUTPUT_SITE and site["leak"]
-    assert site["live"] == [i * (1 << 20) for i in range(30)]
-    steps = [b - a for a, b in zip(total["live"][2:], total["live"][3:])]
-    assert set(steps) == {1 << 20}  # after the first steps (optimizer state, ...), only the leak grows
+    sizes = kept_sizes(snap, ml.OUTPUT)
+    assert len(sizes) == 30 and all(n >= 1 << 20 for n in sizes)
+    assert site["live"] == rising(sizes, 30)
+    # After the first step (optimizer state, ...) only the leak grows: the
+    # rest stays within the extra an unsplit block holds (at most 1 MiB + 512 B
+    # here, as the same request lands in a block of another size).
+    rest = [t - n for t, n in zip(total["live"], site["live"])][1:]
+    assert max(rest) - min(rest) <= (1 << 20) + 512
 
 
 def test_too_few_iterations_are_said_to_be_too_few(leaks, run, tmp_path):
@@ -134,6 +167,27 @@ def test_the_text_names_the_leak_the_rate_and_the_line(run, tmp_path):
     out = tmp_path / "leaks.json"
     assert run("leaks", f, "-o", out).returncode == 0
     assert json.loads(out.read_text())["devices"][0]["verdict"] == "leak"
+
+
+def test_the_page_cuts_a_leaking_sites_long_name(run, tmp_path):
+    # The page embeds `leaks --json` with names cut as in its other tables
+    # (kNameLimit, 16 KiB); the text report keeps the whole name.
+    snap = ml.loop(steps=30, keep_loss=True)
+    name = "loss_" + "x" * (1 << 20)
+    long_loss = [dict(ml.LOSS, name=name)]
+    for e in snap["device_traces"][0]:
+        if e["frames"] and e["frames"][0] == ml.LOSS:
+            e["frames"] = long_loss
+    f = tmp_path / "long.pickle"
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    out = tmp_path / "v.html"
+    assert run("view", f, "-o", out).returncode == 0
+    meta, raw = snapshot_page_meta(out.read_text())
+    (dev,) = meta["meta"]["leaks"]["devices"]
+    assert dev["verdict"] == "leak" and dev["sites"][0]["site"].startswith("train.py:45:loss_xxx")
+    assert "[cut at 16384 of " in dev["sites"][0]["site"]
+    assert b"x" * 20000 not in raw and len(raw) < 1_000_000
+    assert name in run("leaks", f).stdout.decode()
 
 
 def test_no_leak_text_and_the_real_training_run(run):

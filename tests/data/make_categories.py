@@ -65,16 +65,17 @@ class Sim:
     frames: list = field(default_factory=lambda: [TRAIN])
 
     # -- the allocator ----------------------------------------------------------
-    # torch's caching allocator in one segment: the smallest free block that
-    # fits, from its start, split when the rest is at least 512 bytes (a
-    # request up to 1 MiB) or more than 1 MiB; freed blocks merge.
+    # torch's caching allocator in one large-pool segment: the smallest free
+    # block that fits, from its start, split when more than 1 MiB would be
+    # left (the large pool's rule, whatever the request: a block's pool is
+    # its segment's); freed blocks merge.
     def _carve(self, requested: int) -> tuple[int, int]:
         size = round_size(requested)
         i = min((i for i, (_, n) in enumerate(self.free_blocks) if n >= size),
                 key=lambda i: (self.free_blocks[i][1], self.free_blocks[i][0]))
         addr, n = self.free_blocks[i]
         rest = n - size
-        if rest >= 512 if size <= MiB else rest > MiB:
+        if rest > MiB:
             self.free_blocks[i] = (addr + size, rest)
         else:
             del self.free_blocks[i]
@@ -232,7 +233,7 @@ def train(sim: Sim, steps: int = 2, layers: int = 2, checkpoint: bool = False, o
             if oom_at_step == step and i == layers - 1:
                 # activations of every layer live: the request fails
                 sim.outside()
-                return sim.snapshot(oom=512 * MiB)
+                return sim.snapshot(oom=2 << 30)  # more than the cache and the device hold
             kind = "temporary" if checkpoint else "activation"
             a = sim.alloc(act, kind, f"layers.{i}")
             if checkpoint:

@@ -20,7 +20,7 @@ TEST(Diff, KeptMomentsAreTheOomStates) {
   for (const std::string& name : test::fixture_names()) {
     Snapshot snap = read_snapshot_file(std::string(MEMSIGHT_TEST_DATA) + "/" + name + ".pickle");
     for (size_t d = 0; d < snap.device_count(); ++d) {
-      const auto cfg = replay::Config::from(snap);
+      const auto cfg = alloc::Settings::recorded(snap);
       replay::Result plain = replay::run(snap, d, cfg);
       std::vector<int64_t> at;
       for (const auto& o : plain.ooms) at.push_back(o.event);

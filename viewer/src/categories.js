@@ -155,34 +155,46 @@ function moduleTree(modules, outside) {
   }
   const SHOWN = 200;  // submodules listed under one module; the rest summed
   const size = (name) => total(modules.get(name));
-  let open = 0;
-  const node = (name, depth) => {
-    const kids = (children.get(name) || []).sort((a, b) => size(b) - size(a));
-    const label = h('span', { class: 'mod-name mono' }, moduleLabel(name));
-    const line = [h('span', { class: 'num' }, formatSize(size(name), false)), ' ', label, ' ',
-      h('span', { class: 'sub' }, split(modules.get(name)))];
-    if (!kids.length) return h('li', { class: 'mod-leaf' }, ...line);
-    const rest = kids.slice(SHOWN).reduce((a, k) => a + size(k), 0);
-    const d = h('details', { class: 'mod' }, h('summary', null, ...line),
-      h('ul', null, kids.slice(0, SHOWN).map((k) => node(k, depth + 1)),
-        kids.length > SHOWN ? h('li', { class: 'mod-leaf' }, h('span', { class: 'num' }, formatSize(rest, false)),
-          ' ', h('span', { class: 'sub' }, `(${kids.length - SHOWN} more submodules)`)) : null));
-    if (depth < 2 && open++ < 6) d.open = true;
-    return h('li', null, d);
+  // Built with a stack, not recursion: a model can nest modules deeply.
+  const build = (name) => {
+    const kids = (children.get(name) || []).sort((x, y) => size(y) - size(x));
+    const line = [h('span', { class: 'num' }, formatSize(size(name), false)), ' ',
+      h('span', { class: 'mod-name mono' }, moduleLabel(name)), ' ', h('span', { class: 'sub' }, split(modules.get(name)))];
+    if (!kids.length) return { li: h('li', { class: 'mod-leaf' }, line), kids };
+    const ul = h('ul', null);
+    const d = h('details', { class: 'mod' }, h('summary', null, line), ul);
+    return { li: h('li', null, d), d, ul, kids };
   };
-  return h('ul', { class: 'module-tree' }, node('', 0),
+  const root = build('');
+  let open = 0;
+  const stack = [{ n: root, depth: 0 }];
+  while (stack.length) {
+    const { n, depth } = stack.pop();
+    if (!n.d) continue;
+    if (depth < 2 && open++ < 6) n.d.open = true;  // the biggest, in the order they are listed
+    const shown = n.kids.slice(0, SHOWN).map(build);
+    for (const c of shown) n.ul.appendChild(c.li);
+    if (n.kids.length > SHOWN) {
+      const rest = n.kids.slice(SHOWN).reduce((acc, k) => acc + size(k), 0);
+      n.ul.appendChild(h('li', { class: 'mod-leaf' }, h('span', { class: 'num' }, formatSize(rest, false)),
+        ' ', h('span', { class: 'sub' }, `(${n.kids.length - SHOWN} more submodules)`)));
+    }
+    for (let i = shown.length - 1; i >= 0; i--) stack.push({ n: shown[i], depth: depth + 1 });
+  }
+  return h('ul', { class: 'module-tree' }, root.li,
     outside ? h('li', { class: 'mod-leaf' }, h('span', { class: 'num' }, formatSize(outside, false)), ' ',
       h('span', { class: 'sub' }, '(outside any module, or not known)')) : null);
 }
 
 // One moment: its kinds and its module tree.
-export function breakdownView(title, note, bytes, tagged, modules, outside) {
-  const rows = kindRows(bytes, tagged);
+// b: {bytes, tagged (per kind), modules (name -> bytes per kind), outside}.
+export function breakdownView(title, note, b) {
+  const rows = kindRows(b.bytes, b.tagged);
   return h('div', { class: 'breakdown' },
     h('h4', null, title),
     note ? h('p', { class: 'sub' }, note) : null,
     rows.length ? h('table', { class: 'table kinds' }, h('tbody', null, rows)) : h('p', null, 'Nothing allocated.'),
-    moduleTree(modules, outside));
+    moduleTree(b.modules, b.outside));
 }
 
 // The summary's view of a moment (memsight summary --json) in the same form.
@@ -199,7 +211,7 @@ function fromSummary(view) {
   for (const m of view.modules || []) {
     modules.set(m.name, Float64Array.from(CATEGORIES, (c) => (m.by_category || {})[c.key] || 0));
   }
-  return [bytes, tagged, modules, view.unattributed || 0];
+  return { bytes, tagged, modules, outside: view.unattributed || 0 };
 }
 
 // The overview's panel: what kind of memory, at the peak and at the snapshot.
@@ -217,13 +229,13 @@ export function kindsSection(sum) {
     h('p', { class: 'sub' }, `${how}${phases}. Block bytes, as torch's allocated memory counts them. ` +
       'The memory timeline colours allocations by kind ("By kind"), and a click there shows any moment.'),
     h('div', { class: 'two-col' },
-      breakdownView('At the allocated peak', null, ...fromSummary(c.at_peak)),
-      breakdownView('At the snapshot', null, ...fromSummary(c.at_snapshot))));
+      breakdownView('At the allocated peak', null, fromSummary(c.at_peak)),
+      breakdownView('At the snapshot', null, fromSummary(c.at_snapshot))));
 }
 
 // An OOM's kinds, one line ("By kind: ...").
 export function oomKinds(o) {
   if (!o.categories || !o.categories.total) return null;
-  const [bytes] = fromSummary(o.categories);
+  const { bytes } = fromSummary(o.categories);
   return h('p', { class: 'oom-kinds' }, 'By kind: ', split(bytes, 6));
 }

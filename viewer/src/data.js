@@ -3,6 +3,7 @@
 // columns are typed-array views on the decompressed buffer.
 
 import { A, FRAME_KINDS, formatAddr, formatFrames, isSegmentAction, upperBound } from './format.js';
+import { setText } from './ui.js';
 
 const B64 = new Uint8Array(256).fill(255);
 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
@@ -201,7 +202,7 @@ export class PageData {
   // what counts as their code or how stacks are shown.
   showStack(pane, frames) {
     pane._frames = frames;
-    pane.textContent = frames ? this.formatStack(frames) : '';
+    setText(pane, frames ? this.formatStack(frames) : '');
     this._stackPanes.add(pane);
   }
 
@@ -210,7 +211,7 @@ export class PageData {
     this.allFrames = allFrames;
     for (const pane of this._stackPanes) {
       if (!pane.isConnected && !pane._frames) this._stackPanes.delete(pane);
-      else if (pane._frames) pane.textContent = this.formatStack(pane._frames);
+      else if (pane._frames) setText(pane, this.formatStack(pane._frames));
     }
   }
 

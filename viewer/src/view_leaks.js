@@ -4,7 +4,7 @@
 // memory behind in every part of the run with the line to fix.
 
 import { TABLEAU10, formatCount, formatSize } from './format.js';
-import { h } from './ui.js';
+import { fill, h, longText, stackLines } from './ui.js';
 
 const LEAK_COLORS = ['#c9302c', '#e8743b', '#b5179e', '#8f2d56', '#d1495b', '#ff7f50', '#9e2a2b', '#e63946'];
 
@@ -72,7 +72,7 @@ export class LeaksView {
     const sections = [head];
     if (r.verdict === 'leak') sections.push(this.sitesSection(r));
     if ((r.growth || []).length && r.growth[0].live.length >= 2) sections.push(this.growthSection(r));
-    this.el.replaceChildren(...sections);
+    fill(this.el, sections);
   }
 
   sitesSection(r) {
@@ -85,14 +85,14 @@ export class LeaksView {
       h('td', null, s.category.replace(/_/g, ' ') + (s.made_in ? `, made ${s.made_in.startsWith('outside') ? '' : 'in the '}${s.made_in}` : '') +
         (s.module ? ` (${s.module})` : '')),
       h('td', { class: 'mono site' },
-        h('details', null, h('summary', null, s.site), h('pre', { class: 'stack' }, page.formatStack(
+        h('details', null, h('summary', null, longText(s.site)), stackLines(page.formatStack(
           s.frames.map((f) => ({ ...f, baseKind: f.kind })))),
         h('div', { class: 'newest' }, 'newest still live: ', s.newest.flatMap((v, k) => [k ? ', ' : '',
           h('button', {
             type: 'button', class: 'link', title: 'show the allocator state after this allocation',
             onclick: () => this.app.showState(dev.index, dev.eventOfEntry(v.event)),
           }, `trace entry ${formatCount(v.event)}`)]))))));
-    const fix = r.fix ? h('p', { class: 'verdict leak-fix' }, h('b', null, 'The line to fix: '), r.fix.stack,
+    const fix = r.fix ? h('p', { class: 'verdict leak-fix' }, h('b', null, 'The line to fix: '), longText(r.fix.stack),
       r.sites.length > 1
         ? '. In most iterations the newest surviving allocation is made there; what the iteration made before it ' +
           'and kept is likely held through it (a tensor\'s autograd graph holds the tensors it was computed from).'
@@ -138,7 +138,7 @@ export class LeaksView {
       return h('div', { class: 'growth' }, h('div', { class: 'growth-max' }, `0 to ${formatSize(g.max, false)}`), root);
     };
     const legend = h('div', { class: 'legend growth-legend' }, sites.map((s, k) => h('span', { class: s.leak ? 'leak' : '' },
-      h('i', { class: 'swatch', style: { background: colors[k] } }), s.site,
+      h('i', { class: 'swatch', style: { background: colors[k] } }), longText(s.site),
       ` ${formatSize(s.live[0], false)} → ${formatSize(s.live[s.live.length - 1], false)}`)));
     // Each row's own scale: a leak of a few bytes a step shows as plainly as one of megabytes.
     const spark = (s, color) => {
@@ -151,12 +151,12 @@ export class LeaksView {
     };
     const table = h('table', { class: 'table growth-table' },
       h('thead', null, h('tr', null, h('th', null, 'site'), h('th', null, 'from 0 to its largest'),
-        ...[0, Math.floor((growth[0].live.length - 1) / 2), growth[0].live.length - 1].map((i) => h('th', { class: 'num' }, label(i))))),
+        [0, Math.floor((growth[0].live.length - 1) / 2), growth[0].live.length - 1].map((i) => h('th', { class: 'num' }, label(i))))),
       h('tbody', null, growth.map((s, k) => {
         const n = s.live.length;
-        return h('tr', { class: s.leak ? 'leak' : '' }, h('td', { class: 'mono site' }, s.site || 'all allocated memory'),
+        return h('tr', { class: s.leak ? 'leak' : '' }, h('td', { class: 'mono site' }, s.site ? longText(s.site) : 'all allocated memory'),
           h('td', null, spark(s, k ? colors[k - 1] : '#6f7f8f')),
-          ...[0, Math.floor((n - 1) / 2), n - 1].map((i) => h('td', { class: 'num' }, formatSize(s.live[i], false))));
+          [0, Math.floor((n - 1) / 2), n - 1].map((i) => h('td', { class: 'num' }, formatSize(s.live[i], false))));
       })));
     return h('section', { class: 'panel' },
       h('h3', null, 'Growth per site over the iterations'),

@@ -5,7 +5,7 @@ import {
   formatCount, formatDuration, formatDurationTick, formatSize, niceByteStep, niceStep,
 } from './format.js';
 import { SUMMARY_ID } from './timeline.js';
-import { fitCanvas, frameScheduler, h, segmented } from './ui.js';
+import { fitCanvas, frameScheduler, h, segmented, setText } from './ui.js';
 import { Categories, KIND_COLORS, breakdownView, categoryLegend } from './categories.js';
 
 const MARGIN = { left: 78, right: 14, top: 10, bottom: 26 };
@@ -140,7 +140,7 @@ export class TimelineView {
     const note = `${this.stateLabel(s)}. Requested bytes, as the timeline stacks them; ` +
       (this.cats.meta.tagged ? `${this.cats.meta.tagged} storages tagged by memsight.torch, the rest inferred` :
         'inferred (no memsight.torch tags)') + '. Click the timeline for another moment.';
-    this.momentPane.replaceChildren(breakdownView(title, note, b.bytes, b.tagged, b.modules, b.outside));
+    this.momentPane.replaceChildren(breakdownView(title, note, b));
     this.el.dataset.moment = String(s);
   }
 
@@ -618,7 +618,7 @@ export class TimelineView {
         `as memory_viz draws them (torch's requested_bytes, peak ${formatSize(sum.peak_requested, false)}). `];
     }
     this.detailsHead.replaceChildren(
-      h('div', { class: 'idle' }, ...peak,
+      h('div', { class: 'idle' }, peak,
         `${formatCount(md.m)} ${this.noun} over ${formatCount(md.n)} events. `,
         'Hover a band for its details, click to pin them. Wheel: zoom; drag: pan; double-click: reset; ',
         'search matches are drawn even below the detail limit.'));
@@ -638,7 +638,7 @@ export class TimelineView {
     const jump = i.start >= 0 ? i.start : i.end;
     const head = h('div', null,
       this.pinned === id ? h('span', { class: 'badge' }, 'pinned') : null,
-      h('span', { class: 'mono' }, d.head),
+      setText(h('span', { class: 'mono' }), d.head),
       this.cats ? h('div', { class: 'kind-line' }, 'Kind: ', this.cats.label(id)) : null);
     const actions = h('div', { class: 'detail-actions' });
     if (jump >= 0) {

@@ -59,7 +59,7 @@ def list_filenames(prefix: str) -> list[str]:
 
 def _size(n: int) -> str:
     try:
-        return core().format_size(float(n))
+        return core().format_bytes(float(n))
     except Exception:
         return f"{n} bytes"
 
