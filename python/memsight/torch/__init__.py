@@ -11,6 +11,12 @@ Recording::
         train_step()
         memsight.torch.dump("step.pickle.gz")
 
+Marking the steps of a loop (for ``memsight leaks`` and ``diff --at-step``)::
+
+    for batch in loader:
+        memsight.torch.mark_step()
+        train_step(batch)
+
 Training callbacks (plain loop, Lightning via ``memsight.torch.lightning``)::
 
     cbs = memsight.torch.Callbacks(OOMObserver(), MemorySnapshot(), MemoryMonitor())
@@ -59,6 +65,7 @@ from .memprofiler_config import (
 )
 from .memprofiler_mixin import MemProfilerMixin
 from .oom import OOMObserver
+from .phase_marks import mark_step
 from .profiler import ProfilerAction, TorchProfiler, TraceTime, cyclic_schedule
 from .rank_dumps import DumpRound, RankDumps, dump_all_ranks, unwatch_ranks, watch_ranks
 from .recording import (
@@ -117,6 +124,7 @@ __all__ = [
     "dump",
     "dump_all_ranks",
     "ensure_folder_is_empty",
+    "mark_step",
     "flush_uploads",
     "format_name_with_dist",
     "format_name_with_dist_and_time",

@@ -35,6 +35,7 @@ from . import _native_dump, rank_dumps
 from ._cuda import torch_module
 from ._dist import dist_info
 from ._files import FileCallback
+from .phase_marks import mark_step
 from .recording import Recording
 from .state import TrainState
 from .tags import add_tags
@@ -108,6 +109,17 @@ def _arm(obs: OOMObserver) -> None:
 def _disarm(obs: OOMObserver) -> None:
     with _armed_lock:
         _armed[:] = [r for r in _armed if r() is not None and r() is not obs]
+
+
+def _leak_text(snapshot: Callable[[], Any]) -> str:
+    """What ``memsight leaks`` says, when the dumped history shows a leak."""
+    try:
+        leaks = snapshot().leaks()
+        if any(d.get("verdict") == "leak" for d in leaks["devices"]):
+            return "\nMemory grew from step to step before the OOM (memsight leaks):\n" + leaks.text
+    except Exception as e:
+        log.debug("memsight: no leak check in the OOM diagnosis: %s: %s", type(e).__name__, e)
+    return ""
 
 
 class OOMObserver(FileCallback):
@@ -206,6 +218,11 @@ class OOMObserver(FileCallback):
 
     _on_batch_end = _on_batch_start
 
+    def _on_batch_start(self, state: TrainState) -> None:
+        # Each batch is a step of the history, so the diagnosis can tell a leak.
+        if self.armed:
+            mark_step(state.batch)
+
     def _on_close(self) -> None:
         if self.armed:
             _disarm(self)
@@ -303,7 +320,7 @@ class OOMObserver(FileCallback):
                 body = need().summary_text()
             except Exception as e:
                 body = f"(the engine's diagnosis is unavailable: {type(e).__name__}: {e})\n"
-            return header + "\n" + body + self._other_ranks(rnd)
+            return header + "\n" + body + _leak_text(need) + self._other_ranks(rnd)
 
         jobs: list[tuple[str, Callable[[], str], str]] = [
             (TRACE_PLOT, lambda: need().html("trace_plot"), "trace plot page"),
