@@ -46,6 +46,7 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv);
 int cmd_compare(const std::vector<std::string>& argv);
 int cmd_summary(const std::vector<std::string>& argv);
 int cmd_view(const std::string& name, const std::vector<std::string>& argv);
+int cmd_viewer(const std::vector<std::string>& argv);
 int cmd_convert(const std::vector<std::string>& argv);
 int cmd_profile(const std::vector<std::string>& argv);
 

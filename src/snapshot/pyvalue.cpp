@@ -3,7 +3,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "util/escape.h"
 
@@ -105,14 +107,33 @@ void py_repr_str(std::string& out, std::string_view s) {
   out += quote;
 }
 
+namespace {
+// The fewest significant digits that read back as v, as "d.ddde+XX".
+std::string shortest_scientific(double v) {
+  char buf[64];
+#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
+  auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  return std::string(buf, res.ptr);
+#else
+  // A standard library without floating-point to_chars (emscripten's): the
+  // shortest precision whose correctly rounded digits round-trip gives the
+  // same digits.
+  for (int prec = 0; prec < 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec, v);
+    if (std::strtod(buf, nullptr) == v) return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.16e", v);
+  return buf;
+#endif
+}
+}  // namespace
+
 std::string py_float_repr(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   // Shortest round-trip digits, then Python's layout rules: positional for
   // exponents in [-4, 16), scientific otherwise, always with a '.' or 'e'.
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  std::string sci(buf, res.ptr);
+  std::string sci = shortest_scientific(v);
   bool neg = sci[0] == '-';
   if (neg) sci.erase(0, 1);
   size_t epos = sci.find('e');
@@ -146,6 +167,7 @@ std::string py_float_repr(double v) {
       out += '.';
       out += digits.substr(1);
     }
+    char buf[16];
     std::snprintf(buf, sizeof buf, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     out += buf;
   }

@@ -770,13 +770,11 @@ Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope
 }
 }  // namespace
 
-Snapshot read_snapshot_file(const std::string& path, const Progress& progress, ReadScope scope) {
-  // Standard input cannot be read twice, so it is always read in full.
-  if (path == "-") scope = ReadScope::Everything;
+Snapshot read_snapshot_named(const OpenSource& open, const std::string& name,
+                             const Progress& progress, ReadScope scope) {
   // Every message names the input once, here.
-  const std::string name = path == "-" ? "standard input" : path;
   try {
-    return read_with_fallback([&] { return open_source(path); }, progress, scope);
+    return read_with_fallback(open, progress, scope);
   } catch (const Error& e) {
     throw Error(name + ": " + e.what());
   } catch (const std::bad_alloc&) {
@@ -784,6 +782,13 @@ Snapshot read_snapshot_file(const std::string& path, const Progress& progress, R
   } catch (const std::length_error& e) {
     throw Error(name + ": " + e.what());
   }
+}
+
+Snapshot read_snapshot_file(const std::string& path, const Progress& progress, ReadScope scope) {
+  // Standard input cannot be read twice, so it is always read in full.
+  if (path == "-") scope = ReadScope::Everything;
+  return read_snapshot_named([&] { return open_source(path); },
+                             path == "-" ? "standard input" : path, progress, scope);
 }
 
 Snapshot read_snapshot_bytes(std::string_view data, ReadScope scope) {

@@ -93,14 +93,21 @@ class App {
       this.deviceSelect.value = String(this.device);
     }
     this.show(fromHash ? fromHash.view : meta.view);
-    window.addEventListener('hashchange', () => {
+    this.onHash = () => {
       const hsh = this.parseHash();
       if (hsh && (hsh.view !== this.current || (hsh.device ?? this.device) !== this.device)) {
         if (hsh.device !== undefined && this.page.deviceMeta(hsh.device)) this.device = hsh.device;
         this.deviceSelect.value = String(this.device);
         this.show(hsh.view);
       }
-    });
+    };
+    window.addEventListener('hashchange', this.onHash);
+  }
+
+  // Lets go of the page (the standalone viewer opening another file).
+  dispose() {
+    window.removeEventListener('hashchange', this.onHash);
+    this.tooltip.el.remove();
   }
 
   parseHash() {
@@ -146,26 +153,34 @@ class App {
   }
 }
 
+// Shows the page for one blob of page data (docs/formats.md) in root:
+// `memsight view` embeds the blob, the standalone viewer's engine computes
+// it from a dropped file. Returns the app; the page is ready once the first
+// view has painted (document.body.dataset.ready).
+export function startApp(buffer, root, timing = {}) {
+  const t1 = performance.now();
+  const page = new PageData(parseBlob(buffer));
+  const app = new App(page);
+  app.start(root);
+  Object.assign(app.timing, timing);
+  app.timing.start = performance.now() - t1;
+  window.memsight = { app, page, timing: app.timing };
+  requestAnimationFrame(() => requestAnimationFrame(() => {
+    app.timing.ready = performance.now();
+    document.body.dataset.ready = '1';
+  }));
+  return app;
+}
+
 async function boot() {
+  const el = document.getElementById('memsight-data');
+  if (!el) return;  // the standalone viewer: no data until a file is opened
   const t0 = performance.now();
   const root = document.getElementById('app');
   try {
-    const el = document.getElementById('memsight-data');
     const buffer = await decodePayload(el.textContent, el.dataset.encoding, +el.dataset.size);
     el.remove();  // the text is no longer needed; let it go
-    const t1 = performance.now();
-    const page = new PageData(parseBlob(buffer));
-    const app = new App(page);
-    app.start(root);
-    const t2 = performance.now();
-    app.timing.decode = t1 - t0;
-    app.timing.start = t2 - t1;
-    window.memsight = { app, page, timing: app.timing };
-    // Ready once the first view has painted.
-    requestAnimationFrame(() => requestAnimationFrame(() => {
-      window.memsight.timing.ready = performance.now();
-      document.body.dataset.ready = '1';
-    }));
+    startApp(buffer, root, { decode: performance.now() - t0 });
   } catch (err) {
     root.classList.remove('loading');
     root.replaceChildren(h('div', { class: 'fatal' },

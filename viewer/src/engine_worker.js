@@ -1,0 +1,50 @@
+// The standalone viewer's Web Worker (a classic script, placed after
+// emscripten's loader of the engine, MemsightEngine, in one blob). It reads
+// the dropped File in pieces with synchronous slices, feeding the engine's
+// byte source as the engine asks for bytes, so the file is never held whole;
+// it posts back progress, then the page's data (transferred, not copied) or
+// the engine's one-line error. The page ends the worker afterwards, which
+// gives the engine's memory back.
+/* global MemsightEngine, FileReaderSync */
+
+self.onmessage = async (msg) => {
+  const { wasm, file } = msg.data;
+  const started = performance.now();
+  try {
+    const reader = new FileReaderSync();
+    let lastReport = 0;
+    const engine = await MemsightEngine({
+      wasmBinary: wasm,
+      // Copies up to n bytes at `offset` into the engine's memory at dst.
+      readChunk(dst, offset, n) {
+        const end = Math.min(file.size, offset + n);
+        if (end <= offset) return 0;
+        const bytes = new Uint8Array(reader.readAsArrayBuffer(file.slice(offset, end)));
+        engine.HEAPU8.set(bytes, dst);
+        return bytes.length;
+      },
+      onProgress(done, total) {
+        const now = performance.now();
+        if (now - lastReport < 100) return;
+        lastReport = now;
+        self.postMessage({ type: 'progress', done, total });
+      },
+    });
+    const name = file.name || 'snapshot';
+    const len = engine.lengthBytesUTF8(name) + 1;
+    const namePtr = engine._malloc(len);
+    engine.stringToUTF8(name, namePtr, len);
+    const rc = engine._memsight_open(file.size, namePtr);
+    const ptr = engine._memsight_result();
+    const size = engine._memsight_result_size();
+    const out = engine.HEAPU8.slice(ptr, ptr + size);  // a copy that outlives the engine
+    engine._memsight_release();
+    const ms = performance.now() - started;
+    if (rc === 0) self.postMessage({ type: 'done', data: out.buffer, ms }, [out.buffer]);
+    else self.postMessage({ type: 'error', message: new TextDecoder().decode(out), ms });
+  } catch (err) {
+    // The engine reports every problem of the file itself; this is the
+    // browser refusing (no WebAssembly, memory exhausted, unreadable file).
+    self.postMessage({ type: 'error', message: `${file && file.name}: ${err && err.message ? err.message : err}` });
+  }
+};
