@@ -7,6 +7,7 @@
 // (viewer/src, embedded at build time) only draws. Format: docs/formats.md.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -37,6 +38,11 @@ struct HtmlOptions {
   // What counts as user code for the frame kinds the page shows (the page
   // can widen or narrow it further).
   UserCode user_code;
+  // render_page_data only: if set, gets the data's columns as they are
+  // packed, in order, and the result holds only the blob's magic and header
+  // (the columns follow it). The standalone viewer's engine hands them to the
+  // page at once, so that its memory never holds the whole blob.
+  std::function<void(std::string_view)> column_sink;
 };
 
 // Returns the complete HTML document. Throws memsight::Error for a bad option.

@@ -37,9 +37,20 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   std::string title = opts.title.empty() ? "memsight" : opts.title;
 
   PhaseTimer phase;
+  // The overview shows `memsight summary`; callers that computed it pass it
+  // in. First, so that its replay's memory is free again before the page's
+  // data is built (the standalone viewer's engine has at most 4 GiB).
+  std::string summary =
+      opts.summary_json.empty()
+          ? summary_json(snap,
+                         summarize(snap, {.user_code = opts.user_code, .empty_devices = false}),
+                         /*every_device=*/false)
+          : opts.summary_json;
+  phase("summary");
   report::Annotated ann = report::annotate(snap);
   phase("annotate");
   PagePacker packer;
+  if (opts.column_sink) packer.set_sink(opts.column_sink);
   PageTables tables(snap, opts.user_code);
   auto used = [&](size_t d) { return !ann.events[d].row.empty() || !ann.segments[d].empty(); };
   size_t default_device = 0, longest = 0;
@@ -88,13 +99,6 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   }
   top_keys += ']';
 
-  // The overview shows `memsight summary`; callers that computed it pass it in.
-  std::string summary =
-      opts.summary_json.empty()
-          ? summary_json(snap,
-                         summarize(snap, {.user_code = opts.user_code, .empty_devices = false}),
-                         /*every_device=*/false)
-          : opts.summary_json;
   std::string meta = JsonObject()
                          .str("title", title)
                          .str("view", view)
@@ -117,7 +121,6 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
                          .boolean("legacy", snap.legacy_segment_list)
                          .raw("topKeys", top_keys)
                          .done();
-  phase("summary");
   std::string raw = packer.finish(meta);
   phase("pack");
   return raw;

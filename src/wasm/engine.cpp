@@ -7,7 +7,7 @@
 //
 //   page ──File──▶ worker ──readChunk(offset, n)──▶ FileSource ─▶ detect_compression
 //                                                              ─▶ read_snapshot_named
-//        ◀──blob── worker ◀──────── render_page_data ◀──────── Snapshot
+//        ◀─pieces─ worker ◀──────── render_page_data ◀──────── Snapshot
 #include <emscripten.h>
 
 #include <cstdint>
@@ -28,6 +28,8 @@ EM_JS(double, js_read_chunk, (char* dst, double offset, double n),
 EM_JS(void, js_progress, (double done, double total), {
   if (Module.onProgress) Module.onProgress(done, total);
 });
+// Takes a copy of one piece of the page's data (its columns, as packed).
+EM_JS(void, js_piece, (const char* data, double size), { Module.onPiece(data, size); });
 
 class FileSource : public memsight::ByteSource {
  public:
@@ -54,8 +56,10 @@ std::string g_result;
 extern "C" {
 
 // Reads the page's file (`size` bytes, shown as `name`) and computes the
-// page data. Returns 0 and keeps the data for memsight_result(), or 1 and
-// keeps the one-line error message there instead.
+// page data: its columns go to Module.onPiece as they are packed, and the
+// blob's magic and header stay for memsight_result() (the blob is that, then
+// the pieces). Returns 0, or 1 with the one-line error message in
+// memsight_result() instead.
 EMSCRIPTEN_KEEPALIVE int memsight_open(double size, const char* name) {
   g_result.clear();
   g_result.shrink_to_fit();
@@ -71,6 +75,9 @@ EMSCRIPTEN_KEEPALIVE int memsight_open(double size, const char* name) {
     opts.source_name = name;
     opts.title = std::string(name) + " - memsight";
     opts.source_bytes = bytes;
+    opts.column_sink = [](std::string_view piece) {
+      js_piece(piece.data(), static_cast<double>(piece.size()));
+    };
     g_result = memsight::render_page_data(snap, opts);
     return 0;
   } catch (const memsight::Error& e) {

@@ -19,6 +19,21 @@ export function routeFor(count) {
   return ROUTES.get(count) || null;
 }
 
+// The page's data from the engine's pieces (header, then columns), joined
+// once the engine's memory is given back; each piece is let go as it is copied.
+export function joinPieces(pieces) {
+  let size = 0;
+  for (const p of pieces) size += p.byteLength;
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (let i = 0; i < pieces.length; i++) {
+    out.set(new Uint8Array(pieces[i]), at);
+    at += pieces[i].byteLength;
+    pieces[i] = null;
+  }
+  return out.buffer;
+}
+
 class StandaloneViewer {
   constructor(root) {
     this.root = root;
@@ -116,8 +131,9 @@ class StandaloneViewer {
       worker.terminate();  // gives the engine's memory back
       this.worker = null;
       this.timing.engine = m.ms;
+      this.timing.engineHeap = m.heap;
       if (m.type === 'error') this.fail(m.message);
-      else this.show(m.data, file);
+      else this.show(joinPieces(m.pieces), file);
     };
     worker.onerror = (e) => {
       e.preventDefault();
