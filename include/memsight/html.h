@@ -17,8 +17,9 @@
 namespace memsight {
 
 struct HtmlOptions {
-  // First view shown: "overview", "timeline", "segments-timeline", "state"
-  // or "flamegraph". Empty means "overview". Anything else throws Error.
+  // First view shown: "overview", "timeline", "segments-timeline", "state",
+  // "pools", "flamegraph" or "settings". Empty means "overview". Anything
+  // else throws Error.
   std::string view = "overview";
   // Page title; empty means "memsight" (callers pass the snapshot's name).
   std::string title;

@@ -32,7 +32,8 @@ int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
   if (a.has("--view")) opts.view = a.get("--view");
   if (!is_html_view(opts.view))
     throw Error("unknown view '" + opts.view +
-                "' (expected overview, timeline, segments-timeline, state or flamegraph)");
+                "' (expected overview, timeline, segments-timeline, state, pools, flamegraph or "
+                "settings)");
   if (a.has("--device")) {
     try {
       opts.device = std::stoi(a.get("--device"));

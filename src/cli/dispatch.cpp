@@ -105,7 +105,8 @@ const char* command_help(const std::string& c) {
            "timeline, segment timeline, allocator state history, flamegraphs and a\n"
            "summary. Default output: the snapshot name with .html.\n"
            "  --view NAME   first view: overview, timeline, segments-timeline, state,\n"
-           "                flamegraph (trace-plot: timeline; segment-plot: state)\n"
+           "                pools, flamegraph, settings (trace-plot: timeline;\n"
+           "                segment-plot: state)\n"
            "  --user-code PATS  what counts as your code, as for `summary` (the page\n"
            "                can change it too)\n";
   if (c == "viewer")

@@ -31,7 +31,9 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   data += "\" data-size=\"" + std::to_string(raw.size()) + "\">";
   // Splice the big pieces in last, in one pass, to avoid copying them around.
   replace_all(page, "{{TITLE}}", html_escape(title));
-  replace_all(page, "/*{{CSS}}*/", viewer_asset("style.css"));
+  std::string css(viewer_asset("style.css"));
+  css += viewer_asset("views.css");
+  replace_all(page, "/*{{CSS}}*/", css);
   size_t js_at = page.find("/*{{JS}}*/");
   size_t data_at = page.find("<!--{{DATA}}-->");
   if (js_at == std::string::npos || data_at == std::string::npos || data_at > js_at)

@@ -26,14 +26,14 @@ using report::pyvalue_json;
 
 bool is_html_view(std::string_view v) {
   return v == "overview" || v == "timeline" || v == "segments-timeline" || v == "state" ||
-         v == "flamegraph";
+         v == "pools" || v == "flamegraph" || v == "settings";
 }
 
 std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   std::string view = opts.view.empty() ? "overview" : opts.view;
   if (!is_html_view(view))
     throw Error("unknown view '" + view +
-                "' (overview, timeline, segments-timeline, state, flamegraph)");
+                "' (overview, timeline, segments-timeline, state, pools, flamegraph, settings)");
   std::string title = opts.title.empty() ? "memsight" : opts.title;
 
   PhaseTimer phase;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "report/page_annotations.h"
 #include "report/page_json.h"
 
 namespace memsight::report {
@@ -190,6 +191,14 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   pack_flame(p, tables, pre + "fm.", report::build_flame_tree(snap, ann, d, false));
   pack_flame(p, tables, pre + "fs.", report::build_flame_tree(snap, ann, d, true));
 
+  // record_function scopes and other annotations, drawn on the timelines.
+  report::AnnotationRanges an = report::annotation_ranges(snap, d);
+  std::vector<int64_t> an_name(an.name.size());
+  for (size_t i = 0; i < an.name.size(); ++i) an_name[i] = tables.text(an.name[i]);
+  p.ints(pre + "an.name", an_name);
+  p.ints(pre + "an.start", an.start);
+  p.ints(pre + "an.end", an.end);
+
   size_t free_only = 0;
   for (auto k : tl.kind) free_only += k == report::ElementKind::FreeOnly;
   auto [rb, re] =
@@ -204,6 +213,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
       .boolean("hasTime", has_time)
       .num("ooms", static_cast<double>(ooms))
       .num("freeOnly", static_cast<double>(free_only))
+      .num("annotations", static_cast<double>(an.name.size()))
       .raw("tl", timeline_meta(tl))
       .raw("st", timeline_meta(st))
       .raw("sc", JsonObject()

@@ -49,6 +49,7 @@ std::string render_standalone_viewer() {
         "this memsight was built without its WebAssembly engine (emscripten was not found); "
         "install it with scripts/deps.sh and build again");
   std::string css(asset("style.css"));
+  css += asset("views.css");
   css += asset("standalone.css");
   // The worker's script: emscripten's loader, then engine_worker.js.
   std::string worker(loader);

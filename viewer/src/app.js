@@ -3,10 +3,13 @@
 
 import { AllocatorStateModel } from './state.js';
 import { PageData, decodePayload, parseBlob } from './data.js';
+import { RangeControl, TraceRange } from './filters.js';
 import { TimelineModel } from './timeline.js';
 import { Tooltip, h } from './ui.js';
 import { FlameView } from './view_flame.js';
 import { OverviewView } from './view_overview.js';
+import { PoolsView } from './view_pools.js';
+import { SettingsView } from './view_settings.js';
 import { StateView } from './view_state.js';
 import { TimelineView } from './view_timeline.js';
 
@@ -15,7 +18,9 @@ const VIEWS = [
   ['timeline', 'Memory timeline'],
   ['segments-timeline', 'Segment timeline'],
   ['state', 'Allocator state'],
+  ['pools', 'Pools'],
   ['flamegraph', 'Flamegraph'],
+  ['settings', 'Settings'],
 ];
 
 class App {
@@ -26,6 +31,7 @@ class App {
     this.device = page.meta.defaultDevice;
     this.current = null;
     this.timing = {};
+    this.range = new TraceRange();
   }
 
   timeline(dev, mode) {
@@ -53,6 +59,7 @@ class App {
       'aria-label': 'device',
       onchange: () => {
         this.device = +this.deviceSelect.value;
+        this.rangeControl.refresh();
         this.show(this.current);
       },
     }, (usable.length ? usable : meta.devices).map((d) => h('option', { value: d.index },
@@ -78,13 +85,16 @@ class App {
       onchange: applyFrames,
     });
     this.host = h('main', { class: 'host' });
+    this.rangeControl = new RangeControl(this);
     root.replaceChildren(
       h('header', { class: 'top' },
         h('div', { class: 'brand' }, h('span', { class: 'logo' }, '▤'), 'memsight'),
         h('div', { class: 'doc-title', title: meta.title }, meta.sourceName || meta.title),
         h('nav', { class: 'tabs', role: 'tablist' }, this.tabs),
         h('label', { class: 'frames' }, 'Stacks ', this.framesSelect, ' ', this.userCodeInput),
+        this.rangeControl.button,
         h('label', { class: 'device' }, 'Device ', this.deviceSelect)),
+      this.rangeControl.panel,
       this.host);
     root.classList.remove('loading');
     const fromHash = this.parseHash();
@@ -125,6 +135,8 @@ class App {
       else if (name === 'segments-timeline') v = new TimelineView(this, dev, 'st');
       else if (name === 'state') v = new StateView(this, dev);
       else if (name === 'flamegraph') v = new FlameView(this, dev);
+      else if (name === 'pools') v = new PoolsView(this, dev);
+      else if (name === 'settings') v = new SettingsView(this, dev);
       else v = new OverviewView(this, dev);
       this.views.set(key, v);
     }
