@@ -7,7 +7,7 @@ the recorded fixtures lack or hold little of:
   another device, and an older-style `user_defined` trace entry;
 - `user_metadata` and `compile_context` on trace entries, and a frame with
   torch.fx annotations;
-- a MemPool (private pool (1, 7)) next to the default pool, on two streams;
+- a MemPool (private pool (0, 7)) next to the default pool, on two streams;
 - a ghost block: live in the snapshot's segments, absent from the trace;
 - `allocator_settings` with the newest keys (trace_alloc_max_entries,
   trace_alloc_overflowed).
@@ -34,7 +34,7 @@ loss_stack = [loss_frame, main_frame]
 fx_stack = [fx_frame, user_frame, main_frame]
 
 A = 0x7F0000000000  # default pool, stream 0: 20 MiB
-P = 0x7F0002000000  # MemPool (1, 7), stream 0: 2 MiB
+P = 0x7F0002000000  # MemPool (0, 7), stream 0: 2 MiB
 S = 0x7F0004000000  # default pool, side stream: 2 MiB
 G = 0x7F0006000000  # default pool, stream 0, from before the recording: 2 MiB
 
@@ -98,7 +98,7 @@ segments = [
         blk(A, 4 * MB, 4 * MB, "active_allocated", fwd_stack),
         blk(A + 4 * MB, 4 * MB, 3 * MB, "active_allocated", loss_stack),
         blk(A + 8 * MB, 12 * MB, 0, "inactive", [])], fwd_stack),
-    seg(P, 2 * MB, 0, (1, 7), [
+    seg(P, 2 * MB, 0, (0, 7), [
         blk(P, 512 * 1024, 512 * 1024, "active_allocated", fwd_stack),
         blk(P + 512 * 1024, 1536 * 1024, 256 * 1024, "inactive", [])], fwd_stack, "small"),
     seg(S, 2 * MB, SIDE, (0, 0), [

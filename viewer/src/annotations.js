@@ -54,16 +54,18 @@ export class AnnotationModel {
 
   name(i) { return this.dev.page.str(this.nameId[i]); }
 
-  // [first state, last state] of range i: from the state its start falls
-  // in to the one its end falls in (states count events: state s follows
-  // event s-1).
-  states(i, tl) {
+  // Range i in events: [first, end) are the events inside it; on the
+  // events axis it spans the states from `first` (after event first-1, when
+  // it began) to `end` (when it ended).
+  states(i) {
     if (!this._states) {
+      const times = this.dev.times;
+      const n = this.dev.n;
       const s0 = new Int32Array(this.n);
       const s1 = new Int32Array(this.n);
       for (let k = 0; k < this.n; k++) {
-        s0[k] = this.openStart[k] ? 0 : tl.stateAtTime(this.t0[k]);
-        s1[k] = this.openEnd[k] ? tl.n : Math.max(s0[k], tl.stateAtTime(this.t1[k]));
+        s0[k] = this.openStart[k] ? 0 : lowerBound(times, this.t0[k], n);
+        s1[k] = this.openEnd[k] ? n : Math.max(s0[k], lowerBound(times, this.t1[k], n));
       }
       this._states = [s0, s1];
     }
@@ -71,18 +73,28 @@ export class AnnotationModel {
   }
 
   // Range i on an axis: [a, b) in states, or µs when axis === 'time'.
-  span(i, axis, tl) {
+  span(i, axis) {
     if (axis === 'time') return [this.t0[i], this.t1[i]];
-    const [a, b] = this.states(i, tl);
+    const [a, b] = this.states(i);
     return [a, b + 1];
+  }
+
+  // The ranges event i happened in, outermost first.
+  at(i) {
+    const out = [];
+    for (let k = 0; k < this.n; k++) {
+      const [a, b] = this.states(k);
+      if (a <= i && i < b) out.push(k);
+    }
+    return out;
   }
 
   color(i) { return TABLEAU10[Math.abs(hashCode(this.name(i))) % 10]; }
 
   // What the tooltip says about range i.
-  describe(i, tl) {
+  describe(i) {
     const dev = this.dev;
-    const [s0, s1] = this.states(i, tl);
+    const [s0, s1] = this.states(i);
     const from = this.openStart[i] ? 'before the recording began' : `at +${formatDuration(this.t0[i] - dev.times[0])}`;
     const to = this.openEnd[i] ? 'still open at the snapshot' : `at +${formatDuration(this.t1[i] - dev.times[0])}`;
     const lines = [this.name(i), `from ${from} to ${to}`];
@@ -103,6 +115,18 @@ export class AnnotationModel {
     for (let i = 0; i < this.n; i++) if (this.name(i).toLowerCase().includes(q)) out.push(i);
     return out;
   }
+}
+
+// How many of the first n values of the ascending array a are < x.
+function lowerBound(a, x, n) {
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (a[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 export function annotationModel(dev) {
@@ -151,7 +175,7 @@ export class AnnotationStrip {
     const span = v.x1 - v.x0;
     this.boxes = [];
     for (let i = 0; i < md.n; i++) {
-      const [a, b] = md.span(i, v.axis, v.model);
+      const [a, b] = md.span(i, v.axis);
       if (b < v.x0 || a > v.x1) continue;
       const xa = Math.max(g.L, g.L + (a - v.x0) / span * g.pw);
       const xb = Math.min(g.L + g.pw, g.L + (b - v.x0) / span * g.pw);
@@ -186,7 +210,7 @@ export class AnnotationStrip {
     const v = this.view;
     const g = v.g;
     if (this.hover < 0 || !g) return;
-    const [a, b] = this.model.span(this.hover, v.axis, v.model);
+    const [a, b] = this.model.span(this.hover, v.axis);
     const span = v.x1 - v.x0;
     const xa = Math.max(g.L, g.L + (a - v.x0) / span * g.pw);
     const xb = Math.min(g.L + g.pw, g.L + (b - v.x0) / span * g.pw);
@@ -219,7 +243,7 @@ export class AnnotationStrip {
   move(e) {
     const i = this.at(e);
     this.setHover(i);
-    if (i >= 0) this.view.app.tooltip.show(e.clientX, e.clientY, this.model.describe(i, this.view.model));
+    if (i >= 0) this.view.app.tooltip.show(e.clientX, e.clientY, this.model.describe(i));
   }
 
   setHover(i) {
@@ -234,7 +258,7 @@ export class AnnotationStrip {
   // Zooms the view to range i (a little margin around it).
   zoomTo(i) {
     const v = this.view;
-    const [a, b] = this.model.span(i, v.axis, v.model);
+    const [a, b] = this.model.span(i, v.axis);
     const pad = Math.max(v.minSpan() / 2, (b - a) * 0.05);
     v.panTo(a - pad, b + pad, true);
   }

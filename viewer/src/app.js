@@ -185,8 +185,10 @@ export function startApp(buffer, root, timing = {}) {
 }
 
 async function boot() {
-  const el = document.getElementById('memsight-data');
-  if (!el) return;  // the standalone viewer: no data until a file is opened
+  // The standalone viewer has no data until a file is opened (and node's
+  // tests, which import the modules, no document).
+  const el = typeof document !== 'undefined' && document.getElementById('memsight-data');
+  if (!el) return;
   const t0 = performance.now();
   const root = document.getElementById('app');
   try {

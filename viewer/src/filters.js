@@ -31,20 +31,16 @@ export class DevicePools {
   constructor(dev) {
     this.dev = dev;
     const S = dev.seg;
-    const keys = new Map();
-    this.list = [];  // [{p0, p1, name}], the default pool first
+    const key = (s) => `${S.pool0[s]},${S.pool1[s]}`;
+    const seen = new Map();
+    for (let s = 0; s < S.addr.length; s++) if (!seen.has(key(s))) seen.set(key(s), [S.pool0[s], S.pool1[s]]);
+    // [{p0, p1, name}]: the default pool first, then by id.
+    this.list = [...seen.values()]
+      .sort((a, b) => (a[0] || a[1] ? 1 : 0) - (b[0] || b[1] ? 1 : 0) || a[0] - b[0] || a[1] - b[1])
+      .map(([p0, p1]) => ({ p0, p1, name: poolName(p0, p1) }));
+    const index = new Map(this.list.map((p, i) => [`${p.p0},${p.p1}`, i]));
     this.ofSegment = new Int32Array(S.addr.length);
-    for (let s = 0; s < S.addr.length; s++) {
-      const k = `${S.pool0[s]},${S.pool1[s]}`;
-      if (!keys.has(k)) {
-        keys.set(k, this.list.length);
-        this.list.push({ p0: S.pool0[s], p1: S.pool1[s], name: poolName(S.pool0[s], S.pool1[s]) });
-      }
-      this.ofSegment[s] = keys.get(k);
-    }
-    this.list.sort((a, b) => (a.p0 || a.p1 ? 1 : 0) - (b.p0 || b.p1 ? 1 : 0) || a.p0 - b.p0 || a.p1 - b.p1);
-    const order = new Map(this.list.map((p, i) => [`${p.p0},${p.p1}`, i]));
-    for (let s = 0; s < S.addr.length; s++) this.ofSegment[s] = order.get(`${S.pool0[s]},${S.pool1[s]}`);
+    for (let s = 0; s < S.addr.length; s++) this.ofSegment[s] = index.get(key(s));
     this.privateCount = this.list.filter((p) => p.p0 || p.p1).length;
   }
 
@@ -178,11 +174,14 @@ export class RangeControl {
     }, 'Range');
     this.from = h('input', { type: 'number', min: 0, class: 'range-from', 'aria-label': 'from trace entry', placeholder: 'from entry' });
     this.to = h('input', { type: 'number', min: 0, class: 'range-to', 'aria-label': 'to trace entry', placeholder: 'to entry' });
-    const apply = () => this.apply();
-    this.from.addEventListener('change', apply);
-    this.to.addEventListener('change', apply);
+    for (const input of [this.from, this.to]) {
+      input.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter') this.apply();
+      });
+    }
     this.panel = h('div', { class: 'range-panel', hidden: true },
       h('span', null, 'Show trace entries '), this.from, h('span', null, ' to '), this.to,
+      h('button', { type: 'button', class: 'link range-apply', onclick: () => this.apply() }, 'Apply'),
       h('button', { type: 'button', class: 'link', onclick: () => this.fromTimeline() }, 'the memory timeline\'s window'),
       h('button', { type: 'button', class: 'link range-clear', onclick: () => this.clear() }, 'all'),
       h('span', { class: 'hint' }, 'Limits the timelines, the private pools and the allocator state\'s events.'));
@@ -222,12 +221,7 @@ export class RangeControl {
     this.button.textContent = r
       ? `Entries ${formatCount(dev.entry(r[0]))}–${formatCount(dev.entry(r[1]))}`
       : 'Range';
-    if (r) {
-      this.from.value = dev.entry(r[0]);
-      this.to.value = dev.entry(r[1]);
-    } else {
-      this.from.value = '';
-      this.to.value = '';
-    }
+    this.from.value = r ? dev.entry(r[0]) : '';
+    this.to.value = r ? dev.entry(r[1]) : '';
   }
 }

@@ -217,10 +217,10 @@ export function poolTimelineModel(base) {
   };
   md.describe = (id) => {
     if (id >= SUMMARY_ID) return Object.getPrototypeOf(md).describe.call(md, id);
-    const { k, free, p, name } = poolInfo(id);
+    const { k, free, p } = poolInfo(id);
     const sr = series.series[k];
     const lines = [
-      `${name}: ${poolKind(p.p0, p.p1)}`,
+      `${p.name}: ${poolKind(p.p0, p.p1)}`,
       `${free ? 'Reserved by the pool but not allocated' : 'Allocated in the pool'}. ` +
         `Peak capacity ${formatSize(sr.peak)}; at the snapshot ${formatSize(series.finalReserved[k])} reserved in ` +
         `${series.segments[k]} segment${series.segments[k] === 1 ? '' : 's'}, ` +

@@ -162,4 +162,7 @@ class StandaloneViewer {
   }
 }
 
-window.memsightViewer = new StandaloneViewer(document.getElementById('app'));
+// The standalone page (not node's tests, which import the functions above).
+if (typeof document !== 'undefined' && document.getElementById('memsight-engine-js')) {
+  window.memsightViewer = new StandaloneViewer(document.getElementById('app'));
+}

@@ -283,10 +283,7 @@ export class StateView {
   // The annotation scopes (record_function...) event i happened in, outermost first.
   scopesAt(i) {
     const an = annotationModel(this.dev);
-    const t = this.dev.times[i];
-    const out = [];
-    for (let k = 0; k < an.n && an.t0[k] <= t; k++) if (t <= an.t1[k]) out.push(an.name(k));
-    return out;
+    return an.at(i).map((k) => an.name(k));
   }
 
   // --- the memory map ------------------------------------------------------------
