@@ -9,7 +9,8 @@ import { chromium } from 'playwright-core';
 
 export const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
-export async function launch() {
+// extraArgs: more Chromium switches (the benchmarks cap V8's heap).
+export async function launch(extraArgs = []) {
   const profile = mkdtempSync(join(tmpdir(), 'memsight-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -20,6 +21,7 @@ export async function launch() {
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
       '--disable-default-apps', '--disable-extensions', '--allow-file-access-from-files',
+      ...extraArgs,
     ],
   });
   const close = async () => {

@@ -1,5 +1,6 @@
 // The standalone viewer's Web Worker (a classic script, placed after
-// emscripten's loader of the engine, MemsightEngine, in one blob). It reads
+// emscripten's loader of the engine, MemsightEngine, in one blob). It starts
+// the engine as soon as the page is open, then reads
 // the dropped File in pieces with synchronous slices, feeding the engine's
 // byte source as the engine asks for bytes, so the file is never held whole;
 // it posts back progress, then the page's data in pieces (transferred, not
@@ -19,52 +20,75 @@ function letCollectorRun() {
   for (let i = 0; i < 20000; i++) junk = { i, next: i & 1023 ? junk : null };
 }
 
-self.onmessage = async (msg) => {
-  const { wasm, file } = msg.data;
+// The engine, started as soon as the worker gets the WebAssembly (while the
+// user is still choosing a file), then used for one file.
+let engine = null;
+let file = null;
+let pieces = [];
+let lastReport = 0;
+const reader = new FileReaderSync();
+
+async function start(wasm) {
+  engine = await MemsightEngine({
+    wasmBinary: wasm,
+    // Copies up to n bytes of the file at `offset` into the engine's memory at dst.
+    readChunk(dst, offset, n) {
+      const end = Math.min(file.size, offset + n);
+      if (end <= offset) return 0;
+      const bytes = new Uint8Array(reader.readAsArrayBuffer(file.slice(offset, end)));
+      engine.HEAPU8.set(bytes, dst);
+      letCollectorRun();
+      return bytes.length;
+    },
+    onProgress(done, total) {
+      const now = performance.now();
+      if (now - lastReport < 100) return;
+      lastReport = now;
+      self.postMessage({ type: 'progress', done, total });
+    },
+    onPiece(ptr, size) {
+      pieces.push(engine.HEAPU8.slice(ptr, ptr + size).buffer);
+    },
+  });
+}
+
+function read() {
   const started = performance.now();
+  const name = file.name || 'snapshot';
+  const len = engine.lengthBytesUTF8(name) + 1;
+  const namePtr = engine._malloc(len);
+  engine.stringToUTF8(name, namePtr, len);
+  const rc = engine._memsight_open(file.size, namePtr);
+  const ptr = engine._memsight_result();
+  const size = engine._memsight_result_size();
+  const out = engine.HEAPU8.slice(ptr, ptr + size);  // a copy that outlives the engine
+  engine._memsight_release();
+  const ms = performance.now() - started;
+  if (rc === 0) {
+    pieces.unshift(out.buffer);
+    self.postMessage({ type: 'done', pieces, ms, heap: engine.HEAPU8.length }, pieces);
+  } else {
+    self.postMessage({ type: 'error', message: new TextDecoder().decode(out), ms });
+  }
+}
+
+// {wasm}: start the engine; {file}: read it, once the engine has started.
+let started = null;
+self.onmessage = async (msg) => {
   try {
-    const reader = new FileReaderSync();
-    let lastReport = 0;
-    const pieces = [];
-    const engine = await MemsightEngine({
-      wasmBinary: wasm,
-      // Copies up to n bytes at `offset` into the engine's memory at dst.
-      readChunk(dst, offset, n) {
-        const end = Math.min(file.size, offset + n);
-        if (end <= offset) return 0;
-        const bytes = new Uint8Array(reader.readAsArrayBuffer(file.slice(offset, end)));
-        engine.HEAPU8.set(bytes, dst);
-        letCollectorRun();
-        return bytes.length;
-      },
-      onProgress(done, total) {
-        const now = performance.now();
-        if (now - lastReport < 100) return;
-        lastReport = now;
-        self.postMessage({ type: 'progress', done, total });
-      },
-      onPiece(ptr, size) {
-        pieces.push(engine.HEAPU8.slice(ptr, ptr + size).buffer);
-      },
-    });
-    const name = file.name || 'snapshot';
-    const len = engine.lengthBytesUTF8(name) + 1;
-    const namePtr = engine._malloc(len);
-    engine.stringToUTF8(name, namePtr, len);
-    const rc = engine._memsight_open(file.size, namePtr);
-    const ptr = engine._memsight_result();
-    const size = engine._memsight_result_size();
-    const out = engine.HEAPU8.slice(ptr, ptr + size);  // a copy that outlives the engine
-    engine._memsight_release();
-    const ms = performance.now() - started;
-    if (rc === 0) {
-      pieces.unshift(out.buffer);
-      self.postMessage({ type: 'done', pieces, ms, heap: engine.HEAPU8.length }, pieces);
+    if (msg.data.wasm) {
+      started = start(msg.data.wasm);
+      await started;
+      return;
     }
-    else self.postMessage({ type: 'error', message: new TextDecoder().decode(out), ms });
+    file = msg.data.file;
+    pieces = [];
+    await started;
+    read();
   } catch (err) {
     // The engine reports every problem of the file itself; this is the
     // browser refusing (no WebAssembly, memory exhausted, unreadable file).
-    self.postMessage({ type: 'error', message: `${file && file.name}: ${err && err.message ? err.message : err}` });
+    const what = file ? file.name : 'the engine';
+    self.postMessage({ type: 'error', message: `${what}: ${err && err.message ? err.message : err}` });
   }
 };

@@ -51,6 +51,7 @@ class StandaloneViewer {
     });
     this.status = h('div', { class: 'viewer-status', role: 'status' });
     document.body.append(this.picker, this.status);
+    this.spare = this.startWorker();
     this.showLanding();
     window.addEventListener('dragover', (e) => {
       e.preventDefault();
@@ -109,17 +110,27 @@ class StandaloneViewer {
     }
   }
 
+  // A worker with the engine started in it, waiting for a file: the page
+  // keeps one ready, so a file is read at once (compiling the engine takes
+  // a few hundred milliseconds).
+  startWorker() {
+    const source = document.getElementById('memsight-engine-js').textContent;
+    const url = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
+    const worker = new Worker(url);
+    URL.revokeObjectURL(url);
+    const wasm = decodeBase64(document.getElementById('memsight-engine-wasm').textContent.trim());
+    worker.postMessage({ wasm }, [wasm.buffer]);
+    return worker;
+  }
+
   openSnapshot(file) {
     if (this.worker) this.worker.terminate();
     this.setState('reading');
     this.status.classList.remove('error');
     this.status.textContent = `Reading ${file.name} (${formatSize(file.size, false)})…`;
-    const source = document.getElementById('memsight-engine-js').textContent;
-    const url = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
-    const worker = new Worker(url);
-    URL.revokeObjectURL(url);
+    const worker = this.spare || this.startWorker();
+    this.spare = null;
     this.worker = worker;
-    const wasm = decodeBase64(document.getElementById('memsight-engine-wasm').textContent.trim());
     worker.onmessage = (e) => {
       if (worker !== this.worker) return;
       const m = e.data;
@@ -134,14 +145,16 @@ class StandaloneViewer {
       this.timing.engineHeap = m.heap;
       if (m.type === 'error') this.fail(m.message);
       else this.show(joinPieces(m.pieces), file);
+      this.spare = this.startWorker();  // for the next file
     };
     worker.onerror = (e) => {
       e.preventDefault();
       worker.terminate();
       this.worker = null;
       this.fail(`${file.name}: the browser stopped the reader (${e.message || 'out of memory?'})`);
+      this.spare = this.startWorker();
     };
-    worker.postMessage({ wasm, file }, [wasm.buffer]);
+    worker.postMessage({ file });
   }
 
   show(buffer, file) {
