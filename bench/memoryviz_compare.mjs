@@ -18,13 +18,12 @@
 // free_requested + free_completed of one address become one "free", address
 // versions, small stream numbers, block addresses).
 import { execFileSync } from 'node:child_process';
-import { readFileSync, readdirSync, rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { PageData, decodePayload, parseBlob } from '../viewer/src/data.js';
 import { poolTimelineModel } from '../viewer/src/pools.js';
 import { TimelineModel } from '../viewer/src/timeline.js';
-import { FIXTURES, memsightBinary, outDir, report } from '../tests/browser/reports.mjs';
+import { FIXTURES, embeddedPageData, memsightBinary, outDir, report } from '../tests/browser/reports.mjs';
 
 const MV = join(FIXTURES, '..', '..', 'bench', '.data', 'memoryviz', 'process_alloc_data.js');
 const { process_alloc_data: processAllocData } = await import(pathToFileURL(MV).href);
@@ -87,12 +86,6 @@ function annotate(snap) {
   return snap;
 }
 
-async function pageData(file, dir) {
-  const html = readFileSync(report(file, dir), 'utf8');
-  const m = /<script id="memsight-data" type="application\/octet-stream" data-encoding="(\w+)" data-size="(\d+)">([^<]*)<\/script>/.exec(html);
-  return new PageData(parseBlob(await decodePayload(m[3], m[1], +m[2])));
-}
-
 const files = process.argv.length > 2 ? process.argv.slice(2)
   : readdirSync(FIXTURES).filter((f) => /\.pickle(\.gz)?$/.test(f)).sort().map((f) => join(FIXTURES, f));
 memsightBinary();
@@ -105,7 +98,7 @@ try {
     const snap = JSON.parse(execFileSync('python3', ['-c', TO_JSON, file], { maxBuffer: 1 << 30 }));
     if (Array.isArray(snap)) continue;  // a bare segment list: no timeline
     annotate(snap);
-    const page = await pageData(file, dir);
+    const page = await embeddedPageData(report(file, dir));
     for (const dm of page.meta.devices) {
       const d = dm.index;
       if (!(snap.device_traces[d] || []).length && !snap.segments.some((s) => s.device === d)) continue;

@@ -1,6 +1,7 @@
 // Shared plumbing of the browser tests and the page benchmark: Debian's
 // Chromium, headless, with every request that is not file:// aborted and
 // recorded, and every console error or page error recorded.
+import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,4 +56,10 @@ export async function openReport(context, file, { hash = '', waitReady = true } 
   await page.goto(url);
   if (waitReady) await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 60000 });
   return { page, problems };
+}
+
+// Fails when a page asked the network for anything or logged an error.
+export function assertClean(problems) {
+  assert.deepEqual(problems.requests, [], 'network requests');
+  assert.deepEqual(problems.errors, [], 'console or page errors');
 }

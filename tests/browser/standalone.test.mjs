@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { launch, openReport } from './harness.mjs';
+import { assertClean as clean, launch, openReport } from './harness.mjs';
 import { FIXTURES, fixtures, memsightBinary, outDir, report } from './reports.mjs';
 
 let browser;
@@ -27,11 +27,6 @@ after(async () => {
   await browser.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function clean(problems) {
-  assert.deepEqual(problems.requests, [], 'network requests');
-  assert.deepEqual(problems.errors, [], 'console or page errors');
-}
 
 async function openViewer() {
   const r = await openReport(browser.context, viewer, { waitReady: false });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { launch, openReport } from './harness.mjs';
+import { assertClean as clean, launch, openReport } from './harness.mjs';
 import { FIXTURES, outDir, report } from './reports.mjs';
 
 const MiB = 1 << 20;
@@ -26,11 +26,6 @@ after(async () => {
   await browser.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function clean(problems) {
-  assert.deepEqual(problems.requests, [], 'network requests');
-  assert.deepEqual(problems.errors, [], 'console or page errors');
-}
 
 async function show(page, view) {
   await page.click(`.tab[data-view="${view}"]`);

@@ -3,6 +3,7 @@
 // Rows map to event indices; the search marks its matches whether or not
 // only those are listed.
 
+import { textMatcher } from './data.js';
 import { ACTION_NAMES, A } from './format.js';
 import { devicePools } from './filters.js';
 
@@ -45,30 +46,11 @@ export class EventRows {
       return;
     }
     const dev = this.dev;
-    const page = dev.page;
     const ev = dev.ev;
-    const stackHit = new Map();
-    const textHit = new Map();
     const hexq = q.replace(/^0x/, '').replace(/^[bs](?=[0-9a-f])/, '').split('_')[0];
     const isHex = /^[0-9a-f]+$/.test(hexq);
     const actions = ACTION_NAMES.map((name) => name.includes(q));
-    const text = (id) => {
-      if (!id) return false;
-      let v = textHit.get(id);
-      if (v === undefined) {
-        v = page.str(id).toLowerCase().includes(q);
-        textHit.set(id, v);
-      }
-      return v;
-    };
-    const stack = (st) => {
-      let v = stackHit.get(st);
-      if (v === undefined) {
-        v = page.stack(st).some((f) => `${f.filename}:${f.line}:${f.name}`.toLowerCase().includes(q));
-        stackHit.set(st, v);
-      }
-      return v;
-    };
+    const { str: text, stack } = textMatcher(dev.page, q);
     // A block of the map (state.js's blockInfo) matches the same way.
     this.blockMatches = (b) => (isHex && b.addr.toString(16).includes(hexq)) || stack(b.stack) ||
       (b.userMetadata && b.userMetadata.toLowerCase().includes(q));

@@ -11,6 +11,7 @@
 // turns the stack into pixel spans. Cost: O(events in view + columns x live
 // elements), whatever the zoom or the snapshot's size.
 
+import { textMatcher } from './data.js';
 import { A, TABLEAU10, formatAddr, formatSize, formatTimestamp } from './format.js';
 
 export const KIND_ALLOC = 0;
@@ -467,28 +468,8 @@ export class TimelineModel {
     const q = query.trim().toLowerCase();
     const out = new Uint8Array(this.m);
     if (!q) return out;
-    const page = this.dev.page;
-    const stackHit = new Map();
-    const stackMatches = (st) => {
-      let v = stackHit.get(st);
-      if (v === undefined) {
-        v = page.stack(st).some((f) =>
-          `${f.filename}:${f.line}:${f.name}`.toLowerCase().includes(q));
-        stackHit.set(st, v);
-      }
-      return v;
-    };
-    // User metadata and compile contexts are strings of the page's table.
-    const textHit = new Map();
-    const textMatches = (id) => {
-      if (!id) return false;
-      let v = textHit.get(id);
-      if (v === undefined) {
-        v = page.str(id).toLowerCase().includes(q);
-        textHit.set(id, v);
-      }
-      return v;
-    };
+    // Stacks, user metadata and compile contexts are the page's tables.
+    const match = textMatcher(this.dev.page, q);
     const hexq = q.replace(/^0x/, '').replace(/^[bs](?=[0-9a-f])/, '');
     const ev = this.dev.ev;
     for (let e = 0; e < this.m; e++) {
@@ -507,7 +488,7 @@ export class TimelineModel {
         st = this.dev.blk.stack[~src];
       }
       if ((hexq && /^[0-9a-f_]+$/.test(hexq) && addr.toString(16).includes(hexq.split('_')[0])) ||
-          stackMatches(st) || (k !== KIND_LIVE && (textMatches(ev.meta[src]) || textMatches(ev.cc[src])))) out[e] = 1;
+          match.stack(st) || (k !== KIND_LIVE && (match.str(ev.meta[src]) || match.str(ev.cc[src])))) out[e] = 1;
     }
     return out;
   }

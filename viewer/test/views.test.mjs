@@ -4,31 +4,23 @@
 // worked out from it by hand). Needs a built memsight, like
 // reports.test.mjs; skipped without one.
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { annotationModel } from '../src/annotations.js';
-import { PageData, decodePayload, parseBlob } from '../src/data.js';
 import { EventRows } from '../src/event_rows.js';
 import { UNKNOWN_POOL, devicePools, elementMask, poolKind } from '../src/filters.js';
 import { poolSeries, poolTimelineModel } from '../src/pools.js';
 import { joinPieces, routeFor } from '../src/standalone.js';
 import { TimelineModel } from '../src/timeline.js';
-import { FIXTURES, memsightBinary, outDir, report } from '../../tests/browser/reports.mjs';
+import { FIXTURES, embeddedPageData, optionalBinary, outDir, report } from '../../tests/browser/reports.mjs';
 
-let binary = null;
-try {
-  binary = memsightBinary();
-} catch {
-  binary = null;
-}
+const binary = optionalBinary();
 const dir = binary ? outDir() : null;
 after(() => dir && rmSync(dir, { recursive: true, force: true }));
 
 async function device(fixture) {
-  const html = readFileSync(report(join(FIXTURES, fixture), dir), 'utf8');
-  const m = /<script id="memsight-data" type="application\/octet-stream" data-encoding="(\w+)" data-size="(\d+)">([^<]*)<\/script>/.exec(html);
-  const page = new PageData(parseBlob(await decodePayload(m[3], m[1], +m[2])));
+  const page = await embeddedPageData(report(join(FIXTURES, fixture), dir));
   return page.device(0);
 }
 
