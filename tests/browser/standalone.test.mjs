@@ -87,8 +87,11 @@ async function checkOpened(page, snapshot) {
 }
 
 describe('every fixture through the file picker', () => {
+  // MEMSIGHT_VIEWER_EXTRA=a.pickle:b.pickle adds snapshots (recordings of
+  // one's own, the 856k-entry benchmark input).
+  const extra = (process.env.MEMSIGHT_VIEWER_EXTRA || '').split(':').filter(Boolean);
   const all = [...fixtures(), join(FIXTURES, 'synthetic_annotated.pickle.gz'),
-    join(FIXTURES, 'synthetic_two_devices.pickle.gz')];
+    join(FIXTURES, 'synthetic_two_devices.pickle.gz'), ...extra];
   for (const snapshot of all) {
     test(basename(snapshot), async () => {
       const { page, problems } = await openViewer();
