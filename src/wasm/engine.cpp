@@ -23,13 +23,15 @@
 namespace {
 
 // Copies up to n bytes of the file at `offset` into dst; returns how many.
+// Pointers reach JavaScript as signed 32-bit numbers: `>>> 0` reads them
+// right above 2 GiB of memory.
 EM_JS(double, js_read_chunk, (char* dst, double offset, double n),
-      { return Module.readChunk(dst, offset, n); });
+      { return Module.readChunk(dst >>> 0, offset, n); });
 EM_JS(void, js_progress, (double done, double total), {
   if (Module.onProgress) Module.onProgress(done, total);
 });
 // Takes a copy of one piece of the page's data (its columns, as packed).
-EM_JS(void, js_piece, (const char* data, double size), { Module.onPiece(data, size); });
+EM_JS(void, js_piece, (const char* data, double size), { Module.onPiece(data >>> 0, size); });
 
 class FileSource : public memsight::ByteSource {
  public:

@@ -56,10 +56,10 @@ function read() {
   const started = performance.now();
   const name = file.name || 'snapshot';
   const len = engine.lengthBytesUTF8(name) + 1;
-  const namePtr = engine._malloc(len);
+  const namePtr = engine._malloc(len) >>> 0;
   engine.stringToUTF8(name, namePtr, len);
   const rc = engine._memsight_open(file.size, namePtr);
-  const ptr = engine._memsight_result();
+  const ptr = engine._memsight_result() >>> 0;  // an address; may be past 2 GiB
   const size = engine._memsight_result_size();
   const out = engine.HEAPU8.slice(ptr, ptr + size);  // a copy that outlives the engine
   engine._memsight_release();
