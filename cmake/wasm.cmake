@@ -66,16 +66,18 @@ target_compile_definitions(wasm_lzma PRIVATE
   HAVE_STDBOOL_H HAVE__BOOL HAVE_STDINT_H HAVE_INTTYPES_H TUKLIB_SYMBOL_PREFIX=lzma_)
 target_compile_options(wasm_lzma PRIVATE -w)
 
-# The engine: what the page needs (reading, the summary, the page's data).
-file(GLOB ENGINE_WASM_SOURCES CONFIGURE_DEPENDS
-  src/pickle/*.cpp src/snapshot/*.cpp src/analysis/*.cpp src/report/*.cpp src/util/*.cpp
-  src/wasm/*.cpp)
-# The HTML writers embed the viewer's files; the page already is one.
+# The engine: the native build's sources (cmake/engine_sources.cmake) and
+# src/wasm's entry points, less the writers that pour the embedded viewer
+# files into a page (the standalone page already is one).
+include(${CMAKE_SOURCE_DIR}/cmake/engine_sources.cmake)
+file(GLOB WASM_ENTRY_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/wasm/*.cpp)
+set(ENGINE_WASM_SOURCES ${MEMSIGHT_ENGINE_SOURCES} ${WASM_ENTRY_SOURCES})
 list(REMOVE_ITEM ENGINE_WASM_SOURCES ${CMAKE_SOURCE_DIR}/src/report/html.cpp
-     ${CMAKE_SOURCE_DIR}/src/report/bundle.cpp ${CMAKE_SOURCE_DIR}/src/report/flamegraph_svg.cpp)
+     ${CMAKE_SOURCE_DIR}/src/report/bundle.cpp ${CMAKE_SOURCE_DIR}/src/report/standalone.cpp
+     ${CMAKE_SOURCE_DIR}/src/profile/profile_page.cpp)
 add_executable(memsight_engine ${ENGINE_WASM_SOURCES})
 set_target_properties(memsight_engine PROPERTIES SUFFIX ".js")
-target_include_directories(memsight_engine PRIVATE include src)
+target_include_directories(memsight_engine PRIVATE include ${MEMSIGHT_ENGINE_INCLUDES})
 target_compile_definitions(memsight_engine PRIVATE MEMSIGHT_HAVE_LZMA=1)
 target_link_libraries(memsight_engine PRIVATE wasm_zlib wasm_zstd wasm_lzma)
 target_link_options(memsight_engine PRIVATE

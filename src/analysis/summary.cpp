@@ -5,9 +5,11 @@
 
 #include <algorithm>
 
+#include "analysis/classify.h"
 #include "analysis/oom_diagnosis.h"
 #include "analysis/replay.h"
 #include "analysis/sites.h"
+#include "analysis/whatif.h"
 
 namespace memsight {
 namespace {
@@ -85,8 +87,9 @@ void device_memory(const Snapshot& snap, int device, int64_t& total, int64_t& li
 struct DeviceInputs {
   const Snapshot& snap;
   const FrameClassifier& fc;
-  const replay::Config& cfg;
+  const alloc::Settings& cfg;
   std::pair<bool, bool> overflow;  // overflow_flag(): known, overflowed
+  const std::vector<StorageTag>& tags;
 };
 
 // Peaks (and when), history, exactness, the live sites at the allocated peak
@@ -124,8 +127,8 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
 
 // One report per OOM of the device's replay: the allocator's state then, its
 // causes and remedies.
-std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result& rr, uint32_t begin,
-                                   int device) {
+std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result& rr,
+                                   const BlockCategories& bc, uint32_t begin, int device) {
   const TraceTable& t = in.snap.trace;
   int64_t total = -1, limit = -1;
   device_memory(in.snap, device, total, limit);
@@ -144,7 +147,7 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     o.reserved = st.at.reserved;
     o.cached_free = std::max<int64_t>(0, st.at.reserved - st.at.active);
     o.largest_free = std::max(st.free.largest_small, st.free.largest_large);
-    bool small = in.cfg.round_size(o.requested) <= (1 << 20);
+    bool small = alloc::small_request(alloc::round_size(in.cfg, o.requested));
     o.pool = small ? "small" : "large";
     o.largest_free_pool = small ? st.free.largest_small : st.free.largest_large;
     o.releasable = st.free.releasable;
@@ -153,6 +156,14 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     // The live site that holds most at the OOM: what to checkpoint or shrink.
     SiteGroups at = group_sites(in.fc, rr, st.event);
     diagnose_oom(o, at.sites.empty() ? SiteStat{} : at.sites.front(), in.cfg.expandable_segments);
+    // What kind of memory held it; when the verdict is demand, that is the
+    // first thing to change.
+    o.categories = view_at(bc, rr, st.event);
+    std::vector<std::string> more = category_remedies(o.categories);
+    if (o.verdict == "demand")
+      o.remedies.insert(o.remedies.begin(), more.begin(), more.end());
+    else if (std::find(o.causes.begin(), o.causes.end(), "demand") != o.causes.end())
+      o.remedies.insert(o.remedies.end(), more.begin(), more.end());
     out.push_back(std::move(o));
   }
   return out;
@@ -167,7 +178,12 @@ DeviceSummary summarize_device(const DeviceInputs& in, size_t d) {
   state_at_snapshot(in.snap, ds);
   replay::Result rr = replay::run(in.snap, d, in.cfg);
   peaks_and_sites(in, rr, begin, ds);
-  ds.ooms = oom_reports(in, rr, begin, ds.device);
+  BlockCategories bc = classify_blocks(in.snap, d, rr, in.tags);
+  ds.category_sources = bc.sources;
+  ds.categories_peak = view_at(bc, rr, ds.peak_allocated_event);
+  ds.categories_now = view_at(bc, rr, static_cast<int64_t>(ds.entries) - 1);
+  ds.ooms = oom_reports(in, rr, bc, begin, ds.device);
+  if (!ds.ooms.empty()) whatif::cite_simulation(in.snap, d, ds.ooms);
   return ds;
 }
 
@@ -185,8 +201,10 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
     if (s.device >= 0 && static_cast<size_t>(s.device) < segments_of.size())
       ++segments_of[s.device];
   sum.devices_listed = ndev;
-  replay::Config cfg = replay::Config::from(snap);
-  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap)};
+  sum.input_notes = snapshot_input_notes(snap);
+  alloc::Settings cfg = alloc::Settings::recorded(snap);
+  const std::vector<StorageTag> tags = read_tags(snap);
+  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags};
   for (size_t d = 0; d < ndev; ++d) {
     uint32_t begin = 0, end = 0;
     if (d < snap.device_count()) std::tie(begin, end) = snap.device_rows(d);

@@ -3,6 +3,7 @@
 // and the JSON number them.
 #include <cstdio>
 
+#include "analysis/classify.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
@@ -10,7 +11,7 @@
 namespace memsight {
 namespace {
 
-std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, int64_t time_us) {
   if (event < 0) return "before the first trace entry";
@@ -148,13 +149,23 @@ void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummar
     append_json_string(out, o.explanation);
     out += ",\"remedies\":";
     json_strings(out, o.remedies);
+    out += ",\"simulated\":";
+    append_json_string(out, o.simulated);
     out += ",\"site\":";
     append_json_string(out, o.site);
     out += ",\"frames\":";
     json_stack(out, fc, o.stack);
+    out += ",\"categories\":";
+    append_category_view_json(out, o.categories);
     out += '}';
   }
-  out += "]}";
+  out += "],\"categories\":{\"sources\":";
+  append_category_sources_json(out, d.category_sources);
+  out += ",\"at_peak\":";
+  append_category_view_json(out, d.categories_peak);
+  out += ",\"at_snapshot\":";
+  append_category_view_json(out, d.categories_now);
+  out += "}}";
 }
 
 }  // namespace
@@ -163,6 +174,7 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
   std::string out;
   if (s.devices.empty()) return "The snapshot has no segments and no trace: nothing to report.\n";
   FrameClassifier fc(snap, UserCode{s.user_code});
+  if (!s.input_notes.empty()) out += s.input_notes.text("input: ") + '\n';
   for (const DeviceSummary& d : s.devices) {
     if (d.entries == 0 && d.segments_now == 0) continue;
     out += "Device " + std::to_string(d.device) + " - " + std::to_string(d.entries) +
@@ -215,6 +227,14 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         out += std::string(line) + "allocated before recording began\n";
       }
     }
+    if (d.categories_peak.totals.total() || d.categories_now.totals.total()) {
+      out += "  what kind, at the allocated peak (" + category_sources_text(d.category_sources) +
+             "):\n" + category_text(d.categories_peak, "    ");
+      if (!d.categories_peak.modules.empty())
+        out += "  by module at the allocated peak (each with its submodules):\n" +
+               module_text(d.categories_peak, "    ");
+      out += wrapped("what kind, at the snapshot: " + category_line(d.categories_now), "  ");
+    }
     for (const OomReport& o : d.ooms) {
       out += "  OUT OF MEMORY at trace entry " + std::to_string(o.event) + ": " + o.verdict;
       if (o.causes.size() > 1) {
@@ -223,6 +243,8 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         out += ")";
       }
       out += '\n' + wrapped(o.explanation, "    ");
+      if (o.categories.totals.total())
+        out += wrapped("By kind: " + category_line(o.categories) + ".", "    ");
       if (o.stack) {
         out += "    requested from: " + o.site + '\n';
         if (frames_all) all_frames(out, fc, o.stack, "        ");
@@ -243,6 +265,7 @@ std::string summary_json(const Snapshot& snap, const Summary& s, bool every_devi
                     ",\"event_numbering\":\"trace entry index within the device's trace\"" +
                     ",\"user_code\":";
   json_strings(out, s.user_code);
+  out += ",\"input_notes\":" + s.input_notes.json();
   out += ",\"devices\":[";
   if (every_device && s.empty_device) {
     // The devices left out of the Summary, in their places, from its template.

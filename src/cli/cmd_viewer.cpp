@@ -11,6 +11,7 @@ int cmd_viewer(const std::vector<std::string>& argv) {
   Args a = parse_args(argv, {{"--output", "-o", true}});
   expect_positional(a, 0, "memsight viewer [-o FILE]");
   std::string out = a.get("--output", "memsight-viewer.html");
+  output_format("viewer", out, {"html"}, "html");
   write_output(out, render_standalone_viewer());
   if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;

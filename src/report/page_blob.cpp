@@ -3,10 +3,13 @@
 // with the page's metadata and summary. `memsight view` compresses and embeds
 // it (html.cpp); the standalone viewer's WebAssembly engine hands it to the
 // page as is.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "memsight/error.h"
 #include "memsight/html.h"
+#include "memsight/input_limits.h"
 #include "memsight/summary.h"
 #include "report/page_data.h"
 #include "report/page_device.h"
@@ -24,6 +27,75 @@ using report::PageTables;
 using report::PhaseTimer;
 using report::pyvalue_json;
 
+namespace {
+
+// Trace entries and segments per device, over the devices a page knows
+// (annotate's: the traces, and segment devices below 4096; at least one).
+struct DeviceLoad {
+  std::vector<size_t> rows, segments;
+  bool used(size_t d) const { return rows[d] || segments[d]; }
+};
+
+DeviceLoad device_load(const Snapshot& snap) {
+  size_t devices = snap.device_count();
+  for (const Segment& s : snap.segments)
+    if (s.device >= 0 && s.device < 4096) devices = std::max<size_t>(devices, s.device + 1);
+  devices = std::max<size_t>(devices, 1);
+  DeviceLoad load{std::vector<size_t>(devices), std::vector<size_t>(devices)};
+  for (size_t d = 0; d < snap.device_count(); ++d) {
+    auto [begin, end] = snap.device_rows(d);
+    load.rows[d] = end - begin;
+  }
+  for (const Segment& s : snap.segments)
+    if (s.device >= 0 && static_cast<size_t>(s.device) < devices) ++load.segments[s.device];
+  return load;
+}
+
+// The summary of the devices the page holds (`keep`).
+Summary page_summary(const Snapshot& snap, const UserCode& user_code, std::vector<size_t> keep) {
+  Summary s = summarize(snap, {.user_code = user_code, .empty_devices = false});
+  std::sort(keep.begin(), keep.end());
+  std::erase_if(s.devices, [&](const DeviceSummary& d) {
+    return d.device < 0 ||
+           !std::binary_search(keep.begin(), keep.end(), static_cast<size_t>(d.device));
+  });
+  return s;
+}
+
+}  // namespace
+
+std::vector<size_t> page_devices(const Snapshot& snap, int device) {
+  DeviceLoad load = device_load(snap);
+  const size_t n = load.rows.size();
+  if (device >= 0 && static_cast<size_t>(device) >= n)
+    throw Error("device " + std::to_string(device) + " is not in the snapshot: it lists " +
+                (n == 1 ? std::string("device 0") : "devices 0 to " + std::to_string(n - 1)));
+  if (device < -1) throw Error("device " + std::to_string(device) + " is not a device number");
+  // The busiest devices with data, the first one most rows (ties: lower index).
+  std::vector<size_t> used;
+  for (size_t d = 0; d < n; ++d)
+    if (load.used(d)) used.push_back(d);
+  size_t keep = std::min(used.size(), kPageDevices);
+  std::partial_sort(used.begin(), used.begin() + static_cast<ptrdiff_t>(keep), used.end(),
+                    [&](size_t a, size_t b) {
+                      return load.rows[a] != load.rows[b] ? load.rows[a] > load.rows[b] : a < b;
+                    });
+  used.resize(keep);
+  size_t first = device >= 0 ? static_cast<size_t>(device) : used.empty() ? 0 : used.front();
+  std::erase(used, first);
+  if (used.size() == kPageDevices) used.pop_back();  // room for the one asked for
+  std::sort(used.begin(), used.end());
+  used.insert(used.begin(), first);
+  return used;
+}
+
+size_t devices_with_data(const Snapshot& snap) {
+  DeviceLoad load = device_load(snap);
+  size_t n = 0;
+  for (size_t d = 0; d < load.rows.size(); ++d) n += load.used(d);
+  return n;
+}
+
 bool is_html_view(std::string_view v) {
   return v == "overview" || v == "timeline" || v == "segments-timeline" || v == "state" ||
          v == "pools" || v == "flamegraph" || v == "settings";
@@ -37,42 +109,34 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   std::string title = opts.title.empty() ? "memsight" : opts.title;
 
   PhaseTimer phase;
-  // The overview shows `memsight summary`; callers that computed it pass it
-  // in. First, so that its replay's memory is free again before the page's
-  // data is built (the standalone viewer's engine has at most 4 GiB).
-  std::string summary =
+  // A device with no events and no segments is left out of the page (its
+  // columns, about 60 header entries, and its metadata would cost kilobytes
+  // each, and a snapshot can list 100,000 empty device traces): the page
+  // knows them from meta.deviceCount. So are devices with data past the
+  // kPageDevices busiest (meta.devicesWithData counts them). The default
+  // device is packed whatever it holds, so that an all-empty snapshot still
+  // has a device to show.
+  std::vector<size_t> packed = page_devices(snap, opts.device);
+  const size_t default_device = packed.front();
+  // The overview shows `memsight summary` of the devices the page holds;
+  // callers that computed it pass it in. Names are cut as in the tables.
+  // First, so that its replay's memory is free again before the page's data
+  // is built (the standalone viewer's engine has at most 4 GiB).
+  std::string summary = report::cut_json_strings(
       opts.summary_json.empty()
-          ? summary_json(snap,
-                         summarize(snap, {.user_code = opts.user_code, .empty_devices = false}),
-                         /*every_device=*/false)
-          : opts.summary_json;
+          ? summary_json(snap, page_summary(snap, opts.user_code, packed), /*every_device=*/false)
+          : opts.summary_json,
+      kNameLimit);
   phase("summary");
   report::Annotated ann = report::annotate(snap);
   phase("annotate");
   PagePacker packer;
   if (opts.column_sink) packer.set_sink(opts.column_sink);
   PageTables tables(snap, opts.user_code);
-  auto used = [&](size_t d) { return !ann.events[d].row.empty() || !ann.segments[d].empty(); };
-  size_t default_device = 0, longest = 0;
-  bool any = false;
-  for (size_t d = 0; d < ann.devices; ++d) {
-    size_t n = ann.events[d].row.size();
-    if (used(d) && (!any || n > longest)) {
-      default_device = d;
-      longest = n;
-      any = true;
-    }
-  }
-  if (opts.device >= 0 && static_cast<size_t>(opts.device) < ann.devices)
-    default_device = static_cast<size_t>(opts.device);
-  // A device with no events and no segments is left out of the page (its
-  // columns, about 60 header entries, and its metadata would cost kilobytes
-  // each, and a snapshot can list 100,000 empty device traces): the page
-  // knows them from meta.deviceCount. The default device is packed whatever
-  // it holds, so that an all-empty snapshot still has a device to show.
+  std::vector<size_t> in_order = packed;
+  std::sort(in_order.begin(), in_order.end());
   std::string devices = "[";
-  for (size_t d = 0; d < ann.devices; ++d) {
-    if (!used(d) && d != default_device) continue;
+  for (size_t d : in_order) {
     if (devices.size() > 1) devices += ',';
     devices += pack_device(packer, tables, snap, ann, d, phase);
   }
@@ -107,6 +171,7 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
                          .num("sourceBytes", static_cast<double>(opts.source_bytes))
                          .num("defaultDevice", static_cast<double>(default_device))
                          .num("deviceCount", static_cast<double>(ann.devices))
+                         .num("devicesWithData", static_cast<double>(devices_with_data(snap)))
                          .raw("devices", devices)
                          .raw("streams", streams)
                          .raw("settings", settings)

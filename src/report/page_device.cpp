@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "report/page_annotations.h"
+#include "report/page_categories.h"
 #include "report/page_json.h"
 
 namespace memsight::report {
@@ -79,7 +80,8 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   pack_column("ev.dt", [&](size_t, uint32_t r) {
     int64_t now = t.time_us[r];
     if (now) has_time = true;
-    int64_t dt = std::clamp<int64_t>(now - prev, 0, std::numeric_limits<uint32_t>::max());
+    // Within 2^53 µs, the page adds the steps up exactly (in doubles).
+    int64_t dt = std::clamp<int64_t>(now - prev, 0, int64_t{1} << 53);
     prev = std::max(prev, now);
     return dt;
   });
@@ -166,6 +168,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
 
   phase("segments");
   report::Timeline tl = report::build_timeline(snap, ann, d, false);
+  const std::string categories = pack_categories(p, snap, ann, d, tl);
   localize(tl.src, blk_local);
   phase("timeline");
   pack_timeline(p, pre + "tl.", tl);
@@ -215,6 +218,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
       .num("freeOnly", static_cast<double>(free_only))
       .num("annotations", static_cast<double>(an.name.size()))
       .raw("tl", timeline_meta(tl))
+      .raw("cat", categories)
       .raw("st", timeline_meta(st))
       .raw("sc", JsonObject()
                      .num("interval", sc.cp_interval)

@@ -14,6 +14,11 @@ void json_number(std::string& out, double v);
 // (big ints, bytes, non-string keys) becomes a string.
 void pyvalue_json(std::string& out, const PyValue& v);
 
+// `json` (valid JSON, as memsight writes it) with every string longer than
+// `limit` bytes cut by cut_name (memsight/input_limits.h): what the page
+// embeds of the summary holds no 100 MB frame name.
+std::string cut_json_strings(std::string json, size_t limit);
+
 class JsonObject {
  public:
   JsonObject& num(std::string_view k, double v);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "memsight/frames.h"
+#include "memsight/input_limits.h"
 #include "memsight/snapshot.h"
 #include "report/page_pack.h"
 
@@ -38,6 +39,10 @@ class PageTables {
     return m;
   }
   uint32_t text(std::string_view s) {
+    // A page shows names, and cuts long ones for display: past kNameLimit,
+    // the rest of a (say) 100 MB frame name would only weigh on the page.
+    std::string cut;
+    if (s.size() > kNameLimit) s = cut = cut_name(s);
     auto [it, inserted] = text_index_.try_emplace(std::string(s), 0);
     if (inserted) {
       it->second = static_cast<uint32_t>(off_.size());

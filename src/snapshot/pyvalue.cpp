@@ -1,6 +1,5 @@
 #include "memsight/pyvalue.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +7,7 @@
 #include <string>
 
 #include "util/escape.h"
+#include "util/float_chars.h"
 
 namespace memsight {
 
@@ -106,27 +106,6 @@ void py_repr_str(std::string& out, std::string_view s) {
   }
   out += quote;
 }
-
-namespace {
-// The fewest significant digits that read back as v, as "d.ddde+XX".
-std::string shortest_scientific(double v) {
-  char buf[64];
-#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
-  auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  return std::string(buf, res.ptr);
-#else
-  // A standard library without floating-point to_chars (emscripten's): the
-  // shortest precision whose correctly rounded digits round-trip gives the
-  // same digits.
-  for (int prec = 0; prec < 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*e", prec, v);
-    if (std::strtod(buf, nullptr) == v) return buf;
-  }
-  std::snprintf(buf, sizeof buf, "%.16e", v);
-  return buf;
-#endif
-}
-}  // namespace
 
 std::string py_float_repr(double v) {
   if (std::isnan(v)) return "nan";

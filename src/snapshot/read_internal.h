@@ -8,7 +8,8 @@
 
 namespace memsight {
 // Reads a snapshot from the source `open` returns (called again when a read
-// must start over); errors name the input as `name: ...`, as for files.
+// must start over); errors name the input as `name: ...` ("-": standard
+// input), as for files, and a file of another kind is refused as such.
 using OpenSource = std::function<std::unique_ptr<ByteSource>()>;
 Snapshot read_snapshot_named(const OpenSource& open, const std::string& name,
                              const Progress& progress, ReadScope scope);

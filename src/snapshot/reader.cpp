@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "pickle/input_kind.h"
 #include "pickle/row_chunks.h"
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
@@ -773,26 +774,33 @@ Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope
 Snapshot read_snapshot_named(const OpenSource& open, const std::string& name,
                              const Progress& progress, ReadScope scope) {
   // Every message names the input once, here.
-  try {
-    return read_with_fallback(open, progress, scope);
-  } catch (const Error& e) {
-    throw Error(name + ": " + e.what());
-  } catch (const std::bad_alloc&) {
-    throw Error(name + ": out of memory while reading the snapshot");
-  } catch (const std::length_error& e) {
-    throw Error(name + ": " + e.what());
-  }
+  // A file of another kind is named with the command that reads it
+  // (input_kind.h), whoever opened it: the CLI or the standalone viewer.
+  return read_named(name, [&] {
+    return read_with_fallback(
+        [&] {
+          std::unique_ptr<ByteSource> src = open();
+          expect_input(src->head(), InputKind::Snapshot, name);
+          return src;
+        },
+        progress, scope);
+  });
 }
 
 Snapshot read_snapshot_file(const std::string& path, const Progress& progress, ReadScope scope) {
   // Standard input cannot be read twice, so it is always read in full.
   if (path == "-") scope = ReadScope::Everything;
-  return read_snapshot_named([&] { return open_source(path); },
-                             path == "-" ? "standard input" : path, progress, scope);
+  return read_snapshot_named([&] { return open_source(path); }, path, progress, scope);
 }
 
 Snapshot read_snapshot_bytes(std::string_view data, ReadScope scope) {
-  return read_with_fallback([&] { return memory_source(data); }, {}, scope);
+  return read_with_fallback(
+      [&] {
+        auto src = memory_source(data);
+        expect_input(src->head(), InputKind::Snapshot, "");
+        return src;
+      },
+      {}, scope);
 }
 
 }  // namespace memsight

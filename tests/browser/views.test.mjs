@@ -102,6 +102,13 @@ describe('pools, settings, filters, range, search', () => {
     assert.match(rows[1], /private pool \(0, 7\)a MemPool/);
     const totals = await page.evaluate(`(() => { const md = ${viewExpr('pools')}.model; return [md.total[0], md.total[6], md.total[md.n]]; })()`);
     assert.deepEqual(totals, [1 * MiB, 9 * MiB, 10 * MiB + 768 * KiB]);
+    // Its footer gives the bands' own peak (pools at all they reserve), not
+    // the summary's peak allocated, which it names beside it.
+    const idle = await page.evaluate(`${viewExpr('pools')}.detailsHead.textContent`);
+    const peak = await page.evaluate(`(() => { const md = ${viewExpr('pools')}.model; let p = 0; for (const t of md.total) p = Math.max(p, t); return p; })()`);
+    assert.equal(await page.evaluate(`${viewExpr('pools')}.model.meta.peak`), peak);
+    assert.equal(peak, 11 * MiB);
+    assert.match(idle, /^Peak of the bands: 11\.0MiB \(11534336 bytes\) after trace entry \d+ \(each private pool with all it reserves.*The summary's peak allocated: 9\.5MiB after trace entry \d+\. /);
     clean(problems);
     await page.close();
   });

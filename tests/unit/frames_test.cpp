@@ -1,9 +1,7 @@
-// The frame rule and the allocator's block-size rule, case by case.
+// The frame rule, case by case.
 #include "memsight/frames.h"
 
 #include <gtest/gtest.h>
-
-#include "analysis/replay.h"
 
 using memsight::classify_frame;
 using memsight::FrameKind;
@@ -69,18 +67,4 @@ TEST(Frames, SiteRule) {
   std::vector<K> d{K::Internal};
   EXPECT_EQ(site_index(d), -1);
   EXPECT_EQ(memsight::frame_label("f", "/a/b/train.py", 12), "train.py:12:f");
-}
-
-TEST(Replay, RoundSize) {
-  memsight::replay::Config c;
-  EXPECT_EQ(c.round_size(1), 512);
-  EXPECT_EQ(c.round_size(512), 512);
-  EXPECT_EQ(c.round_size(513), 1024);
-  EXPECT_EQ(c.round_size(7 << 20), 7 << 20);
-  // roundup_power2_divisions: 4 divisions of each power-of-two interval
-  for (auto& d : c.divisions) d = 4;
-  EXPECT_EQ(c.round_size(1200), 1536);        // up to 512 * divisions bytes: 512-byte rounding
-  EXPECT_EQ(c.round_size(3000), 3072);        // between 2048 and 4096: steps of 512
-  EXPECT_EQ(c.round_size(1100000), 1310720);  // between 1 MiB and 2 MiB: steps of 256 KiB
-  EXPECT_EQ(c.round_size(1 << 21), 1 << 21);  // powers of two stay
 }

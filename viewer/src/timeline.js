@@ -77,8 +77,15 @@ export class TimelineModel {
     this.include = null;  // Uint8Array over elements (1: shown) while a filter is on
     this.rank = new Uint32Array(m);
     for (let r = 0; r < m; r++) this.rank[this.bysize[r]] = r;
-    this.colors = TABLEAU10.map(parseColor);
+    this.setColors(null, null);
     this._initialPrefix = null;
+  }
+
+  // Colours: `palette` ('#rrggbb' list) and each element's index into it;
+  // null for MemoryViz's (Tableau10 by element index).
+  setColors(palette, index) {
+    this.colors = (palette || TABLEAU10).map(parseColor);
+    this.colorOf = index;
   }
 
   // Kinds, sources and MemoryViz's element indices, from the sources of the
@@ -326,6 +333,8 @@ export class TimelineModel {
     const tidx = this.tidx;
     const kind = this.kind;
     const ghosts = !this.segments;
+    const colorOf = this.colorOf;
+    const n = colors.length;
     for (let c = 0; c < width; c++) {
       const lf = lightFrom ? lightFrom[c] : height;
       for (let k = off[c]; k < off[c + 1]; k++) {
@@ -338,7 +347,7 @@ export class TimelineModel {
           col = this.underlayColor(id);
           edge = mix(col, 0xff000000, 0.45);
         } else {
-          const ci = tidx[id] % 10;
+          const ci = colorOf ? colorOf[id] % n : tidx[id] % n;
           if (dim && dim[id]) col = edge = faded[ci];
           else {
             col = colors[ci];
@@ -349,7 +358,7 @@ export class TimelineModel {
         const b = y1[k];
         // A darker top row separates neighbouring bands of the same colour.
         const lc = b <= lf || id < SUMMARY_ID ? col
-          : id === SUMMARY_ID ? summaryLight : (dim && dim[id] ? col : light[tidx[id] % 10]);
+          : id === SUMMARY_ID ? summaryLight : (dim && dim[id] ? col : light[colorOf ? colorOf[id] % n : tidx[id] % n]);
         let p = (height - b) * width + c;
         let y = b - 1;
         if (b - a >= 4) {

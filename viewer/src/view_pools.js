@@ -32,7 +32,7 @@ export class PoolsView {
         h('td', { class: 'num' }, sr ? formatCount(sr.events) : '—'));
     });
     const table = h('table', { class: 'pool-table' },
-      h('thead', null, h('tr', null, ...['pool', 'what it is', 'segments', 'reserved', 'allocated', 'blocks',
+      h('thead', null, h('tr', null, ['pool', 'what it is', 'segments', 'reserved', 'allocated', 'blocks',
         'peak capacity', 'events'].map((t) => h('th', null, t)))),
       h('tbody', null, rows));
     const note = s.private.length

@@ -9,7 +9,7 @@ import { EventRows } from './event_rows.js';
 import { devicePools, poolStreamControls } from './filters.js';
 import { blockText, largestFree, layoutState, segmentText } from './state.js';
 import { GHOST_TEXT, KIND_LIVE } from './timeline.js';
-import { fitCanvas, frameScheduler, h } from './ui.js';
+import { fill, fitCanvas, frameScheduler, h, setText } from './ui.js';
 
 const ROW = 20;  // px per event row
 
@@ -83,7 +83,7 @@ export class StateView {
     const head = h('div', { class: 'ev-head' },
       this.countLabel,
       this.ooms.length ? h('span', { class: 'oom-count' }, `${this.ooms.length} out-of-memory`) : null,
-      ...oomButtons);
+      oomButtons);
     this.jumpInput = h('input', {
       type: 'number', min: 0, max: Math.max(0, this.n ? this.dev.entry(this.n - 1) + 1 : 0),
       placeholder: 'go to trace entry #', class: 'jump', 'aria-label': 'go to trace entry number',
@@ -118,7 +118,7 @@ export class StateView {
       h('button', { type: 'button', class: 'link prev-match', title: 'previous match (Shift+Enter)', onclick: () => this.jumpMatch(-1) }, '↑'),
       h('button', { type: 'button', class: 'link next-match', title: 'next match (Enter)', onclick: () => this.jumpMatch(1) }, '↓'),
       h('label', { class: 'filter' }, only, ' only matches'),
-      ...poolStreamControls(this.dev, (pool, stream) => {
+      poolStreamControls(this.dev, (pool, stream) => {
         this.filterState.pool = pool;
         this.filterState.stream = stream;
         this.refilter();
@@ -208,7 +208,7 @@ export class StateView {
         'aria-selected': i === this.selected ? 'true' : 'false',
       }, h('span', { class: 'ev-idx', title: 'trace entry' }, String(this.dev.entry(i))), h('span', { class: 'ev-text' }, text)));
     }
-    this.rows.replaceChildren(...frag);
+    fill(this.rows, frag);
     const count = this.list.count;
     const total = Math.max(1, count);
     const frac = Math.min(1, this.visibleRows() / total);
@@ -235,8 +235,8 @@ export class StateView {
         rounding += b.size - b.requested;
       }
     }
-    this.stats.replaceChildren(...[
-      h('span', null, h('b', null, formatSize(L.allocated, false)), ' allocated'),
+    fill(this.stats, [
+      h('span', null, h('b', null, formatSize(L.allocated, false)), ' requested'),
       h('span', null, h('b', null, formatSize(L.reserved, false)), ' reserved'),
       h('span', null, `${formatCount(L.segs.length)} segments · ${formatCount(blocks)} blocks`),
       h('span', null, `${formatSize(rounding, false)} lost to rounding`),
@@ -264,7 +264,7 @@ export class StateView {
     if (meta) lines.push(meta);
     const scopes = this.scopesAt(i);
     if (scopes.length) lines.push(`Inside: ${scopes.join(' › ')}`);
-    this.detailsHead.textContent = lines.join('\n');
+    setText(this.detailsHead, lines.join('\n'));
     this.dev.page.showStack(this.detailsStack, this.dev.page.stack(e.stack));
   }
 
@@ -503,7 +503,7 @@ export class StateView {
     const meta = formatUserMetadata((b || item.seg).userMetadata);
     if (meta) lines.push(meta);
     if (b && b.src < 0 && this.isGhost(~b.src)) lines.push(GHOST_TEXT);
-    this.detailsHead.textContent = lines.join('\n');
+    setText(this.detailsHead, lines.join('\n'));
     const stack = item.block ? item.block.stack : item.seg.stack;
     this.dev.page.showStack(this.detailsStack, this.dev.page.stack(stack));
   }
