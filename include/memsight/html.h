@@ -20,8 +20,8 @@ namespace memsight {
 
 struct HtmlOptions {
   // First view shown: "overview", "timeline", "segments-timeline", "state",
-  // "pools", "flamegraph" or "settings". Empty means "overview". Anything
-  // else throws Error.
+  // "pools", "flamegraph", "settings" or "leaks". Empty means "overview".
+  // Anything else throws Error.
   std::string view = "overview";
   // Page title; empty means "memsight" (callers pass the snapshot's name).
   std::string title;

@@ -114,6 +114,9 @@ struct SummaryOptions {
   // snapshot can list 100,000 empty device traces, and each device's summary
   // costs hundreds of bytes); summary_json can still list them.
   bool empty_devices = true;
+  // Live sites kept per device (DeviceSummary::top_sites); `memsight ranks`
+  // keeps more to compare ranks by site.
+  size_t top_sites = 10;
 };
 
 Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});

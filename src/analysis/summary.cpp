@@ -90,6 +90,7 @@ struct DeviceInputs {
   const alloc::Settings& cfg;
   std::pair<bool, bool> overflow;  // overflow_flag(): known, overflowed
   const std::vector<StorageTag>& tags;
+  size_t top_sites;
 };
 
 // Peaks (and when), history, exactness, the live sites at the allocated peak
@@ -114,7 +115,7 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
   judge_exactness(rr, ds);
   SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event);
   ds.sites_total = static_cast<int64_t>(g.sites.size());
-  if (g.sites.size() > 10) g.sites.resize(10);
+  if (g.sites.size() > in.top_sites) g.sites.resize(in.top_sites);
   ds.top_sites = std::move(g.sites);
   ds.before_recording_bytes = g.before_bytes;
   ds.before_recording_count = g.before_count;
@@ -204,7 +205,7 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   sum.input_notes = snapshot_input_notes(snap);
   alloc::Settings cfg = alloc::Settings::recorded(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
-  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags};
+  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags, opts.top_sites};
   for (size_t d = 0; d < ndev; ++d) {
     uint32_t begin = 0, end = 0;
     if (d < snap.device_count()) std::tie(begin, end) = snap.device_rows(d);

@@ -4,9 +4,11 @@
 #include <cstdio>
 
 #include "analysis/classify.h"
+#include "analysis/report_text.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
+#include "util/lines.h"
 
 namespace memsight {
 namespace {
@@ -41,53 +43,7 @@ void all_frames(std::string& out, const FrameClassifier& fc, StackId stack, cons
   }
 }
 
-void json_stack(std::string& out, const FrameClassifier& fc, StackId stack) {
-  const Snapshot& snap = fc.snapshot();
-  out += '[';
-  bool first = true;
-  for (FrameId id : snap.frames.stack(stack)) {
-    const Frame& f = snap.frames.frame(id);
-    if (!first) out += ',';
-    first = false;
-    out += "{\"name\":";
-    append_json_string(out, snap.str(f.name));
-    out += ",\"filename\":";
-    append_json_string(out, snap.str(f.filename));
-    out += ",\"line\":" + std::to_string(f.line) + ",\"kind\":\"";
-    out += frame_kind_name(fc.kind(id));
-    out += "\"}";
-  }
-  out += ']';
-}
-
-void json_strings(std::string& out, const std::vector<std::string>& v) {
-  out += '[';
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) out += ',';
-    append_json_string(out, v[i]);
-  }
-  out += ']';
-}
-
 std::string num(int64_t v) { return std::to_string(v); }
-
-// Words of `text` in lines of at most `width` columns, each line indented.
-std::string wrapped(std::string_view text, const std::string& indent, size_t width = 100) {
-  std::string out, line;
-  while (!text.empty()) {
-    size_t sp = text.find(' ');
-    std::string_view word = text.substr(0, sp);
-    text = sp == std::string_view::npos ? std::string_view() : text.substr(sp + 1);
-    if (!line.empty() && indent.size() + line.size() + 1 + word.size() > width) {
-      out += indent + line + '\n';
-      line.clear();
-    }
-    if (!line.empty()) line += ' ';
-    line += word;
-  }
-  if (!line.empty()) out += indent + line + '\n';
-  return out;
-}
 
 void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummary& d) {
   char frag[32];
@@ -233,7 +189,7 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
       if (!d.categories_peak.modules.empty())
         out += "  by module at the allocated peak (each with its submodules):\n" +
                module_text(d.categories_peak, "    ");
-      out += wrapped("what kind, at the snapshot: " + category_line(d.categories_now), "  ");
+      out += wrap_words("what kind, at the snapshot: " + category_line(d.categories_now), "  ");
     }
     for (const OomReport& o : d.ooms) {
       out += "  OUT OF MEMORY at trace entry " + std::to_string(o.event) + ": " + o.verdict;
@@ -242,15 +198,15 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         for (size_t i = 1; i < o.causes.size(); ++i) out += (i > 1 ? ", " : "") + o.causes[i];
         out += ")";
       }
-      out += '\n' + wrapped(o.explanation, "    ");
+      out += '\n' + wrap_words(o.explanation, "    ");
       if (o.categories.totals.total())
-        out += wrapped("By kind: " + category_line(o.categories) + ".", "    ");
+        out += wrap_words("By kind: " + category_line(o.categories) + ".", "    ");
       if (o.stack) {
         out += "    requested from: " + o.site + '\n';
         if (frames_all) all_frames(out, fc, o.stack, "        ");
       }
       for (const std::string& r : o.remedies) {
-        std::string w = wrapped(r, "      ");
+        std::string w = wrap_words(r, "      ");
         out += "    - " + w.substr(6);
       }
     }

@@ -388,6 +388,7 @@ std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
 }  // namespace
 
 void set_max_expanded(uint64_t bytes) { t_max_expanded = bytes; }
+uint64_t max_expanded_setting() { return t_max_expanded; }
 
 std::unique_ptr<ByteSource> detect_compression(std::unique_ptr<ByteSource> raw) {
   return wrap(std::move(raw));

@@ -10,6 +10,7 @@
 #include "memsight/error.h"
 #include "memsight/html.h"
 #include "memsight/input_limits.h"
+#include "memsight/leaks.h"
 #include "memsight/summary.h"
 #include "report/page_data.h"
 #include "report/page_device.h"
@@ -51,15 +52,32 @@ DeviceLoad device_load(const Snapshot& snap) {
   return load;
 }
 
-// The summary of the devices the page holds (`keep`).
-Summary page_summary(const Snapshot& snap, const UserCode& user_code, std::vector<size_t> keep) {
-  Summary s = summarize(snap, {.user_code = user_code, .empty_devices = false});
+// Drops the per-device reports of devices the page does not hold (`keep`).
+template <class PerDevice>
+void keep_devices(std::vector<PerDevice>& reports, std::vector<size_t> keep) {
   std::sort(keep.begin(), keep.end());
-  std::erase_if(s.devices, [&](const DeviceSummary& d) {
+  std::erase_if(reports, [&](const PerDevice& d) {
     return d.device < 0 ||
            !std::binary_search(keep.begin(), keep.end(), static_cast<size_t>(d.device));
   });
+}
+
+// The summary of the devices the page holds (`keep`).
+Summary page_summary(const Snapshot& snap, const UserCode& user_code,
+                     const std::vector<size_t>& keep) {
+  Summary s = summarize(snap, {.user_code = user_code, .empty_devices = false});
+  keep_devices(s.devices, keep);
   return s;
+}
+
+// `memsight leaks --json` of the devices the page holds, names cut as in the tables.
+std::string page_leaks(const Snapshot& snap, const UserCode& user_code,
+                       const std::vector<size_t>& keep) {
+  Leaks leaks = find_leaks(snap, user_code);
+  keep_devices(leaks.devices, keep);
+  std::string json = report::cut_json_strings(leaks_json(snap, leaks), kNameLimit);
+  while (!json.empty() && json.back() == '\n') json.pop_back();
+  return json;
 }
 
 }  // namespace
@@ -98,14 +116,15 @@ size_t devices_with_data(const Snapshot& snap) {
 
 bool is_html_view(std::string_view v) {
   return v == "overview" || v == "timeline" || v == "segments-timeline" || v == "state" ||
-         v == "pools" || v == "flamegraph" || v == "settings";
+         v == "pools" || v == "flamegraph" || v == "settings" || v == "leaks";
 }
 
 std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   std::string view = opts.view.empty() ? "overview" : opts.view;
   if (!is_html_view(view))
     throw Error("unknown view '" + view +
-                "' (overview, timeline, segments-timeline, state, pools, flamegraph, settings)");
+                "' (overview, timeline, segments-timeline, state, pools, flamegraph, settings, "
+                "leaks)");
   std::string title = opts.title.empty() ? "memsight" : opts.title;
 
   PhaseTimer phase;
@@ -120,14 +139,18 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   const size_t default_device = packed.front();
   // The overview shows `memsight summary` of the devices the page holds;
   // callers that computed it pass it in. Names are cut as in the tables.
-  // First, so that its replay's memory is free again before the page's data
-  // is built (the standalone viewer's engine has at most 4 GiB).
+  // First, with the leaks, so that their replays' memory is free again
+  // before the page's data is built (the standalone viewer's engine has at
+  // most 4 GiB).
   std::string summary = report::cut_json_strings(
       opts.summary_json.empty()
           ? summary_json(snap, page_summary(snap, opts.user_code, packed), /*every_device=*/false)
           : opts.summary_json,
       kNameLimit);
   phase("summary");
+  // The leaks view shows `memsight leaks --json`.
+  std::string leaks = page_leaks(snap, opts.user_code, packed);
+  phase("leaks");
   report::Annotated ann = report::annotate(snap);
   phase("annotate");
   PagePacker packer;
@@ -176,6 +199,7 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
                          .raw("streams", streams)
                          .raw("settings", settings)
                          .raw("summary", summary)
+                         .raw("leaks", leaks)
                          .num("entries", static_cast<double>(snap.trace.rows()))
                          .num("segments", static_cast<double>(snap.segments.size()))
                          .num("blocks", static_cast<double>(snap.blocks.size()))

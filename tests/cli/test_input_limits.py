@@ -242,6 +242,7 @@ def test_a_page_of_thousands_of_devices_holds_the_busiest(run, tmp_path):
     held = [d["index"] for d in m["devices"]]
     assert len(held) == 64 and all(d % 7 == 0 for d in held)  # the busiest: two entries each
     assert sorted(d["device"] for d in m["summary"]["devices"]) == held
+    assert sorted(d["device"] for d in m["leaks"]["devices"]) == held
     assert len(raw) < 2_000_000
     # --device opens a page on a device past the 64 busiest
     assert run("view", f, "--device", "2999", "-o", out).returncode == 0

@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "../common/scope_agreement.h"
+#include "memsight/diff.h"
+#include "memsight/leaks.h"
 #include "memsight/reader.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
@@ -26,6 +28,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     once.empty_devices = false;
     std::string every = memsight::summary_json(full, memsight::summarize(full));
     if (every != memsight::summary_json(full, memsight::summarize(full, once))) std::abort();
+    (void)memsight::leaks_json(full, memsight::find_leaks(full));
+    const size_t device = memsight::default_device(full).first;
+    auto moments = memsight::measure_moments(full, "fuzz", device, {"-1", "peak", "snapshot"});
+    (void)memsight::diff_json(memsight::diff_moments(moments[0], moments[2]));
+    (void)memsight::diff_folded(memsight::diff_moments(moments[1], moments[2]));
     (void)memsight::read_snapshot_bytes(memsight::pickle_snapshot(full));
   } catch (const memsight::Error&) {
   }

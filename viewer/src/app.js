@@ -7,6 +7,7 @@ import { RangeControl, TraceRange } from './filters.js';
 import { TimelineModel } from './timeline.js';
 import { Tooltip, h } from './ui.js';
 import { FlameView } from './view_flame.js';
+import { LeaksView } from './view_leaks.js';
 import { OverviewView } from './view_overview.js';
 import { PoolsView } from './view_pools.js';
 import { SettingsView } from './view_settings.js';
@@ -21,6 +22,7 @@ const VIEWS = [
   ['pools', 'Pools'],
   ['flamegraph', 'Flamegraph'],
   ['settings', 'Settings'],
+  ['leaks', 'Leaks'],
 ];
 
 class App {
@@ -137,6 +139,7 @@ class App {
       else if (name === 'flamegraph') v = new FlameView(this, dev);
       else if (name === 'pools') v = new PoolsView(this, dev);
       else if (name === 'settings') v = new SettingsView(this, dev);
+      else if (name === 'leaks') v = new LeaksView(this, dev);
       else v = new OverviewView(this, dev);
       this.views.set(key, v);
     }
