@@ -34,7 +34,11 @@ HTML_VIEWS: dict[str, str] = {
     "state": "state",
     "segment_plot": "state",
     "Allocator State History": "state",
+    "pools": "pools",
+    "Allocated Memory (incl. Private Pools)": "pools",
     "flamegraph": "flamegraph",
+    "settings": "settings",
+    "Allocator Settings": "settings",
     "leaks": "leaks",
 }
 
@@ -399,8 +403,8 @@ class Snapshot:
              user_code: str | list[str] | None = None) -> str:
         """The self-contained page (works offline from file://), opening on
         ``view``: ``overview``, ``timeline`` (torch's trace_plot),
-        ``segments-timeline``, ``state`` (torch's segment_plot) or
-        ``flamegraph``. With ``with_summary`` the overview shows the summary
+        ``segments-timeline``, ``state`` (torch's segment_plot), ``pools``
+        (private pools), ``flamegraph`` or ``settings`` (allocator settings). With ``with_summary`` the overview shows the summary
         (peaks, top sites, OOM diagnosis)."""
         if view not in HTML_VIEWS:
             raise ValueError(f"unknown view {view!r}: expected one of {sorted(set(HTML_VIEWS.values()))}")

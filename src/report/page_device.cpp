@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "report/page_annotations.h"
 #include "report/page_categories.h"
 #include "report/page_json.h"
 
@@ -55,47 +56,47 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   const TraceTable& t = snap.trace;
   const size_t n = ev.row.size();
 
-  std::vector<int64_t> action(n), addr(n), size(n), stream(n), stack(n), dt(n), cc(n), meta(n),
-      other(n), entry(n);
+  // One column at a time through one buffer: ten columns of n int64 at
+  // once would cost 80 bytes an event, more than the model itself.
   const uint32_t first_row = d < snap.device_count() ? snap.device_rows(d).first : 0;
+  std::vector<int64_t> col(n);
+  auto pack_column = [&](const char* name, auto value) {
+    for (size_t i = 0; i < n; ++i) col[i] = value(i, ev.row[i]);
+    p.ints(pre + name, col);
+  };
+  pack_column("ev.action", [&](size_t i, uint32_t) { return static_cast<int64_t>(ev.action[i]); });
+  // The trace entry index, as `memsight trace` and `summary` name events
+  // (a free_requested + free_completed pair shown as one event: the first).
+  pack_column("ev.entry", [&](size_t, uint32_t r) { return int64_t{r} - first_row; });
+  pack_column("ev.addr", [&](size_t, uint32_t r) { return t.addr[r]; });
+  pack_column("ev.size", [&](size_t, uint32_t r) { return t.size[r]; });
+  pack_column("ev.stream", [&](size_t, uint32_t r) { return int64_t{ann.stream(t.stream[r])}; });
+  pack_column("ev.stack", [&](size_t, uint32_t r) { return int64_t{tables.stack(t.stack[r])}; });
+  p.ints_of(pre + "ev.version", ev.version);
+  // Times only move forward on the page (the allocator's clock is an
+  // approximation); the tooltip shows the page time.
   int64_t t0 = n ? t.time_us[ev.row[0]] : 0, prev = t0;
   bool has_time = false;
-  size_t ooms = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t r = ev.row[i];
-    // The trace entry index, as `memsight trace` and `summary` name events
-    // (a free_requested + free_completed pair shown as one event: the first).
-    entry[i] = r - first_row;
-    action[i] = static_cast<int64_t>(ev.action[i]);
-    addr[i] = t.addr[r];
-    size[i] = t.size[r];
-    stream[i] = ann.stream(t.stream[r]);
-    stack[i] = tables.stack(t.stack[r]);
-    // Times only move forward on the page (the allocator's clock is an
-    // approximation); the tooltip shows the page time.
+  pack_column("ev.dt", [&](size_t, uint32_t r) {
     int64_t now = t.time_us[r];
     if (now) has_time = true;
     // Within 2^53 µs, the page adds the steps up exactly (in doubles).
-    dt[i] = std::clamp<int64_t>(now - prev, 0, int64_t{1} << 53);
+    int64_t dt = std::clamp<int64_t>(now - prev, 0, int64_t{1} << 53);
     prev = std::max(prev, now);
-    cc[i] = tables.str(t.compile_context[r]);
-    meta[i] = tables.str(t.user_metadata[r]);
-    if (ev.action[i] == report::PageAction::Other)
-      if (auto it = t.action_name.find(r); it != t.action_name.end())
-        other[i] = tables.str(it->second);
+    return dt;
+  });
+  pack_column("ev.cc",
+              [&](size_t, uint32_t r) { return int64_t{tables.str(t.compile_context[r])}; });
+  pack_column("ev.meta",
+              [&](size_t, uint32_t r) { return int64_t{tables.str(t.user_metadata[r])}; });
+  size_t ooms = 0;
+  pack_column("ev.other", [&](size_t i, uint32_t r) -> int64_t {
     if (ev.action[i] == report::PageAction::Oom) ++ooms;
-  }
-  p.ints(pre + "ev.action", action);
-  p.ints(pre + "ev.entry", entry);
-  p.ints(pre + "ev.addr", addr);
-  p.ints(pre + "ev.size", size);
-  p.ints(pre + "ev.stream", stream);
-  p.ints(pre + "ev.stack", stack);
-  p.ints_of(pre + "ev.version", ev.version);
-  p.ints(pre + "ev.dt", dt);
-  p.ints(pre + "ev.cc", cc);
-  p.ints(pre + "ev.meta", meta);
-  p.ints(pre + "ev.other", other);
+    if (ev.action[i] != report::PageAction::Other) return 0;
+    auto it = t.action_name.find(r);
+    return it == t.action_name.end() ? 0 : tables.str(it->second);
+  });
+  col = {};
   phase("events");
 
   // Snapshot segments and blocks of this device (block ranges made device-relative).
@@ -193,6 +194,14 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   pack_flame(p, tables, pre + "fm.", report::build_flame_tree(snap, ann, d, false));
   pack_flame(p, tables, pre + "fs.", report::build_flame_tree(snap, ann, d, true));
 
+  // record_function scopes and other annotations, drawn on the timelines.
+  report::AnnotationRanges an = report::annotation_ranges(snap, d);
+  std::vector<int64_t> an_name(an.name.size());
+  for (size_t i = 0; i < an.name.size(); ++i) an_name[i] = tables.text(an.name[i]);
+  p.ints(pre + "an.name", an_name);
+  p.ints(pre + "an.start", an.start);
+  p.ints(pre + "an.end", an.end);
+
   size_t free_only = 0;
   for (auto k : tl.kind) free_only += k == report::ElementKind::FreeOnly;
   auto [rb, re] =
@@ -207,6 +216,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
       .boolean("hasTime", has_time)
       .num("ooms", static_cast<double>(ooms))
       .num("freeOnly", static_cast<double>(free_only))
+      .num("annotations", static_cast<double>(an.name.size()))
       .raw("tl", timeline_meta(tl))
       .raw("cat", categories)
       .raw("st", timeline_meta(st))
