@@ -157,14 +157,17 @@ class Summary(dict):
     """The engine's summary (peaks, top allocation sites, OOM diagnosis, ...)
     as a dict with attribute access; ``text`` is the plain-text report."""
 
-    def __init__(self, data: dict[str, Any], text: str = "") -> None:
+    def __init__(self, data: dict[str, Any], text: str | None = None) -> None:
         super().__init__(data)
-        self.text = text
+        if text is not None:  # else a "text" key of the data (a rank's OOM text) stays readable
+            self.text = text
 
     def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
+            if name == "text":
+                return ""
             raise AttributeError(name) from None
 
     def __getitem__(self, key: Any) -> Any:  # nested dicts have attribute access too

@@ -96,12 +96,15 @@ def test_a_list_of_losses_is_a_leak_at_the_loss_line(tmp_path, mark):
     snap, dev, _ = run_loop(lambda s, st: train_step(s, st, keep=lambda _, loss: losses.append(loss)),
                             mark, tmp_path, "losses_" + ("marked" if mark else "unmarked"))
     site = f"{pathlib.Path(__file__).name}:{line_of(train_step, '# LOSS LINE')}:train_step"
-    assert dev.iterations.source == ("memsight steps" if mark else "repeating allocations"), dev.iterations
+    # unmarked: torch's Optimizer.step annotations, where torch records them with the history,
+    # else the repeating pattern of allocations
+    assert dev.iterations.source in (("memsight steps",) if mark else ("optimizer steps", "repeating allocations")), \
+        dev.iterations
     assert dev.iterations.count >= STEPS - 1, dev.iterations
     assert dev.verdict == "leak", str(dev)
     assert [s.site for s in dev.sites] == [site], [s.site for s in dev.sites]
     (s,) = dev.sites
-    assert s.bytes_per_iteration == 512, s  # a 0-d float32 tensor's block
+    assert s.bytes_per_iteration == 512, str(dev)  # a 0-d float32 tensor's block
     assert s.iterations_grown == dev.measured
     assert dev.fix.site == site
     if mark:  # ten steps apart, the loss line holds ten more blocks
