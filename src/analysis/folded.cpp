@@ -29,8 +29,8 @@ std::string pyvalue_frames_fragment(const PyValue& frames) {
     const PyValue* n = f.get("name");
     const PyValue* fn = f.get("filename");
     const PyValue* ln = f.get("line");
-    std::string name = n && n->kind == PyValue::Kind::Str ? n->s : "";
-    std::string file = fn && fn->kind == PyValue::Kind::Str ? fn->s : "";
+    std::string name = n && n->kind == PyValue::Kind::Str ? n->s.str() : "";
+    std::string file = fn && fn->kind == PyValue::Kind::Str ? fn->s.str() : "";
     std::string line = ln ? py_repr(*ln) : "0";
     if (!keep_frame(name, file)) continue;
     if (!first) out += ';';

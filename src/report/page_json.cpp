@@ -58,7 +58,7 @@ void pyvalue_json(std::string& out, const PyValue& v) {
       for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
         if (i) out += ',';
         const PyValue& k = v.items[i];
-        append_json_string(out, k.kind == K::Str ? k.s : py_repr(k));
+        append_json_string(out, k.kind == K::Str ? k.s.str() : py_repr(k));
         out += ':';
         pyvalue_json(out, v.items[i + 1]);
       }

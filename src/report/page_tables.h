@@ -90,7 +90,7 @@ class PageTables {
     auto s = [&](const char* k) -> std::string {
       const PyValue* v = d.get(k);
       if (!v) return "";
-      return v->kind == PyValue::Kind::Str ? v->s : py_repr(*v);
+      return v->kind == PyValue::Kind::Str ? v->s.str() : py_repr(*v);
     };
     std::string out;
     if (d.get("fx_node_op") || d.get("fx_node_name") || d.get("fx_node_target"))
