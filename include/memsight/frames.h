@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "memsight/label.h"
 #include "memsight/snapshot.h"
 
 namespace memsight {
@@ -66,18 +67,28 @@ class FrameClassifier {
   std::optional<FrameId> site(StackId s) const;
   // The site's label; for a stack of native plumbing only, what it names
   // ("<backward: MmBackward0, op mm>"); "<no stack recorded>" for none.
-  std::string site_label(StackId s) const;
+  // site_key: unbuilt (sites are grouped by it); site_label: built, long
+  // names cut (kShownMax).
+  Label site_key(StackId s) const;
+  std::string site_label(StackId s) const { return site_key(s).text(); }
+  // "file.py:LINE:name", unbuilt.
+  Label frame_key(FrameId f) const;
   // The stack user-first: the site and up to max_frames-1 frames outward of
   // the same or a more useful kind, then how many frames were hidden:
   // "train.py:81:step <- train.py:120:main  [+6 library, +38 native frames]".
+  // Long names are cut (kShownMax).
   std::string describe(StackId s, size_t max_frames = 3) const;
   const Snapshot& snapshot() const { return snap_; }
 
  private:
-  std::string plumbing_label(StackId s) const;
+  Label plumbing_label(StackId s) const;
   const Snapshot& snap_;
   UserCode user_code_;
   mutable std::vector<uint8_t> kinds_;  // FrameKind + 1; 0: not yet classified
+  // What the rule found in each file name and function name (by string
+  // id; 0: not yet looked at).
+  mutable std::vector<uint8_t> file_bits_, name_bits_;
+  mutable std::unordered_map<StrId, size_t> basename_at_;
 };
 
 }  // namespace memsight

@@ -109,9 +109,8 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
   ds.history_wrapped =
       flag_known ? (flag_overflow ? "yes" : "no") : (ds.orphan_frees ? "possibly" : "no");
   judge_exactness(rr, ds);
-  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event);
-  ds.sites_total = static_cast<int64_t>(g.sites.size());
-  if (g.sites.size() > 10) g.sites.resize(10);
+  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event, 10);
+  ds.sites_total = static_cast<int64_t>(g.total);
   ds.top_sites = std::move(g.sites);
   ds.before_recording_bytes = g.before_bytes;
   ds.before_recording_count = g.before_count;
@@ -151,7 +150,7 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     o.stack = t.stack[r];
     o.site = o.stack ? in.fc.describe(o.stack, 3) : "";
     // The live site that holds most at the OOM: what to checkpoint or shrink.
-    SiteGroups at = group_sites(in.fc, rr, st.event);
+    SiteGroups at = group_sites(in.fc, rr, st.event, 1);
     diagnose_oom(o, at.sites.empty() ? SiteStat{} : at.sites.front(), in.cfg.expandable_segments);
     out.push_back(std::move(o));
   }

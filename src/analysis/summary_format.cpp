@@ -30,12 +30,11 @@ std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, in
 void all_frames(std::string& out, const FrameClassifier& fc, StackId stack, const char* indent) {
   const Snapshot& snap = fc.snapshot();
   for (FrameId id : snap.frames.stack(stack)) {
-    const Frame& f = snap.frames.frame(id);
     char tag[16];
     std::snprintf(tag, sizeof tag, "%-9s", std::string(frame_kind_name(fc.kind(id))).c_str());
     out += indent;
     out += tag;
-    out += frame_label(snap.str(f.name), snap.str(f.filename), f.line);
+    fc.frame_key(id).append_to(out);
     out += '\n';
   }
 }
@@ -49,9 +48,9 @@ void json_stack(std::string& out, const FrameClassifier& fc, StackId stack) {
     if (!first) out += ',';
     first = false;
     out += "{\"name\":";
-    append_json_string(out, snap.str(f.name));
+    append_json_string(out, shown_text(snap.str(f.name)));
     out += ",\"filename\":";
-    append_json_string(out, snap.str(f.filename));
+    append_json_string(out, shown_text(snap.str(f.filename)));
     out += ",\"line\":" + std::to_string(f.line) + ",\"kind\":\"";
     out += frame_kind_name(fc.kind(id));
     out += "\"}";

@@ -1,0 +1,63 @@
+#pragma once
+// Labels of frames and sites ("train.py:81:step") as the pieces they are
+// made of, viewing the snapshot's interned strings. A snapshot may name one
+// 100 MiB file in every frame through the pickle memo: the label of each
+// frame is then compared, hashed and grouped without being built, and built
+// only for what is shown, with long pieces cut (shown_text).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace memsight {
+
+// At most this many bytes of one name or file name are shown in memsight's
+// own reports (summary text and JSON); real names stay far below it (the
+// longest C++ frame name in the test recordings has 1,327 bytes).
+constexpr size_t kShownMax = 2048;
+
+// Appends s, or when it is longer than max bytes its first bytes (whole
+// UTF-8 characters, at most max) and "…[+N bytes]" saying how many were cut.
+void append_shown(std::string& out, std::string_view s, size_t max = kShownMax);
+std::string shown_text(std::string_view s, size_t max = kShownMax);
+
+class Label {
+ public:
+  // Pieces must outlive the label (the snapshot's strings, literals).
+  Label& add(std::string_view piece);
+  // A number, as decimal digits (a label holds at most one).
+  Label& add(int64_t number);
+
+  size_t size() const;
+  bool empty() const { return size() == 0; }
+  // The text, each piece cut at max_piece bytes (append_shown).
+  std::string text(size_t max_piece = kShownMax) const;
+  void append_to(std::string& out, size_t max_piece = kShownMax) const;
+  // Compared as the text spelled, whatever the pieces.
+  int compare(const Label& o) const;
+  bool operator==(const Label& o) const { return compare(o) == 0; }
+  bool operator<(const Label& o) const { return compare(o) < 0; }
+
+  // Hash of the text: its length, first and last bytes (equal texts hash
+  // alike whatever their pieces; distinct ones with the same ends are told
+  // apart by compare).
+  size_t hash() const;
+  static size_t hash_text(std::string_view s);
+  struct Hash {
+    size_t operator()(const Label& l) const { return l.hash(); }
+  };
+
+ private:
+  static constexpr size_t kMaxPieces = 6;
+  std::string_view piece(size_t i) const {
+    return pieces_[i].data() ? pieces_[i] : std::string_view(digits_, digits_size_);
+  }
+  std::array<std::string_view, kMaxPieces> pieces_{};  // null data: the number
+  uint8_t count_ = 0;
+  uint8_t digits_size_ = 0;
+  char digits_[24] = {};
+};
+
+}  // namespace memsight
