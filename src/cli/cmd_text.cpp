@@ -11,15 +11,17 @@ namespace memsight::cli {
 namespace {
 
 // segments/memory/compare: SVG flamegraph by default (as torch), folded text
-// for .folded/.txt names or "-".
+// for .folded/.txt names or "-". The frames' kinds colour the SVG only, so
+// they are found only for it (a label per frame).
+template <class Kinds>
 void write_flamegraph(const Folded& folded, const std::string& out, const std::string& title,
-                      std::unordered_map<std::string, FrameKind> kinds) {
+                      Kinds kinds) {
   if (out == "-" || ends_with(out, ".folded") || ends_with(out, ".txt")) {
     write_output(out, folded.text);
   } else {
     FlamegraphOptions opts;
     opts.title = title;
-    opts.frame_kinds = std::move(kinds);
+    opts.frame_kinds = kinds();
     write_output(out, render_flamegraph_svg(folded, opts));
   }
   if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());
@@ -44,7 +46,7 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
   write_flamegraph(folded, a.get("--output", "output.svg"),
                    name == "segments" ? "Segments (reserved memory by segment and stack)"
                                       : "Memory (allocator blocks by stack)",
-                   frame_label_kinds(snap));
+                   [&] { return frame_label_kinds(snap); });
   return 0;
 }
 
@@ -60,10 +62,11 @@ int cmd_compare(const std::vector<std::string>& argv) {
     std::fputs(c.stdout_text.c_str(), stderr);
   else
     write_stdout(c.stdout_text);
-  auto kinds = frame_label_kinds(after);
-  kinds.merge(frame_label_kinds(before));
-  write_flamegraph(Folded{c.folded, c.folded_lines}, out, "Segments only in one snapshot",
-                   std::move(kinds));
+  write_flamegraph(Folded{c.folded, c.folded_lines}, out, "Segments only in one snapshot", [&] {
+    auto kinds = frame_label_kinds(after);
+    kinds.merge(frame_label_kinds(before));
+    return kinds;
+  });
   return 0;
 }
 

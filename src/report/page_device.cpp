@@ -38,8 +38,13 @@ void pack_timeline(PagePacker& p, const std::string& pre, const report::Timeline
 
 void pack_flame(PagePacker& p, PageTables& tables, const std::string& pre,
                 const report::FlameTree& t) {
+  // A node's name: a text's id, or -1 - a frame's id (the page labels it).
+  std::vector<int64_t> text_ids(t.texts.size());
+  for (size_t i = 0; i < t.texts.size(); ++i) text_ids[i] = tables.text(t.texts[i]);
   std::vector<int64_t> names(t.name.size());
-  for (size_t i = 0; i < names.size(); ++i) names[i] = tables.text(t.name[i]);
+  for (size_t i = 0; i < names.size(); ++i)
+    names[i] = t.name[i] >= 0 ? text_ids[t.name[i]]
+                              : -1 - int64_t{tables.frame(static_cast<FrameId>(~t.name[i]))};
   p.ints_of(pre + "parent", t.parent);
   p.ints(pre + "name", names);
   p.ints_of(pre + "value", t.value);

@@ -147,6 +147,7 @@ export class PageData {
     this._stackOff = this.col('stacks.off');
     this._stackFrames = this.col('stacks.frames');
     this._stackCache = new Map();
+    this._foldedLabels = new Map();
     this._devices = new Map();
     // The engine packs only devices with events or segments (and the
     // default one): meta.devices is a list of those, not indexed by device.
@@ -174,6 +175,19 @@ export class PageData {
     if (s === undefined) {
       s = this._decoder.decode(this._strBlob.subarray(this._strOff[i], this._strOff[i + 1]));
       this._strings[i] = s;
+    }
+    return s;
+  }
+
+  // A frame's label as torch's folded stacks write it, "file.py:12:name"
+  // (the file's base name after its last '/'): the flamegraphs' names.
+  foldedLabel(fr) {
+    let s = this._foldedLabels.get(fr);
+    if (s === undefined) {
+      const f = this._frames;
+      const file = this.str(f.file[fr]);
+      s = `${file.slice(file.lastIndexOf('/') + 1)}:${f.line[fr]}:${this.str(f.name[fr])}`;
+      this._foldedLabels.set(fr, s);
     }
     return s;
   }

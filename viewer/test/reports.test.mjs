@@ -11,6 +11,7 @@ import { readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { PageData, decodePayload, parseBlob } from '../src/data.js';
+import { FlameTree } from '../src/flame.js';
 import { AllocatorStateModel, layoutState } from '../src/state.js';
 import { LiveStack, TimelineModel } from '../src/timeline.js';
 import { ROOT, fixtures, memsightBinary, outDir, report } from '../../tests/browser/reports.mjs';
@@ -89,6 +90,33 @@ function checkState(dev) {
   return md;
 }
 
+// Folded stacks (stack -> bytes, lines of 0 bytes or less left out) of
+// `memsight memory` / `segments -o -`, which print what torch prints.
+function foldedOf(snap, command) {
+  const text = execFileSync(binary, [command, snap, '-o', '-'], { maxBuffer: 1 << 30 }).toString('utf8');
+  const out = new Map();
+  for (const line of text.split('\n')) {
+    if (!line) continue;
+    const at = line.lastIndexOf(' ');
+    const n = Number(line.slice(at + 1));
+    if (n > 0) out.set(line.slice(0, at), (out.get(line.slice(0, at)) || 0) + n);
+  }
+  return out;
+}
+
+// The same from the page's trees: each node's own bytes (its value less
+// its children's) under the path of names to it, summed over the devices.
+function addTreePaths(tree, into) {
+  const path = new Array(tree.n);
+  for (let i = 1; i < tree.n; i++) {
+    const p = tree.parent[i];
+    path[i] = p > 0 ? `${path[p]};${tree.names[i]}` : tree.names[i];
+    let own = tree.value[i];
+    for (const c of tree.children[i]) own -= tree.value[c];
+    if (own > 0) into.set(path[i], (into.get(path[i]) || 0) + own);
+  }
+}
+
 const snapshots = binary ? [...fixtures(), ...(process.env.MEMSIGHT_EXTRA || '').split(':').filter(Boolean)] : [];
 
 describe('engine page data agrees with the viewer\'s replay', { skip: !binary && 'no memsight binary' }, () => {
@@ -96,6 +124,7 @@ describe('engine page data agrees with the viewer\'s replay', { skip: !binary &&
     test(snap.split('/').pop(), async () => {
       const page = await load(report(snap, dir));
       const summary = page.meta.summary;
+      const trees = { memory: new Map(), segments: new Map() };
       for (const d of page.meta.devices) {
         if (!d.events && !d.segments) continue;
         const dev = page.device(d.index);
@@ -103,6 +132,8 @@ describe('engine page data agrees with the viewer\'s replay', { skip: !binary &&
         checkTimeline(dev, 'st');
         const sm = checkState(dev);
         // The state at the snapshot adds up to what `memsight summary` says.
+        addTreePaths(FlameTree.fromDevice(dev, 'fm'), trees.memory);
+        addTreePaths(FlameTree.fromDevice(dev, 'fs'), trees.segments);
         const sd = summary && summary.devices.find((x) => x.device === d.index);
         if (sd) {
           const L = layoutState(sm, sm.stateAfter(dev.n - 1));
@@ -111,6 +142,11 @@ describe('engine page data agrees with the viewer\'s replay', { skip: !binary &&
           assert.equal(L.reserved, sd.reserved_now);
           assert.equal(d.entries, sd.entries);
         }
+      }
+      // The flamegraphs hold torch's folded stacks, name for name.
+      for (const command of ['memory', 'segments']) {
+        const want = foldedOf(snap, command);
+        assert.deepEqual(new Map([...trees[command]].sort()), new Map([...want].sort()), command);
       }
     });
   }
