@@ -6,8 +6,8 @@
 // active_bytes, reserved_bytes), replayed block by block.
 
 #include <cstdint>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memsight/frames.h"
@@ -86,30 +86,33 @@ struct DeviceSummary {
 };
 
 struct Summary {
+  // One summary per group of alike devices (devices whose summaries are the
+  // same but for the device number: every device with nothing on it, or
+  // 100,000 devices of one allocation each), in the order of each group's
+  // first device, which DeviceSummary::device names.
   std::vector<DeviceSummary> devices;
+  // The devices of each group: ranges [first, last], ascending.
+  std::vector<std::vector<std::pair<int, int>>> members;
   size_t total_entries = 0;
   std::vector<std::string> user_code;  // the --user-code patterns in force
   // How many devices the snapshot lists (its traces, and the devices of its
-  // segments), and, when empty ones were left out of `devices`, what each of
-  // them summarises to (all of them alike but for the device number).
+  // segments).
   size_t devices_listed = 0;
-  std::optional<DeviceSummary> empty_device;
 };
 
 struct SummaryOptions {
   UserCode user_code;
-  // false: leave out the devices with no trace entries and no segments (a
-  // snapshot can list 100,000 empty device traces, and each device's summary
-  // costs hundreds of bytes); summary_json can still list them.
-  bool empty_devices = true;
+  // false: one group per device (the JSON reads the same either way).
+  bool group_alike = true;
 };
 
 Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});
 // frames_all: every frame of each site and OOM stack, tagged by kind.
+// Groups of alike devices are printed once, named by their devices.
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all = false);
-// every_device: list every device the snapshot lists, empty ones left out of
-// the Summary included (the same bytes as a Summary that kept them); false:
-// only those in s.devices.
+// every_device: every device the snapshot lists, each in its place (the same
+// bytes however the devices were grouped); false, the page's form: each
+// group with something on it once, its devices in "alike" when several.
 std::string summary_json(const Snapshot& snap, const Summary& s, bool every_device = true);
 
 }  // namespace memsight

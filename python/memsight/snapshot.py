@@ -206,21 +206,6 @@ def _parse_comparison(text: str) -> dict[str, list[int]]:
     return out
 
 
-def _page_summary(js: str) -> str:
-    """The summary JSON as the page embeds it (``memsight view`` does the
-    same): devices with no trace entries and no segments left out, since a
-    snapshot can list 100,000 empty device traces at some 600 bytes each."""
-    data = json.loads(js)
-    devices = data.get("devices")
-    if not isinstance(devices, list):
-        return js
-    kept = [d for d in devices if d.get("entries") or d.get("segments_now")]
-    if len(kept) == len(devices):
-        return js
-    data["devices"] = kept
-    return json.dumps(data, separators=(",", ":"))
-
-
 class Snapshot:
     """A PyTorch CUDA memory snapshot, read by memsight's engine.
 
@@ -232,7 +217,7 @@ class Snapshot:
     def __init__(self, core_snapshot: Any, source: str | None = None) -> None:
         self._snap = core_snapshot
         self.source = source
-        self._summary: tuple[str, str] | None = None  # (text, json), computed once
+        self._summary: tuple[str, str, str] | None = None  # (text, json, page json), computed once
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -314,7 +299,8 @@ class Snapshot:
         )
 
     # -- summary ---------------------------------------------------------------
-    def _summary_pair(self, user_code: str | list[str] | None = None, frames: str = "user") -> tuple[str, str]:
+    def _summaries(self, user_code: str | list[str] | None = None, frames: str = "user") -> tuple[str, str, str]:
+        """(text, JSON, the page's JSON) of the summary."""
         self._need_trace("the summary")
         if frames not in ("user", "all"):
             raise ValueError(f"frames must be 'user' or 'all', not {frames!r}")
@@ -332,15 +318,15 @@ class Snapshot:
         and fixes. ``frames="all"`` lists every frame of each stack;
         ``user_code`` widens or narrows what counts as your code (filename
         substrings, ``"!PATTERN"`` to exclude), as ``--user-code`` does."""
-        return self._summary_pair(user_code, frames)[0]
+        return self._summaries(user_code, frames)[0]
 
     def summary_json(self, user_code: str | list[str] | None = None) -> str:
         """``memsight summary --json``."""
-        return self._summary_pair(user_code)[1]
+        return self._summaries(user_code)[1]
 
     def summary(self, user_code: str | list[str] | None = None) -> Summary:
         """The summary as a Python object (the JSON the CLI prints, as a dict)."""
-        text, js = self._summary_pair(user_code)
+        text, js, _ = self._summaries(user_code)
         return Summary(json.loads(js), text)
 
     # -- rendering ---------------------------------------------------------------
@@ -357,7 +343,9 @@ class Snapshot:
         summary = ""
         if with_summary:
             try:
-                summary = _page_summary(self.summary_json(user_code))
+                # as `memsight view` embeds it: devices with nothing on them
+                # left out, alike devices once
+                summary = self._summaries(user_code)[2]
             except Exception:  # the page shows its own basic facts instead
                 summary = ""
         source_name = os.path.basename(self.source) if self.source else ""

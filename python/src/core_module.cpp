@@ -224,19 +224,21 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "summary_text_and_json",
           [](const Snapshot& s, const std::string& user_code, bool frames_all) {
-            std::pair<std::string, std::string> out;
+            std::tuple<std::string, std::string, std::string> out;
             {
               py::gil_scoped_release nogil;
               memsight::SummaryOptions opts;
               opts.user_code = memsight::UserCode::parse(user_code);
-              opts.empty_devices = false;  // summarised once; the JSON still lists them
               memsight::Summary sum = memsight::summarize(s, opts);
-              out.first = memsight::summary_text(s, sum, frames_all);
-              out.second = memsight::summary_json(s, sum);
+              std::get<0>(out) = memsight::summary_text(s, sum, frames_all);
+              std::get<1>(out) = memsight::summary_json(s, sum);
+              std::get<2>(out) = memsight::summary_json(s, sum, /*every_device=*/false);
             }
-            return py::make_tuple(text(out.first), text(out.second));
+            return py::make_tuple(text(std::get<0>(out)), text(std::get<1>(out)),
+                                  text(std::get<2>(out)));
           },
-          py::arg("user_code") = "", py::arg("frames_all") = false)
+          py::arg("user_code") = "", py::arg("frames_all") = false,
+          "(text, JSON, the page's JSON: devices with something on them, alike ones once).")
       .def(
           "render_html",
           [](const Snapshot& s, const std::string& view, const std::string& title,

@@ -4,10 +4,12 @@
 #include "memsight/summary.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "analysis/oom_diagnosis.h"
 #include "analysis/replay.h"
 #include "analysis/sites.h"
+#include "analysis/summary_json.h"
 
 namespace memsight {
 namespace {
@@ -179,29 +181,37 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   size_t ndev = snap.device_count();
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && s.device < 1024) ndev = std::max(ndev, static_cast<size_t>(s.device + 1));
-  std::vector<uint32_t> segments_of(ndev);
-  for (const Segment& s : snap.segments)
-    if (s.device >= 0 && static_cast<size_t>(s.device) < segments_of.size())
-      ++segments_of[s.device];
   sum.devices_listed = ndev;
   replay::Config cfg = replay::Config::from(snap);
   const DeviceInputs in{snap, fc, cfg, overflow_flag(snap)};
+  // Devices are alike when their JSON (device number aside) and the time of
+  // their first entry (from which the text counts) are the same; each group
+  // keeps one summary, however many devices the snapshot lists.
+  std::unordered_map<std::string, size_t> group_of;
+  std::string key;
   for (size_t d = 0; d < ndev; ++d) {
-    uint32_t begin = 0, end = 0;
-    if (d < snap.device_count()) std::tie(begin, end) = snap.device_rows(d);
-    // Every empty device summarises alike: without empty_devices, the first
-    // is kept as the template and the others are skipped.
-    const bool empty = begin == end && segments_of[d] == 0;
-    if (!opts.empty_devices && empty) {
-      if (!sum.empty_device) {
-        sum.empty_device = summarize_device(in, d);
-        sum.empty_device->device = -1;
-      }
-      continue;
-    }
     DeviceSummary ds = summarize_device(in, d);
     sum.total_entries += ds.entries;
+    const int dev = ds.device;
+    if (opts.group_alike) {
+      key.clear();
+      ds.device = 0;
+      device_json(key, fc, ds);
+      ds.device = dev;
+      if (ds.entries) key += std::to_string(snap.trace.time_us[snap.device_rows(d).first]);
+      auto it = group_of.find(key);
+      if (it != group_of.end()) {
+        auto& ranges = sum.members[it->second];
+        if (ranges.back().second == dev - 1)
+          ranges.back().second = dev;
+        else
+          ranges.emplace_back(dev, dev);
+        continue;
+      }
+      group_of.emplace(key, sum.devices.size());
+    }
     sum.devices.push_back(std::move(ds));
+    sum.members.push_back({{dev, dev}});
   }
   return sum;
 }

@@ -56,17 +56,21 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   if (opts.device >= 0 && static_cast<size_t>(opts.device) < ann.devices)
     default_device = static_cast<size_t>(opts.device);
   // A device with no events and no segments is left out of the page (its
-  // columns, about 60 header entries, and its metadata would cost kilobytes
-  // each, and a snapshot can list 100,000 empty device traces): the page
-  // knows them from meta.deviceCount. The default device is packed whatever
-  // it holds, so that an all-empty snapshot still has a device to show.
+  // metadata would cost hundreds of bytes each, and a snapshot can list
+  // 100,000 empty device traces): the page knows them from meta.deviceCount.
+  // The default device is packed whatever it holds, so that an all-empty
+  // snapshot still has a device to show.
+  size_t packed = 0;
+  for (size_t d = 0; d < ann.devices; ++d) packed += used(d) || d == default_device;
+  report::DeviceColumns columns(packer, packed);
   std::string devices = "[";
   for (size_t d = 0; d < ann.devices; ++d) {
     if (!used(d) && d != default_device) continue;
     if (devices.size() > 1) devices += ',';
-    devices += pack_device(packer, tables, snap, ann, d, phase);
+    devices += pack_device(columns, tables, snap, ann, d, phase);
   }
   devices += ']';
+  std::string device_columns = columns.finish();
   tables.pack(packer);
   phase("page data");
 
@@ -90,12 +94,10 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   top_keys += ']';
 
   // The overview shows `memsight summary`; callers that computed it pass it in.
-  std::string summary =
-      opts.summary_json.empty()
-          ? summary_json(snap,
-                         summarize(snap, {.user_code = opts.user_code, .empty_devices = false}),
-                         /*every_device=*/false)
-          : opts.summary_json;
+  std::string summary = opts.summary_json.empty()
+                            ? summary_json(snap, summarize(snap, {.user_code = opts.user_code}),
+                                           /*every_device=*/false)
+                            : opts.summary_json;
   std::string meta = JsonObject()
                          .str("title", title)
                          .str("view", view)
@@ -105,6 +107,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          .num("defaultDevice", static_cast<double>(default_device))
                          .num("deviceCount", static_cast<double>(ann.devices))
                          .raw("devices", devices)
+                         .raw("deviceColumns", device_columns)
                          .raw("streams", streams)
                          .raw("settings", settings)
                          .raw("summary", summary)

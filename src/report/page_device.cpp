@@ -25,7 +25,7 @@ std::string timeline_meta(const report::Timeline& tl) {
 // initially live elements (alloc elements follow the alloc events in order),
 // the ends, the level-of-detail order and the checkpoints. The kinds and
 // MemoryViz's element indices follow from these (timeline.js).
-void pack_timeline(PagePacker& p, const std::string& pre, const report::Timeline& tl) {
+void pack_timeline(DeviceColumns& p, const std::string& pre, const report::Timeline& tl) {
   std::vector<int32_t> isrc(tl.src.begin(), tl.src.begin() + tl.initial);
   p.ints_of(pre + "isrc", isrc);
   p.ints_of(pre + "end", tl.end);
@@ -36,7 +36,7 @@ void pack_timeline(PagePacker& p, const std::string& pre, const report::Timeline
   p.f64(pre + "envmin", tl.env_min);
 }
 
-void pack_flame(PagePacker& p, PageTables& tables, const std::string& pre,
+void pack_flame(DeviceColumns& p, PageTables& tables, const std::string& pre,
                 const report::FlameTree& t) {
   // A node's name: a text's id, or -1 - a frame's id (the page labels it).
   std::vector<int64_t> text_ids(t.texts.size());
@@ -46,15 +46,15 @@ void pack_flame(PagePacker& p, PageTables& tables, const std::string& pre,
     names[i] = t.name[i] >= 0 ? text_ids[t.name[i]]
                               : -1 - int64_t{tables.frame(static_cast<FrameId>(~t.name[i]))};
   p.ints_of(pre + "parent", t.parent);
-  p.ints(pre + "name", names);
+  p.ints(pre + "name", std::move(names));
   p.ints_of(pre + "value", t.value);
 }
 
 }  // namespace
 
-std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
+std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& snap,
                         const report::Annotated& ann, size_t d, PhaseTimer& phase) {
-  const std::string pre = "d" + std::to_string(d) + ".";
+  p.begin_device();
   const report::DeviceEvents& ev = ann.events[d];
   const TraceTable& t = snap.trace;
   const size_t n = ev.row.size();
@@ -88,17 +88,17 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
         other[i] = tables.str(it->second);
     if (ev.action[i] == report::PageAction::Oom) ++ooms;
   }
-  p.ints(pre + "ev.action", action);
-  p.ints(pre + "ev.entry", entry);
-  p.ints(pre + "ev.addr", addr);
-  p.ints(pre + "ev.size", size);
-  p.ints(pre + "ev.stream", stream);
-  p.ints(pre + "ev.stack", stack);
-  p.ints_of(pre + "ev.version", ev.version);
-  p.ints(pre + "ev.dt", dt);
-  p.ints(pre + "ev.cc", cc);
-  p.ints(pre + "ev.meta", meta);
-  p.ints(pre + "ev.other", other);
+  p.ints("ev.action", std::move(action));
+  p.ints("ev.entry", std::move(entry));
+  p.ints("ev.addr", std::move(addr));
+  p.ints("ev.size", std::move(size));
+  p.ints("ev.stream", std::move(stream));
+  p.ints("ev.stack", std::move(stack));
+  p.ints_of("ev.version", ev.version);
+  p.ints("ev.dt", std::move(dt));
+  p.ints("ev.cc", std::move(cc));
+  p.ints("ev.meta", std::move(meta));
+  p.ints("ev.other", std::move(other));
   phase("events");
 
   // Snapshot segments and blocks of this device (block ranges made device-relative).
@@ -136,27 +136,28 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
     }
     sbe.push_back(static_cast<int64_t>(baddr.size()));
   }
-  p.f64(pre + "seg.addr", saddr);
-  p.ints(pre + "seg.size", ssize);
-  p.ints(pre + "seg.stream", sstream);
-  p.ints(pre + "seg.version", sver);
-  p.ints(pre + "seg.stack", sstack);
-  p.ints(pre + "seg.pool0", spool0);
-  p.ints(pre + "seg.pool1", spool1);
-  p.ints(pre + "seg.expandable", sexp);
-  p.ints(pre + "seg.type", stype);
-  p.ints(pre + "seg.allocated", salloc);
-  p.ints(pre + "seg.active", sactive);
-  p.ints(pre + "seg.requested", sreq);
-  p.ints(pre + "seg.bbegin", sbb);
-  p.ints(pre + "seg.bend", sbe);
-  p.f64(pre + "blk.addr", baddr);
-  p.ints(pre + "blk.size", bsize);
-  p.ints(pre + "blk.req", breq);
-  p.ints(pre + "blk.state", bstate);
-  p.ints(pre + "blk.sname", bname);
-  p.ints(pre + "blk.version", bver);
-  p.ints(pre + "blk.stack", bstack);
+  p.f64("seg.addr", std::move(saddr));
+  p.ints("seg.size", std::move(ssize));
+  p.ints("seg.stream", std::move(sstream));
+  p.ints("seg.version", std::move(sver));
+  p.ints("seg.stack", std::move(sstack));
+  p.ints("seg.pool0", std::move(spool0));
+  p.ints("seg.pool1", std::move(spool1));
+  p.ints("seg.expandable", std::move(sexp));
+  p.ints("seg.type", std::move(stype));
+  p.ints("seg.allocated", std::move(salloc));
+  p.ints("seg.active", std::move(sactive));
+  p.ints("seg.requested", std::move(sreq));
+  p.ints("seg.bbegin", std::move(sbb));
+  p.ints("seg.bend", std::move(sbe));
+  const size_t blocks = baddr.size();
+  p.f64("blk.addr", std::move(baddr));
+  p.ints("blk.size", std::move(bsize));
+  p.ints("blk.req", std::move(breq));
+  p.ints("blk.state", std::move(bstate));
+  p.ints("blk.sname", std::move(bname));
+  p.ints("blk.version", std::move(bver));
+  p.ints("blk.stack", std::move(bstack));
 
   // Sources of timeline and state elements are snapshot-global indices in
   // the engine; the page wants them device-relative.
@@ -172,28 +173,28 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   report::Timeline tl = report::build_timeline(snap, ann, d, false);
   localize(tl.src, blk_local);
   phase("timeline");
-  pack_timeline(p, pre + "tl.", tl);
+  pack_timeline(p, "tl.", tl);
   phase("pack tl");
   report::Timeline st = report::build_timeline(snap, ann, d, true);
   localize(st.src, seg_local);
-  pack_timeline(p, pre + "st.", st);
+  pack_timeline(p, "st.", st);
   phase("segments tl");
 
   report::StateCheckpoints sc =
       report::build_state_checkpoints(snap, ann, d, report::checkpoint_interval(n));
   localize(sc.seg_src, seg_local);
   localize(sc.blk_src, blk_local);
-  p.ints_of(pre + "sc.soff", sc.seg_off);
-  p.f64(pre + "sc.saddr", sc.seg_addr);
-  p.f64(pre + "sc.ssize", sc.seg_size);
-  p.ints_of(pre + "sc.ssrc", sc.seg_src);
-  p.ints_of(pre + "sc.boff", sc.blk_off);
-  p.ints_of(pre + "sc.bsrc", sc.blk_src);
-  p.ints_of(pre + "sc.bflag", sc.blk_flag);
+  p.ints_of("sc.soff", sc.seg_off);
+  p.f64("sc.saddr", std::move(sc.seg_addr));
+  p.f64("sc.ssize", std::move(sc.seg_size));
+  p.ints_of("sc.ssrc", sc.seg_src);
+  p.ints_of("sc.boff", sc.blk_off);
+  p.ints_of("sc.bsrc", sc.blk_src);
+  p.ints_of("sc.bflag", sc.blk_flag);
   phase("state cps");
 
-  pack_flame(p, tables, pre + "fm.", report::build_flame_tree(snap, ann, d, false));
-  pack_flame(p, tables, pre + "fs.", report::build_flame_tree(snap, ann, d, true));
+  pack_flame(p, tables, "fm.", report::build_flame_tree(snap, ann, d, false));
+  pack_flame(p, tables, "fs.", report::build_flame_tree(snap, ann, d, true));
 
   size_t free_only = 0;
   for (auto k : tl.kind) free_only += k == report::ElementKind::FreeOnly;
@@ -204,7 +205,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
       .num("events", static_cast<double>(n))
       .num("entries", re - rb)
       .num("segments", static_cast<double>(segs.size()))
-      .num("blocks", static_cast<double>(baddr.size()))
+      .num("blocks", static_cast<double>(blocks))
       .num("t0", static_cast<double>(t0))
       .boolean("hasTime", has_time)
       .num("ooms", static_cast<double>(ooms))

@@ -196,6 +196,64 @@ std::string PagePacker::finish(std::string_view meta_json) {
   return out;
 }
 
+void DeviceColumns::begin_device() {
+  if (devices_++ && !direct_)
+    for (const Column& c : columns_) starts_.push_back(static_cast<int64_t>(c.size()));
+  next_ = 0;
+}
+
+DeviceColumns::Column& DeviceColumns::column(const std::string& name, bool real) {
+  // Every device packs the same columns in the same order.
+  if (devices_ == 1 && next_ == columns_.size()) columns_.push_back({name, real, {}, {}, 0});
+  if (next_ >= columns_.size() || columns_[next_].name != name || columns_[next_].real != real)
+    throw Error("internal: device columns packed out of order (" + name + ")");
+  return columns_[next_++];
+}
+
+void DeviceColumns::ints(const std::string& name, std::vector<int64_t> v) {
+  Column& c = column(name, false);
+  c.count += v.size();
+  if (direct_)
+    packer_.ints("dev." + name, v);
+  else if (c.ints.empty())
+    c.ints = std::move(v);
+  else
+    c.ints.insert(c.ints.end(), v.begin(), v.end());
+}
+
+void DeviceColumns::f64(const std::string& name, std::vector<double> v) {
+  Column& c = column(name, true);
+  c.count += v.size();
+  if (direct_)
+    packer_.f64("dev." + name, v);
+  else if (c.reals.empty())
+    c.reals = std::move(v);
+  else
+    c.reals.insert(c.reals.end(), v.begin(), v.end());
+}
+
+std::string DeviceColumns::finish() {
+  std::vector<int64_t> off(columns_.size(), 0);  // the first device starts at 0
+  off.insert(off.end(), starts_.begin(), starts_.end());
+  std::vector<int64_t>().swap(starts_);
+  std::string names = "[";
+  for (Column& c : columns_) {
+    if (!direct_) {
+      if (c.real)
+        packer_.f64("dev." + c.name, c.reals);
+      else
+        packer_.ints("dev." + c.name, c.ints);
+    }
+    off.push_back(static_cast<int64_t>(c.size()));
+    std::vector<int64_t>().swap(c.ints);
+    std::vector<double>().swap(c.reals);
+    if (names.size() > 1) names += ',';
+    append_json_string(names, c.name);
+  }
+  packer_.ints("dev.off", off);
+  return names + ']';
+}
+
 std::string base64(std::string_view raw) {
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

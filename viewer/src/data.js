@@ -152,15 +152,39 @@ export class PageData {
     // The engine packs only devices with events or segments (and the
     // default one): meta.devices is a list of those, not indexed by device.
     this._deviceMeta = new Map(this.meta.devices.map((m) => [m.index, m]));
+    // Their columns are concatenated: column NAME of all of them is
+    // "dev.NAME", and row s of "dev.off" (device slot s, its place in
+    // meta.devices) holds where each column's part starts.
+    this._deviceSlot = new Map(this.meta.devices.map((m, s) => [m.index, s]));
+    this._deviceColumns = new Map((this.meta.deviceColumns || []).map((name, k) => [name, k]));
   }
 
   // Devices the snapshot lists, packed or not.
   get deviceCount() { return this.meta.deviceCount ?? this.meta.devices.length; }
 
+  // Device d's part of the embedded `memsight summary --json`, or null. Alike
+  // devices share one entry, which lists them as "alike": [[first, last], ...].
+  summaryOf(d) {
+    const s = this.meta.summary;
+    if (!s || !Array.isArray(s.devices)) return null;
+    return s.devices.find((x) => x.device === d ||
+      (Array.isArray(x.alike) && x.alike.some(([a, b]) => a <= d && d <= b))) || null;
+  }
+
   // The metadata of a packed device, or undefined.
   deviceMeta(d) { return this._deviceMeta.get(d); }
 
   has(name) { return this._columns.has(name); }
+
+  // Column NAME of packed device d: a view on its part of "dev.NAME".
+  deviceCol(d, name) {
+    const k = this._deviceColumns.get(name);
+    const s = this._deviceSlot.get(d);
+    if (k === undefined || s === undefined) throw new Error(`page data lacks column ${name} of device ${d}`);
+    const K = this._deviceColumns.size;
+    const off = this.col('dev.off');
+    return this.col(`dev.${name}`).subarray(off[s * K + k], off[(s + 1) * K + k]);
+  }
 
   // A column as a typed array (const columns are materialised once).
   col(name) {
@@ -268,7 +292,7 @@ export class DeviceData {
     this.index = d;
     this.meta = page.deviceMeta(d);
     if (!this.meta) throw new Error(`page data lacks device ${d}`);
-    const c = (n) => page.col(`d${d}.${n}`);
+    const c = (n) => page.deviceCol(d, n);
     this.col = c;
     this.n = this.meta.events;
     this.ev = {

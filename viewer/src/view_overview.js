@@ -65,11 +65,7 @@ export class OverviewView {
   }
 
   // This device's part of `memsight summary --json`, when embedded.
-  summaryDevice() {
-    const s = this.app.page.meta.summary;
-    if (!s || !Array.isArray(s.devices)) return null;
-    return s.devices.find((d) => d.device === this.dev.index) || null;
-  }
+  summaryDevice() { return this.app.page.summaryOf(this.dev.index); }
 
   // A stack as the page shows it: the user's frames first, one click for all.
   stackDetails(label, frames) {
@@ -279,11 +275,18 @@ export class OverviewView {
   }
 
   // `memsight summary --json` as the engine embedded it, for copying (less
-  // the devices with no trace and no segments, which the page leaves out).
+  // the devices with no trace and no segments, which the page leaves out;
+  // alike devices once, listed in "alike").
   summarySection(summary) {
     const pre = h('pre', { class: 'json' }, JSON.stringify(summary, null, 2));
-    const shown = Array.isArray(summary.devices) ? summary.devices.length : 0;
-    const note = this.app.page.deviceCount > shown ? ' (devices with no trace entries and no segments left out)' : '';
+    const devices = Array.isArray(summary.devices) ? summary.devices : [];
+    const alike = devices.some((d) => Array.isArray(d.alike));
+    const shown = devices.reduce((n, d) => n + (Array.isArray(d.alike)
+      ? d.alike.reduce((m, [a, b]) => m + b - a + 1, 0) : 1), 0);
+    const notes = [];
+    if (this.app.page.deviceCount > shown) notes.push('devices with no trace entries and no segments left out');
+    if (alike) notes.push('alike devices listed once, in "alike"');
+    const note = notes.length ? ` (${notes.join('; ')})` : '';
     return h('section', { class: 'panel' },
       h('details', null, h('summary', null, `memsight summary --json${note}`), pre));
   }

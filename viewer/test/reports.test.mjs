@@ -134,7 +134,7 @@ describe('engine page data agrees with the viewer\'s replay', { skip: !binary &&
         // The state at the snapshot adds up to what `memsight summary` says.
         addTreePaths(FlameTree.fromDevice(dev, 'fm'), trees.memory);
         addTreePaths(FlameTree.fromDevice(dev, 'fs'), trees.segments);
-        const sd = summary && summary.devices.find((x) => x.device === d.index);
+        const sd = summary && page.summaryOf(d.index);
         if (sd) {
           const L = layoutState(sm, sm.stateAfter(dev.n - 1));
           // the page lays out requested sizes, as memory_viz does (torch's requested_bytes)
