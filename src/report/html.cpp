@@ -70,7 +70,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
     devices += pack_device(columns, tables, snap, ann, d, phase);
   }
   devices += ']';
-  std::string device_columns = columns.finish();
+  columns.finish();
   tables.pack(packer);
   phase("page data");
 
@@ -99,6 +99,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                                            /*every_device=*/false)
                             : opts.summary_json;
   std::string meta = JsonObject()
+                         .reserve(devices.size() + summary.size() + settings.size() + 4096)
                          .str("title", title)
                          .str("view", view)
                          .str("generator", "memsight 0.1.0")
@@ -107,7 +108,6 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          .num("defaultDevice", static_cast<double>(default_device))
                          .num("deviceCount", static_cast<double>(ann.devices))
                          .raw("devices", devices)
-                         .raw("deviceColumns", device_columns)
                          .raw("streams", streams)
                          .raw("settings", settings)
                          .raw("summary", summary)
@@ -122,7 +122,10 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          .raw("topKeys", top_keys)
                          .done();
   phase("summary");
+  std::string().swap(devices);  // held by meta now
+  std::string().swap(summary);
   std::string raw = packer.finish(meta);
+  std::string().swap(meta);
   std::string payload = opts.compress ? report::deflate_base64(raw, 4) : report::base64(raw);
   phase("compress");
 

@@ -20,7 +20,14 @@ class JsonObject {
   JsonObject& str(std::string_view k, std::string_view v);
   JsonObject& boolean(std::string_view k, bool v);
   JsonObject& raw(std::string_view k, std::string_view json);
-  std::string done() { return s_ + '}'; }
+  JsonObject& reserve(size_t n) {
+    s_.reserve(n);
+    return *this;
+  }
+  std::string done() {
+    s_ += '}';
+    return std::move(s_);
+  }
 
  private:
   JsonObject& key(std::string_view k);

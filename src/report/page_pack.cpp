@@ -174,20 +174,25 @@ void PagePacker::u8(const std::string& name, std::string_view bytes) {
 }
 
 std::string PagePacker::finish(std::string_view meta_json) {
-  std::string header = "{\"v\":1,\"columns\":{" + header_ + "},\"meta\":";
-  header += meta_json;
-  header += '}';
-  size_t head = 8 + header.size();
-  size_t pad = ((head + 7) & ~size_t{7}) - head;
-  header.append(pad, ' ');  // JSON allows trailing whitespace
+  // Written in place: the metadata of 100,000 devices is tens of megabytes.
+  constexpr std::string_view kOpen = "{\"v\":1,\"columns\":{", kMeta = "},\"meta\":";
+  size_t header = kOpen.size() + header_.size() + kMeta.size() + meta_json.size() + 1;
+  size_t pad = ((8 + header + 7) & ~size_t{7}) - (8 + header);
+  header += pad;
   std::string out;
-  out.reserve(8 + header.size() + offset_);
+  out.reserve(8 + header + offset_);
   out += "MSV1";
-  uint32_t h = static_cast<uint32_t>(header.size());
+  uint32_t h = static_cast<uint32_t>(header);
   char le[4] = {static_cast<char>(h), static_cast<char>(h >> 8), static_cast<char>(h >> 16),
                 static_cast<char>(h >> 24)};
   out.append(le, 4);
-  out += header;
+  out += kOpen;
+  out += header_;
+  std::string().swap(header_);
+  out += kMeta;
+  out += meta_json;
+  out += '}';
+  out.append(pad, ' ');  // JSON allows trailing whitespace
   for (auto& d : data_) {
     out += d;
     std::string().swap(d);
@@ -197,22 +202,23 @@ std::string PagePacker::finish(std::string_view meta_json) {
 }
 
 void DeviceColumns::begin_device() {
-  if (devices_++ && !direct_)
-    for (const Column& c : columns_) starts_.push_back(static_cast<int64_t>(c.size()));
+  ++devices_;
   next_ = 0;
 }
 
-DeviceColumns::Column& DeviceColumns::column(const std::string& name, bool real) {
+DeviceColumns::Column& DeviceColumns::column(const std::string& name, bool real, size_t n) {
   // Every device packs the same columns in the same order.
-  if (devices_ == 1 && next_ == columns_.size()) columns_.push_back({name, real, {}, {}, 0});
+  if (devices_ == 1 && next_ == columns_.size()) columns_.push_back({name, real, {}, {}, {}});
   if (next_ >= columns_.size() || columns_[next_].name != name || columns_[next_].real != real)
     throw Error("internal: device columns packed out of order (" + name + ")");
-  return columns_[next_++];
+  if (n > UINT32_MAX) throw Error("html: a device's column is too long for the page");
+  Column& c = columns_[next_++];
+  c.lengths.push_back(static_cast<uint32_t>(n));
+  return c;
 }
 
 void DeviceColumns::ints(const std::string& name, std::vector<int64_t> v) {
-  Column& c = column(name, false);
-  c.count += v.size();
+  Column& c = column(name, false, v.size());
   if (direct_)
     packer_.ints("dev." + name, v);
   else if (c.ints.empty())
@@ -222,8 +228,7 @@ void DeviceColumns::ints(const std::string& name, std::vector<int64_t> v) {
 }
 
 void DeviceColumns::f64(const std::string& name, std::vector<double> v) {
-  Column& c = column(name, true);
-  c.count += v.size();
+  Column& c = column(name, true, v.size());
   if (direct_)
     packer_.f64("dev." + name, v);
   else if (c.reals.empty())
@@ -232,11 +237,7 @@ void DeviceColumns::f64(const std::string& name, std::vector<double> v) {
     c.reals.insert(c.reals.end(), v.begin(), v.end());
 }
 
-std::string DeviceColumns::finish() {
-  std::vector<int64_t> off(columns_.size(), 0);  // the first device starts at 0
-  off.insert(off.end(), starts_.begin(), starts_.end());
-  std::vector<int64_t>().swap(starts_);
-  std::string names = "[";
+void DeviceColumns::finish() {
   for (Column& c : columns_) {
     if (!direct_) {
       if (c.real)
@@ -244,14 +245,11 @@ std::string DeviceColumns::finish() {
       else
         packer_.ints("dev." + c.name, c.ints);
     }
-    off.push_back(static_cast<int64_t>(c.size()));
     std::vector<int64_t>().swap(c.ints);
     std::vector<double>().swap(c.reals);
-    if (names.size() > 1) names += ',';
-    append_json_string(names, c.name);
+    packer_.ints("dev.len." + c.name, std::vector<int64_t>(c.lengths.begin(), c.lengths.end()));
+    std::vector<uint32_t>().swap(c.lengths);
   }
-  packer_.ints("dev.off", off);
-  return names + ']';
 }
 
 std::string base64(std::string_view raw) {

@@ -56,10 +56,10 @@ class PagePacker {
 
 // The columns of every packed device: column NAME of all of them is one page
 // column "dev.NAME" (the devices' parts one after another, in the order of
-// meta.devices), and "dev.off" says where each part starts: row s (device
-// slot s; a last row for the ends) holds one offset per column, in the
-// order of `names()`. A page of 100,000 devices then has some 60 columns,
-// not 6 million. With one device the columns go to the packer as they come.
+// meta.devices), and "dev.len.NAME" holds each device's part's length. A
+// page of 100,000 devices then has some 120 columns, not 6 million, and the
+// lengths (mostly alike) pack to a few bytes a device. With one device the
+// columns go to the packer as they come.
 class DeviceColumns {
  public:
   DeviceColumns(PagePacker& packer, size_t devices) : packer_(packer), direct_(devices <= 1) {}
@@ -70,8 +70,8 @@ class DeviceColumns {
     ints(name, std::vector<int64_t>(v.begin(), v.end()));
   }
   void f64(const std::string& name, std::vector<double> v);
-  // Packs what was gathered and "dev.off"; the column names as JSON.
-  std::string finish();
+  // Packs what was gathered, and the lengths.
+  void finish();
 
  private:
   struct Column {
@@ -79,16 +79,14 @@ class DeviceColumns {
     bool real = false;
     std::vector<int64_t> ints;  // the values of the devices so far (not kept when direct)
     std::vector<double> reals;
-    size_t count = 0;
-    size_t size() const { return count; }
+    std::vector<uint32_t> lengths;  // of each device's part
   };
-  Column& column(const std::string& name, bool real);
+  Column& column(const std::string& name, bool real, size_t n);
   PagePacker& packer_;
   bool direct_;
   size_t devices_ = 0;
   size_t next_ = 0;  // the column the device packs next (devices pack alike)
   std::vector<Column> columns_;
-  std::vector<int64_t> starts_;  // rows of offsets, the first device's row left out
 };
 
 // zlib-wrapped deflate (what DecompressionStream("deflate") reads), split in

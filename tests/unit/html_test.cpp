@@ -168,8 +168,8 @@ TEST(Html, EmptyDevicesCostBytes) {
 }
 
 // Devices with something on them are packed into shared columns: 20,000
-// devices of one allocation each make some 60 columns, not 1.2 million,
-// and a device's part of each is where "dev.off" says.
+// devices of one allocation each make some 120 columns (each with its
+// parts' lengths), not 1.2 million.
 TEST(Html, ManyDevicesShareColumns) {
   auto page_of = [](size_t n) {
     static constexpr char kHead[] =
@@ -193,9 +193,9 @@ TEST(Html, ManyDevicesShareColumns) {
   };
   EXPECT_NE(many.find("{\"index\":19999,\"events\":1,"), std::string::npos);
   EXPECT_EQ(count(many, "\"dev."), count(one, "\"dev."));
-  // About 530 bytes a device (its metadata and its row of offsets); 3,140
-  // when each device had columns of its own and its own summary.
-  EXPECT_LE(many.size(), one.size() + 20000 * 600) << many.size();
+  // About 415 bytes a device (its metadata); 3,140 when each device had
+  // columns of its own and its own summary.
+  EXPECT_LE(many.size(), one.size() + 20000 * 500) << many.size();
 }
 
 TEST(Html, RejectsUnknownViews) {

@@ -153,10 +153,10 @@ export class PageData {
     // default one): meta.devices is a list of those, not indexed by device.
     this._deviceMeta = new Map(this.meta.devices.map((m) => [m.index, m]));
     // Their columns are concatenated: column NAME of all of them is
-    // "dev.NAME", and row s of "dev.off" (device slot s, its place in
-    // meta.devices) holds where each column's part starts.
+    // "dev.NAME", and "dev.len.NAME" holds each device's part's length, in
+    // the order of meta.devices (a device's slot).
     this._deviceSlot = new Map(this.meta.devices.map((m, s) => [m.index, s]));
-    this._deviceColumns = new Map((this.meta.deviceColumns || []).map((name, k) => [name, k]));
+    this._deviceStarts = new Map();  // NAME -> where each slot's part starts
   }
 
   // Devices the snapshot lists, packed or not.
@@ -178,12 +178,16 @@ export class PageData {
 
   // Column NAME of packed device d: a view on its part of "dev.NAME".
   deviceCol(d, name) {
-    const k = this._deviceColumns.get(name);
     const s = this._deviceSlot.get(d);
-    if (k === undefined || s === undefined) throw new Error(`page data lacks column ${name} of device ${d}`);
-    const K = this._deviceColumns.size;
-    const off = this.col('dev.off');
-    return this.col(`dev.${name}`).subarray(off[s * K + k], off[(s + 1) * K + k]);
+    if (s === undefined || !this.has(`dev.${name}`)) throw new Error(`page data lacks column ${name} of device ${d}`);
+    let start = this._deviceStarts.get(name);
+    if (!start) {
+      const len = this.col(`dev.len.${name}`);
+      start = new Float64Array(len.length + 1);
+      for (let i = 0; i < len.length; i++) start[i + 1] = start[i] + len[i];
+      this._deviceStarts.set(name, start);
+    }
+    return this.col(`dev.${name}`).subarray(start[s], start[s + 1]);
   }
 
   // A column as a typed array (const columns are materialised once).

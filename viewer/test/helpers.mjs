@@ -79,14 +79,13 @@ export function tables(stacks) {
   };
 }
 
-// The "dev.off" column and meta.deviceColumns of a page whose one device's
-// columns are the "dev.*" ones (docs/formats.md); returns the columns.
-export function oneDevice(meta, columns) {
+// The "dev.len.*" columns of a page whose one device's columns are the
+// "dev.*" ones (docs/formats.md); returns the columns.
+export function oneDevice(columns) {
   const names = Object.keys(columns).filter((k) => k.startsWith('dev.')).map((k) => k.slice(4));
   const count = (v) => (ArrayBuffer.isView(v) ? v.length : v.count);
-  meta.deviceColumns = names;
-  const off = [...names.map(() => 0), ...names.map((n) => count(columns[`dev.${n}`]))];
-  return { ...columns, 'dev.off': new Uint32Array(off) };
+  const lengths = Object.fromEntries(names.map((n) => [`dev.len.${n}`, new Uint32Array([count(columns[`dev.${n}`])])]));
+  return { ...columns, ...lengths };
 }
 
 export function pageFrom(meta, columns) {

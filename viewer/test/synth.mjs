@@ -138,5 +138,5 @@ export function synthPage({ interval = 3 } = {}) {
       sc: { interval, count: interval === 3 ? 2 : 0 },
     }],
   };
-  return pageFrom(meta, oneDevice(meta, columns));
+  return pageFrom(meta, oneDevice(columns));
 }
