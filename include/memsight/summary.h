@@ -110,9 +110,12 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});
 // frames_all: every frame of each site and OOM stack, tagged by kind.
 // Groups of alike devices are printed once, named by their devices.
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all = false);
-// every_device: every device the snapshot lists, each in its place (the same
-// bytes however the devices were grouped); false, the page's form: each
-// group with something on it once, its devices in "alike" when several.
-std::string summary_json(const Snapshot& snap, const Summary& s, bool every_device = true);
-
+// How summary_json lists devices: Every device the snapshot lists, each in
+// its place (the same bytes however the devices were grouped); the Page's
+// form, each group with something on it once, its devices in "alike" when
+// several; or every group once, "alike" always (Groups, for Python, which
+// shares one group's values among its devices).
+enum class DeviceListing { Every, Page, Groups };
+std::string summary_json(const Snapshot& snap, const Summary& s,
+                         DeviceListing listing = DeviceListing::Every);
 }  // namespace memsight

@@ -145,6 +145,13 @@ memsight::FlamegraphOptions flame_options(const std::string& title, const std::s
 
 }  // namespace
 
+// A summary with the snapshot it describes: its text and JSON are written on
+// demand (the JSON of 100,000 devices is 80 MB; the page needs another form).
+struct SummaryOf {
+  SnapshotPtr snap;
+  memsight::Summary summary;
+};
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "memsight's C++ engine (use the memsight package, not this module directly)";
 
@@ -222,23 +229,17 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("kind"), py::arg("title"), py::arg("width") = 1200)
       .def(
-          "summary_text_and_json",
-          [](const Snapshot& s, const std::string& user_code, bool frames_all) {
-            std::tuple<std::string, std::string, std::string> out;
-            {
-              py::gil_scoped_release nogil;
-              memsight::SummaryOptions opts;
-              opts.user_code = memsight::UserCode::parse(user_code);
-              memsight::Summary sum = memsight::summarize(s, opts);
-              std::get<0>(out) = memsight::summary_text(s, sum, frames_all);
-              std::get<1>(out) = memsight::summary_json(s, sum);
-              std::get<2>(out) = memsight::summary_json(s, sum, /*every_device=*/false);
-            }
-            return py::make_tuple(text(std::get<0>(out)), text(std::get<1>(out)),
-                                  text(std::get<2>(out)));
+          "summarize",
+          [](const SnapshotPtr& s, const std::string& user_code) {
+            auto out = std::make_shared<SummaryOf>();
+            out->snap = s;
+            py::gil_scoped_release nogil;
+            memsight::SummaryOptions opts;
+            opts.user_code = memsight::UserCode::parse(user_code);
+            out->summary = memsight::summarize(*s, opts);
+            return out;
           },
-          py::arg("user_code") = "", py::arg("frames_all") = false,
-          "(text, JSON, the page's JSON: devices with something on them, alike ones once).")
+          py::arg("user_code") = "")
       .def(
           "render_html",
           [](const Snapshot& s, const std::string& view, const std::string& title,
@@ -257,6 +258,32 @@ PYBIND11_MODULE(_core, m) {
           py::arg("view") = "", py::arg("title") = "", py::arg("source_name") = "",
           py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1,
           py::arg("user_code") = "");
+
+  py::class_<SummaryOf, std::shared_ptr<SummaryOf>>(m, "Summary")
+      .def(
+          "text",
+          [](const SummaryOf& s, bool frames_all) {
+            return released([&] { return memsight::summary_text(*s.snap, s.summary, frames_all); });
+          },
+          py::arg("frames_all") = false)
+      .def("json",
+           [](const SummaryOf& s) {
+             return released([&] { return memsight::summary_json(*s.snap, s.summary); });
+           })
+      .def(
+          "page_json",
+          [](const SummaryOf& s) {
+            return released([&] { return memsight::summary_json(*s.snap, s.summary, memsight::DeviceListing::Page); });
+          },
+          "The page's form: devices with something on them, alike ones once.")
+      .def(
+          "groups_json",
+          [](const SummaryOf& s) {
+            return released([&] {
+              return memsight::summary_json(*s.snap, s.summary, memsight::DeviceListing::Groups);
+            });
+          },
+          "Each group of alike devices once, its devices in 'alike'.");
 
   m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
         py::arg("trace") = true, py::arg("max_expanded") = 0,

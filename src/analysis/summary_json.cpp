@@ -118,7 +118,7 @@ void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummar
   out += '}';
 }
 
-std::string summary_json(const Snapshot& snap, const Summary& s, bool every_device) {
+std::string summary_json(const Snapshot& snap, const Summary& s, DeviceListing listing) {
   FrameClassifier fc(snap, UserCode{s.user_code});
   std::string out = "{\"total_entries\":" + std::to_string(s.total_entries) +
                     ",\"event_numbering\":\"trace entry index within the device's trace\"" +
@@ -126,7 +126,7 @@ std::string summary_json(const Snapshot& snap, const Summary& s, bool every_devi
   json_strings(out, s.user_code);
   out += ",\"devices\":[";
   bool first = true;
-  if (every_device) {
+  if (listing == DeviceListing::Every) {
     // Every device in its place, from its group's summary.
     std::vector<uint32_t> group(s.devices_listed, 0);
     for (size_t g = 0; g < s.members.size(); ++g)
@@ -146,16 +146,15 @@ std::string summary_json(const Snapshot& snap, const Summary& s, bool every_devi
       }
     }
   } else {
-    // The groups with something on them, each once.
+    // The groups (with something on them, for the page), each once.
     for (size_t g = 0; g < s.devices.size(); ++g) {
       const DeviceSummary& d = s.devices[g];
-      if (d.entries == 0 && d.segments_now == 0) continue;
+      const auto& members = s.members[g];
+      bool several = members.size() > 1 || members[0].first != members[0].second;
+      if (listing == DeviceListing::Page && d.entries == 0 && d.segments_now == 0) continue;
       if (!first) out += ',';
       first = false;
-      device_json(out, fc, d,
-                  s.members[g].size() > 1 || s.members[g][0].first != s.members[g][0].second
-                      ? &s.members[g]
-                      : nullptr);
+      device_json(out, fc, d, several || listing == DeviceListing::Groups ? &members : nullptr);
     }
   }
   out += "]}\n";

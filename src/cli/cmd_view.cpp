@@ -49,7 +49,7 @@ int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
     opts.source_bytes = static_cast<uint64_t>(st.st_size);
   opts.user_code = UserCode::parse(a.get("--user-code"));
   opts.summary_json = summary_json(snap, summarize(snap, {.user_code = opts.user_code}),
-                                   /*every_device=*/false);
+                                   DeviceListing::Page);
   std::string out = a.get("--output", default_output(input));
   write_output(out, render_html(snap, opts));
   if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());

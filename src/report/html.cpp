@@ -96,7 +96,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   // The overview shows `memsight summary`; callers that computed it pass it in.
   std::string summary = opts.summary_json.empty()
                             ? summary_json(snap, summarize(snap, {.user_code = opts.user_code}),
-                                           /*every_device=*/false)
+                                           DeviceListing::Page)
                             : opts.summary_json;
   std::string meta = JsonObject()
                          .reserve(devices.size() + summary.size() + settings.size() + 4096)

@@ -63,7 +63,7 @@ TEST(Summary, AllEmptyDevicesAreListedAndCostOneSummary) {
   EXPECT_EQ(json_once(snap), json_every(snap));
   EXPECT_NE(json_once(snap).find("{\"device\":2,"), std::string::npos);
   // Without every_device only groups with something on them (none) are listed.
-  EXPECT_NE(summary_json(snap, once, false).find("\"devices\":[]"), std::string::npos);
+  EXPECT_NE(summary_json(snap, once, DeviceListing::Page).find("\"devices\":[]"), std::string::npos);
   EXPECT_EQ(summary_text(snap, once),
             "The snapshot has no segments and no trace: nothing to report.\n");
 }
@@ -103,7 +103,7 @@ TEST(Summary, AlikeDevicesAreSummarisedOnce) {
   EXPECT_EQ(text.rfind("Devices 0-2, 4 (4 alike) - 1 trace entries, 0 segments\n", 0), 0u) << text;
   EXPECT_EQ(text.find("Device 3"), std::string::npos) << text;  // nothing on it
   // The page's form: the group once, its devices named.
-  std::string page = summary_json(snap, s, false);
+  std::string page = summary_json(snap, s, DeviceListing::Page);
   EXPECT_NE(page.find("\"alike\":[[0,2],[4,4]]}"), std::string::npos) << page;
   EXPECT_EQ(page.find("{\"device\":4"), std::string::npos) << page;
 }
