@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -100,11 +101,17 @@ SnapshotPtr load_bytes(const py::buffer& data, uint64_t max_expanded) {
 // Folded stacks as the package keeps them: the torch-identical text and, per
 // line, its stack ("frame;frame") and count. torch writes a frame name as
 // is, so one with a newline makes the text ambiguous; the stacks are not.
+// Lines of one stack (every block of one allocation site) share its str.
 py::tuple folded_with_stacks(const std::string& folded,
                              const std::vector<memsight::FoldedLine>& lines) {
   py::list stacks(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i)
-    stacks[i] = py::make_tuple(text(folded.substr(lines[i].begin, lines[i].size)), lines[i].count);
+  std::unordered_map<std::string_view, py::str> made;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string_view stack = std::string_view(folded).substr(lines[i].begin, lines[i].size);
+    auto it = made.find(stack);
+    if (it == made.end()) it = made.emplace(stack, text(std::string(stack))).first;
+    stacks[i] = py::make_tuple(it->second, lines[i].count);
+  }
   return py::make_tuple(text(folded), std::move(stacks));
 }
 
@@ -273,7 +280,9 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "page_json",
           [](const SummaryOf& s) {
-            return released([&] { return memsight::summary_json(*s.snap, s.summary, memsight::DeviceListing::Page); });
+            return released([&] {
+              return memsight::summary_json(*s.snap, s.summary, memsight::DeviceListing::Page);
+            });
           },
           "The page's form: devices with something on them, alike ones once.")
       .def(

@@ -12,6 +12,48 @@
 namespace memsight::report {
 namespace {
 
+// (parent node, name class) -> child node, open addressing: a tree of
+// millions of nodes (one per frame of each segment's stacks) costs 16 bytes
+// a slot here, where std::unordered_map takes some 50 a node.
+class ChildIndex {
+ public:
+  ChildIndex() : slots_(64, {kEmpty, 0}) {}
+  // The child's node id, or `next` after storing it there when absent.
+  std::pair<uint32_t, bool> find_or_add(uint64_t key, uint32_t next) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    size_t mask = slots_.size() - 1;
+    for (size_t i = mix(key) & mask;; i = (i + 1) & mask) {
+      if (slots_[i].first == key) return {slots_[i].second, false};
+      if (slots_[i].first == kEmpty) {
+        slots_[i] = {key, next};
+        ++used_;
+        return {next, true};
+      }
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = UINT64_MAX;
+  static uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+  void grow() {
+    std::vector<std::pair<uint64_t, uint32_t>> old(slots_.size() * 2, {kEmpty, 0});
+    old.swap(slots_);
+    size_t mask = slots_.size() - 1;
+    for (const auto& [k, v] : old) {
+      if (k == kEmpty) continue;
+      size_t i = mix(k) & mask;
+      while (slots_[i].first != kEmpty) i = (i + 1) & mask;
+      slots_[i] = {k, v};
+    }
+  }
+  std::vector<std::pair<uint64_t, uint32_t>> slots_;
+  size_t used_ = 0;
+};
+
 class TrieBuilder {
  public:
   explicit TrieBuilder(const Snapshot& snap)
@@ -26,10 +68,10 @@ class TrieBuilder {
     uint32_t cur = 0;
     nodes_[0].value += value;
     auto descend = [&](uint32_t cls) {
-      auto [it, added] =
-          children_.try_emplace(uint64_t{cur} << 32 | cls, static_cast<uint32_t>(nodes_.size()));
+      auto [child, added] =
+          children_.find_or_add(uint64_t{cur} << 32 | cls, static_cast<uint32_t>(nodes_.size()));
       if (added) nodes_.push_back({cur, cls, 0});
-      cur = it->second;
+      cur = child;
       nodes_[cur].value += value;
     };
     auto texts = [&](std::string_view s) {
@@ -54,6 +96,7 @@ class TrieBuilder {
   }
 
   FlameTree finish() {
+    children_ = ChildIndex();  // done with lookups
     // Children of each node, by name text (flamegraph.pl's order).
     std::vector<uint32_t> first(nodes_.size() + 1, 0), kids(nodes_.size() - 1);
     for (size_t i = 1; i < nodes_.size(); ++i) ++first[nodes_[i].parent + 1];
@@ -150,7 +193,7 @@ class TrieBuilder {
   std::vector<Class> classes_;
   std::unordered_map<Label, uint32_t, Label::Hash> class_index_;
   std::vector<Node> nodes_;
-  std::unordered_map<uint64_t, uint32_t> children_;
+  ChildIndex children_;
 };
 
 }  // namespace
