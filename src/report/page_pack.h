@@ -30,12 +30,15 @@ namespace memsight::report {
 class PagePacker {
  public:
   // Integer column in the smallest of the encodings above (f64 keeps
-  // integers exact below 2^53).
-  void ints(const std::string& name, std::span<const int64_t> v);
+  // integers exact below 2^53), read in place whatever the integer type.
+  template <class T>
+  void ints(const std::string& name, std::span<const T> v);
+  void ints(const std::string& name, const std::vector<int64_t>& v) {
+    ints(name, std::span<const int64_t>(v));
+  }
   template <class T>
   void ints_of(const std::string& name, const std::vector<T>& v) {
-    std::vector<int64_t> w(v.begin(), v.end());
-    ints(name, w);
+    ints(name, std::span<const T>(v));
   }
   void f64(const std::string& name, std::span<const double> v);
   void u8(const std::string& name, std::string_view bytes);
@@ -47,7 +50,8 @@ class PagePacker {
  private:
   void add(const std::string& name, const char* type, size_t count, std::string bytes);
   // Appends one array; returns its `"type",offset` for a header entry.
-  std::string column(std::string_view type, std::span<const int64_t> v);
+  template <class T>
+  std::string column(std::string_view type, std::span<const T> v);
   void entry(const std::string& name, const std::string& spec);
   std::string header_;  // "name":[...], entries
   std::vector<std::string> data_;
@@ -67,7 +71,10 @@ class DeviceColumns {
   void ints(const std::string& name, std::vector<int64_t> v);
   template <class T>
   void ints_of(const std::string& name, const std::vector<T>& v) {
-    ints(name, std::vector<int64_t>(v.begin(), v.end()));
+    if (direct_)
+      packer_.ints_of("dev." + name, v), column(name, false, v.size());
+    else
+      ints(name, std::vector<int64_t>(v.begin(), v.end()));
   }
   void f64(const std::string& name, std::vector<double> v);
   // Packs what was gathered, and the lengths.
