@@ -11,8 +11,10 @@ namespace memsight::report {
 // A finite number, integral ones without a fraction; NaN and infinities as null.
 void json_number(std::string& out, double v);
 // Python value as JSON (allocator_settings and friends); what JSON lacks
-// (big ints, bytes, non-string keys) becomes a string.
-void pyvalue_json(std::string& out, const PyValue& v);
+// (big ints, bytes, non-string keys) becomes a string. Past max_bytes of
+// JSON, texts are cut and containers end in "…" (allocator settings take a
+// few hundred bytes; a hostile file's can nest millions of references).
+void pyvalue_json(std::string& out, const PyValue& v, size_t max_bytes = 64 << 10);
 
 class JsonObject {
  public:

@@ -283,19 +283,22 @@ def test_unknown_keys_sharing_a_string(memsight_bin, tmp_path):
 
 
 def test_nested_references_to_one_list(memsight_bin, tmp_path):
-    # 207 bytes: a list holding one list twice, 24 deep (2^24 references).
-    # Every command took 4.4 GB and convert wrote 134 MB; the copy now keeps
-    # the sharing, as pickle.loads sees it.
+    # 240 bytes: a list holding one list twice, 24 deep (2^24 references),
+    # under an unknown key and in the allocator settings. Every command took
+    # 4.4 GB and convert wrote 134 MB; the copy now keeps the sharing, as
+    # pickle.loads sees it, and the page's settings are cut at 64 KiB.
     nested: list = ["x"]
     for _ in range(24):
         nested = [nested, nested]
     f = tmp_path / "nested.pickle"
-    f.write_bytes(pickle.dumps(snapshot([], nested=nested), protocol=4))
+    f.write_bytes(pickle.dumps(snapshot([], nested=nested, allocator_settings={"n": nested}),
+                               protocol=4))
     assert f.stat().st_size < 300
     for cmd, (rss, size) in run_all(memsight_bin, f, tmp_path).items():
         assert rss < 16 * MiB, (cmd, rss)
     copy = tmp_path / "copy.pickle"
     assert copy.stat().st_size < 300, copy.stat().st_size
+    assert (tmp_path / "page.html").stat().st_size < 400 * KiB
     x = pickle.loads(copy.read_bytes())["nested"]
     for _ in range(24):
         assert x[0] is x[1]
