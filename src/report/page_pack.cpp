@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include "memsight/error.h"
@@ -232,25 +233,32 @@ DeviceColumns::Column& DeviceColumns::column(const std::string& name, bool real,
   return c;
 }
 
-void DeviceColumns::ints(const std::string& name, std::vector<int64_t> v) {
-  Column& c = column(name, false, v.size());
-  if (direct_)
-    packer_.ints("dev." + name, v);
-  else if (c.ints.empty())
-    c.ints = std::move(v);
-  else
-    c.ints.insert(c.ints.end(), v.begin(), v.end());
+template <class T>
+void DeviceColumns::put(const std::string& name, std::vector<T> v) {
+  constexpr bool real = std::is_same_v<T, double>;
+  Column& c = column(name, real, v.size());
+  std::vector<T>& gathered = [&]() -> std::vector<T>& {
+    if constexpr (real)
+      return c.reals;
+    else
+      return c.ints;
+  }();
+  if (direct_) {
+    if constexpr (real)
+      packer_.f64("dev." + name, v);
+    else
+      packer_.ints("dev." + name, v);
+  } else if (gathered.empty()) {
+    gathered = std::move(v);  // the first device's part, as it is
+  } else {
+    gathered.insert(gathered.end(), v.begin(), v.end());
+  }
 }
 
-void DeviceColumns::f64(const std::string& name, std::vector<double> v) {
-  Column& c = column(name, true, v.size());
-  if (direct_)
-    packer_.f64("dev." + name, v);
-  else if (c.reals.empty())
-    c.reals = std::move(v);
-  else
-    c.reals.insert(c.reals.end(), v.begin(), v.end());
+void DeviceColumns::ints(const std::string& name, std::vector<int64_t> v) {
+  put(name, std::move(v));
 }
+void DeviceColumns::f64(const std::string& name, std::vector<double> v) { put(name, std::move(v)); }
 
 void DeviceColumns::finish() {
   for (Column& c : columns_) {

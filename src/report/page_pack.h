@@ -89,6 +89,8 @@ class DeviceColumns {
     std::vector<uint32_t> lengths;  // of each device's part
   };
   Column& column(const std::string& name, bool real, size_t n);
+  template <class T>
+  void put(const std::string& name, std::vector<T> v);
   PagePacker& packer_;
   bool direct_;
   size_t devices_ = 0;
