@@ -53,10 +53,30 @@ std::string describe_kinds(std::span<const FrameKind> kinds, size_t max_frames,
 // "file.py:LINE:name" (the file's basename, as torch prints frames).
 std::string frame_label(std::string_view name, std::string_view filename, int64_t line);
 
-// The kind of every frame of a snapshot by its folded-stack label
-// ("file.py:12:name", as torch's flamegraphs name frames); for colouring.
-std::unordered_map<std::string, FrameKind> frame_label_kinds(const Snapshot& snap,
-                                                             const UserCode& user_code = {});
+// The kind of every frame of snapshots by its label ("file.py:12:name", as
+// frame_label writes it), for colouring flamegraphs. The labels view the
+// snapshots' strings, unbuilt (one long file name may be in every frame):
+// the snapshots must outlive it. The first frame of a label gives its kind.
+class FrameLabelKinds {
+ public:
+  void add(const Snapshot& snap, const UserCode& user_code = {});
+  std::optional<FrameKind> find(std::string_view label) const;
+  bool empty() const { return kinds_.empty(); }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(const Label& l) const { return l.hash(); }
+    size_t operator()(std::string_view s) const { return Label::hash_text(s); }
+  };
+  struct Eq {
+    using is_transparent = void;
+    bool operator()(const Label& a, const Label& b) const { return a == b; }
+    bool operator()(const Label& a, std::string_view b) const { return a.spells(b); }
+    bool operator()(std::string_view a, const Label& b) const { return b.spells(a); }
+  };
+  std::unordered_map<Label, FrameKind, Hash, Eq> kinds_;
+};
 
 // The rule over a snapshot's interned frames, cached per frame.
 class FrameClassifier {

@@ -38,6 +38,8 @@ class Label {
   // Compared as the text spelled, whatever the pieces.
   int compare(const Label& o) const;
   bool operator==(const Label& o) const { return compare(o) == 0; }
+  // Whether the label spells exactly s.
+  bool spells(std::string_view s) const;
   bool operator<(const Label& o) const { return compare(o) < 0; }
 
   // Hash of the text: its length, first and last bytes (equal texts hash

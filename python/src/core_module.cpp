@@ -142,7 +142,7 @@ py::list device_trace_lengths(const Snapshot& s) {
 memsight::FlamegraphOptions flame_options(const std::string& title, const std::string& count_name,
                                           int width, bool bytes, const Snapshot* kinds_of) {
   memsight::FlamegraphOptions opts;
-  if (kinds_of) opts.frame_kinds = memsight::frame_label_kinds(*kinds_of);
+  if (kinds_of) opts.frame_kinds.add(*kinds_of);
   opts.title = title;
   opts.count_name = count_name;
   opts.width = width;
@@ -226,7 +226,7 @@ PYBIND11_MODULE(_core, m) {
             memsight::FlamegraphOptions opts;
             opts.title = title;
             opts.width = width;
-            opts.frame_kinds = memsight::frame_label_kinds(s);
+            opts.frame_kinds.add(s);
             return released([&] {
               return memsight::render_flamegraph_svg(kind == "segments"
                                                          ? memsight::folded_segments_lines(s)

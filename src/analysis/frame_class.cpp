@@ -168,15 +168,16 @@ std::string frame_label(std::string_view name, std::string_view filename, int64_
   return out;
 }
 
-std::unordered_map<std::string, FrameKind> frame_label_kinds(const Snapshot& snap,
-                                                             const UserCode& user_code) {
-  std::unordered_map<std::string, FrameKind> out;
-  for (FrameId f = 0; f < snap.frames.frame_count(); ++f) {
-    const Frame& fr = snap.frames.frame(f);
-    std::string_view name = snap.str(fr.name), file = snap.str(fr.filename);
-    out.emplace(frame_label(name, file, fr.line), classify_frame(name, file, user_code));
-  }
-  return out;
+void FrameLabelKinds::add(const Snapshot& snap, const UserCode& user_code) {
+  FrameClassifier fc(snap, user_code);
+  for (FrameId f = 0; f < snap.frames.frame_count(); ++f)
+    kinds_.try_emplace(fc.frame_key(f), fc.kind(f));
+}
+
+std::optional<FrameKind> FrameLabelKinds::find(std::string_view label) const {
+  auto it = kinds_.find(label);
+  if (it == kinds_.end()) return std::nullopt;
+  return it->second;
 }
 
 FrameClassifier::FrameClassifier(const Snapshot& snap, UserCode user_code)

@@ -77,6 +77,15 @@ int Label::compare(const Label& o) const {
   }
 }
 
+bool Label::spells(std::string_view s) const {
+  for (size_t i = 0; i < count_; ++i) {
+    std::string_view p = piece(i);
+    if (s.substr(0, p.size()) != p) return false;
+    s.remove_prefix(p.size());
+  }
+  return s.empty();
+}
+
 namespace {
 constexpr size_t kHashEnds = 32;
 

@@ -21,7 +21,7 @@ void write_flamegraph(const Folded& folded, const std::string& out, const std::s
   } else {
     FlamegraphOptions opts;
     opts.title = title;
-    opts.frame_kinds = kinds();
+    kinds(opts.frame_kinds);
     write_output(out, render_flamegraph_svg(folded, opts));
   }
   if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());
@@ -46,7 +46,7 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
   write_flamegraph(folded, a.get("--output", "output.svg"),
                    name == "segments" ? "Segments (reserved memory by segment and stack)"
                                       : "Memory (allocator blocks by stack)",
-                   [&] { return frame_label_kinds(snap); });
+                   [&](FrameLabelKinds& k) { k.add(snap); });
   return 0;
 }
 
@@ -62,11 +62,11 @@ int cmd_compare(const std::vector<std::string>& argv) {
     std::fputs(c.stdout_text.c_str(), stderr);
   else
     write_stdout(c.stdout_text);
-  write_flamegraph(Folded{c.folded, c.folded_lines}, out, "Segments only in one snapshot", [&] {
-    auto kinds = frame_label_kinds(after);
-    kinds.merge(frame_label_kinds(before));
-    return kinds;
-  });
+  write_flamegraph(Folded{c.folded, c.folded_lines}, out, "Segments only in one snapshot",
+                   [&](FrameLabelKinds& k) {
+                     k.add(after);
+                     k.add(before);
+                   });
   return 0;
 }
 

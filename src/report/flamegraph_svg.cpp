@@ -51,6 +51,7 @@
 
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
+#include "memsight/label.h"
 #include "util/escape.h"
 #include "util/lines.h"
 
@@ -343,15 +344,14 @@ double unit(uint64_t h, int shift) {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-Rgb frame_color(std::string_view name, bool root,
-                const std::unordered_map<std::string, FrameKind>& kinds) {
+Rgb frame_color(std::string_view name, bool root, const FrameLabelKinds& kinds) {
   if (root) return {185, 185, 195};
   if (!kinds.empty()) {
-    auto it = kinds.find(std::string(name));
-    if (it != kinds.end() && it->second != FrameKind::User) {
+    auto kind = kinds.find(name);
+    if (kind && *kind != FrameKind::User) {
       uint64_t h = name_hash(name);
       int j = static_cast<int>(20 * unit(h, 0));
-      switch (it->second) {
+      switch (*kind) {
         case FrameKind::Library:
           return {225 + j / 2, 205 + j / 2, 150 + j};
         case FrameKind::Internal:
@@ -603,7 +603,10 @@ std::string render_samples(std::vector<Sample> samples, const FlamegraphOptions&
     const double x = kPad + static_cast<double>(start) * scale;
     const double y = kTop + n.depth * kRow;
     size_t cps = 0;
-    const std::string name = clean_utf8(n.name, &cps);
+    // A frame name past kShownMax bytes is cut, saying how much (one long
+    // file name in every frame would otherwise repeat in every node).
+    const std::string name =
+        clean_utf8(n.name.size() > kShownMax ? shown_text(n.name) : std::string(n.name), &cps);
     const Rgb c = frame_color(n.name, i == 0, opts.frame_kinds);
 
     body += "<g class=\"f\" data-x=\"";

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "analysis/replay.h"
 
 using memsight::classify_frame;
@@ -83,4 +87,65 @@ TEST(Replay, RoundSize) {
   EXPECT_EQ(c.round_size(3000), 3072);        // between 2048 and 4096: steps of 512
   EXPECT_EQ(c.round_size(1100000), 1310720);  // between 1 MiB and 2 MiB: steps of 256 KiB
   EXPECT_EQ(c.round_size(1 << 21), 1 << 21);  // powers of two stay
+}
+
+// Labels compare, hash and read as the text their pieces spell, however the
+// text is split into pieces; built, long pieces are cut.
+TEST(Label, IsTheTextItSpells) {
+  using memsight::Label;
+  const std::string file = "train.py", name = "step";
+  Label a, b, c;
+  a.add(file).add(":").add(int64_t{12}).add(":").add(name);
+  b.add("trai").add("n.py:1").add("2:st").add("ep");
+  c.add(file).add(":").add(int64_t{13}).add(":").add(name);
+  EXPECT_EQ(a.text(), "train.py:12:step");
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_EQ(a.hash(), Label::hash_text("train.py:12:step"));
+  EXPECT_TRUE(a.spells("train.py:12:step"));
+  EXPECT_FALSE(a.spells("train.py:12:ste"));
+  EXPECT_FALSE(a.spells("train.py:12:stepp"));
+  // Ordered as the texts are (bytes compared unsigned, as std::string does).
+  const std::vector<std::string> texts = {"", "a", "ab", "b", "train.py:12:step", "\xc3\xa9"};
+  for (const auto& x : texts)
+    for (const auto& y : texts) {
+      Label lx, ly;
+      lx.add(x);
+      ly.add(y.substr(0, y.size() / 2)).add(y.substr(y.size() / 2));
+      EXPECT_EQ(lx.compare(ly) < 0, x < y) << x << " " << y;
+      EXPECT_EQ(lx == ly, x == y) << x << " " << y;
+    }
+  EXPECT_TRUE(a < c);
+}
+
+TEST(Label, LongPiecesAreCutSayingHowMuch) {
+  std::string big(5000, 'f');
+  memsight::Label l;
+  l.add(big).add(":").add(int64_t{1});
+  EXPECT_EQ(l.text(), std::string(2048, 'f') + "\u2026[+2952 bytes]:1");
+  EXPECT_EQ(l.text(SIZE_MAX), big + ":1");
+  // Cut at a whole UTF-8 character: 'é' is two bytes.
+  std::string accents;
+  for (int i = 0; i < 1500; ++i) accents += "\xc3\xa9";
+  EXPECT_EQ(memsight::shown_text(accents, 2047), accents.substr(0, 2046) + "\u2026[+954 bytes]");
+  EXPECT_EQ(memsight::shown_text("short"), "short");
+}
+
+// Frame kinds are found by a label's text without building the labels.
+TEST(FrameLabelKinds, FindsEachFrameByItsLabel) {
+  memsight::Snapshot snap;
+  auto frame = [&](const char* name, const char* file, int64_t line) {
+    memsight::Frame f;
+    f.name = snap.strings.intern(name);
+    f.filename = snap.strings.intern(file);
+    f.line = line;
+    return snap.frames.intern_frame(f);
+  };
+  frame("step", "/home/me/train.py", 12);
+  frame("mm", "/usr/lib/python3/dist-packages/torch/functional.py", 3);
+  memsight::FrameLabelKinds kinds;
+  kinds.add(snap);
+  EXPECT_EQ(kinds.find("train.py:12:step"), memsight::FrameKind::User);
+  EXPECT_EQ(kinds.find("functional.py:3:mm"), memsight::FrameKind::Library);
+  EXPECT_EQ(kinds.find("train.py:13:step"), std::nullopt);
 }
