@@ -110,8 +110,9 @@ TEST(Label, IsTheTextItSpells) {
   for (const auto& x : texts)
     for (const auto& y : texts) {
       Label lx, ly;
+      const std::string head = y.substr(0, y.size() / 2), tail = y.substr(y.size() / 2);
       lx.add(x);
-      ly.add(y.substr(0, y.size() / 2)).add(y.substr(y.size() / 2));
+      ly.add(head).add(tail);  // pieces are views: they must outlive the label
       EXPECT_EQ(lx.compare(ly) < 0, x < y) << x << " " << y;
       EXPECT_EQ(lx == ly, x == y) << x << " " << y;
     }
