@@ -12,52 +12,68 @@
 namespace memsight::report {
 namespace {
 
-// (parent node, name class) -> child node, open addressing: a tree of
-// millions of nodes (one per frame of each segment's stacks) costs 16 bytes
-// a slot here, where std::unordered_map takes some 50 a node.
+// A trie node: its parent, its name's class, its bytes.
+struct Node {
+  uint32_t parent, cls;
+  int64_t value;
+};
+
+// (parent node, name class) -> child node, open addressing over the nodes
+// themselves: a slot holds a node id (its key is the node's parent and
+// class), 4 bytes, where std::unordered_map takes some 50 a node. A tree of
+// millions of nodes is the rule here (one per frame of each segment's stack).
 class ChildIndex {
  public:
-  ChildIndex() : slots_(64, {kEmpty, 0}) {}
-  // The child's node id, or `next` after storing it there when absent.
-  std::pair<uint32_t, bool> find_or_add(uint64_t key, uint32_t next) {
-    if (2 * (used_ + 1) > slots_.size()) grow();
+  explicit ChildIndex(const std::vector<Node>& nodes) : nodes_(nodes), slots_(64, kEmpty) {}
+  // The child's node id, or `next` after storing it when absent (the
+  // caller then appends node `next` with this parent and class).
+  std::pair<uint32_t, bool> find_or_add(uint32_t parent, uint32_t cls, uint32_t next) {
+    if (10 * (used_ + 1) > 7 * slots_.size()) grow();
     size_t mask = slots_.size() - 1;
-    for (size_t i = mix(key) & mask;; i = (i + 1) & mask) {
-      if (slots_[i].first == key) return {slots_[i].second, false};
-      if (slots_[i].first == kEmpty) {
-        slots_[i] = {key, next};
+    for (size_t i = mix(parent, cls) & mask;; i = (i + 1) & mask) {
+      uint32_t id = slots_[i];
+      if (id == kEmpty) {
+        slots_[i] = next;
         ++used_;
         return {next, true};
       }
+      if (nodes_[id].parent == parent && nodes_[id].cls == cls) return {id, false};
     }
   }
 
+  void release() {
+    std::vector<uint32_t>().swap(slots_);
+    used_ = 0;
+  }
+
  private:
-  static constexpr uint64_t kEmpty = UINT64_MAX;
-  static uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  static uint64_t mix(uint32_t parent, uint32_t cls) {  // splitmix64's finaliser
+    uint64_t x = uint64_t{parent} << 32 | cls;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
   }
   void grow() {
-    std::vector<std::pair<uint64_t, uint32_t>> old(slots_.size() * 2, {kEmpty, 0});
+    std::vector<uint32_t> old(slots_.size() * 2, kEmpty);
     old.swap(slots_);
     size_t mask = slots_.size() - 1;
-    for (const auto& [k, v] : old) {
-      if (k == kEmpty) continue;
-      size_t i = mix(k) & mask;
-      while (slots_[i].first != kEmpty) i = (i + 1) & mask;
-      slots_[i] = {k, v};
+    for (uint32_t id : old) {
+      if (id == kEmpty) continue;
+      size_t i = mix(nodes_[id].parent, nodes_[id].cls) & mask;
+      while (slots_[i] != kEmpty) i = (i + 1) & mask;
+      slots_[i] = id;
     }
   }
-  std::vector<std::pair<uint64_t, uint32_t>> slots_;
+  const std::vector<Node>& nodes_;
+  std::vector<uint32_t> slots_;
   size_t used_ = 0;
 };
 
 class TrieBuilder {
  public:
   explicit TrieBuilder(const Snapshot& snap)
-      : frames_(snap), frame_class_(snap.frames.frame_count(), kNone) {
+      : frames_(snap), frame_class_(snap.frames.frame_count(), kNone), children_(nodes_) {
     nodes_.push_back({0, literal("all"), 0});
   }
 
@@ -68,8 +84,7 @@ class TrieBuilder {
     uint32_t cur = 0;
     nodes_[0].value += value;
     auto descend = [&](uint32_t cls) {
-      auto [child, added] =
-          children_.find_or_add(uint64_t{cur} << 32 | cls, static_cast<uint32_t>(nodes_.size()));
+      auto [child, added] = children_.find_or_add(cur, cls, static_cast<uint32_t>(nodes_.size()));
       if (added) nodes_.push_back({cur, cls, 0});
       cur = child;
       nodes_[cur].value += value;
@@ -96,7 +111,7 @@ class TrieBuilder {
   }
 
   FlameTree finish() {
-    children_ = ChildIndex();  // done with lookups
+    children_.release();  // done with lookups
     // Children of each node, by name text (flamegraph.pl's order).
     std::vector<uint32_t> first(nodes_.size() + 1, 0), kids(nodes_.size() - 1);
     for (size_t i = 1; i < nodes_.size(); ++i) ++first[nodes_[i].parent + 1];
@@ -134,10 +149,6 @@ class TrieBuilder {
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX, kAsTexts = UINT32_MAX - 1;
-  struct Node {
-    uint32_t parent, cls;
-    int64_t value;
-  };
   // Names by their text: a frame's label and a text that spell the same
   // are one class (one node under a parent), as in the folded text.
   struct Class {
