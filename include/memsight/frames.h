@@ -108,7 +108,14 @@ class FrameClassifier {
   // What the rule found in each file name and function name (by string
   // id; 0: not yet looked at).
   mutable std::vector<uint8_t> file_bits_, name_bits_;
-  mutable std::unordered_map<StrId, size_t> basename_at_;
+  // Each file's base name (where it starts, its hash) and each name's hash,
+  // found once per string: labels of many frames share them.
+  struct Base {
+    size_t at;
+    uint64_t hash;
+  };
+  mutable std::unordered_map<StrId, Base> base_;
+  mutable std::unordered_map<StrId, uint64_t> name_hash_;
 };
 
 }  // namespace memsight

@@ -247,16 +247,21 @@ Label FrameClassifier::plumbing_label(StackId s) const {
 
 Label FrameClassifier::frame_key(FrameId f) const {
   const Frame& fr = snap_.frames.frame(f);
-  std::string_view file = snap_.str(fr.filename);
-  // Where the base name starts, found once per file name.
-  auto [at, added] = basename_at_.try_emplace(fr.filename, 0);
+  std::string_view file = snap_.str(fr.filename), name = snap_.str(fr.name);
+  auto [base, added] = base_.try_emplace(fr.filename, Base{0, 0});
   if (added) {
     auto slash = file.find_last_of("/\\");
-    at->second = slash == std::string_view::npos ? 0 : slash + 1;
+    base->second.at = slash == std::string_view::npos ? 0 : slash + 1;
+    base->second.hash = Label::hash_text(file.substr(base->second.at));
   }
-  file.remove_prefix(at->second);
+  auto [nh, named] = name_hash_.try_emplace(fr.name, 0);
+  if (named) nh->second = Label::hash_text(name);
   Label l;
-  return l.add(file).add(":").add(fr.line).add(":").add(snap_.str(fr.name));
+  return l.add(file.substr(base->second.at), base->second.hash)
+      .add(":")
+      .add(fr.line)
+      .add(":")
+      .add(name, nh->second);
 }
 
 Label FrameClassifier::site_key(StackId s) const {

@@ -55,24 +55,28 @@ bool FoldedFrames::kept(FrameId id) {
 }
 
 const FoldedFrames::Base& FoldedFrames::base(StrId file) {
-  auto [it, added] = base_.try_emplace(file, Base{0, false});
+  auto [it, added] = base_.try_emplace(file, Base{0, false, 0});
   if (added) {
     std::string_view s = snap_.str(file);
     auto slash = s.rfind('/');
     it->second.at = slash == std::string_view::npos ? 0 : slash + 1;
     it->second.semicolon = s.find(';', it->second.at) != std::string_view::npos;
+    it->second.hash = Label::hash_text(s.substr(it->second.at));
   }
   return it->second;
 }
 
 Label FoldedFrames::label(FrameId id) {
   const Frame& f = snap_.frames.frame(id);
+  const Base& b = base(f.filename);
+  auto [nh, added] = name_hash_.try_emplace(f.name, 0);
+  if (added) nh->second = Label::hash_text(snap_.str(f.name));
   Label l;
-  return l.add(snap_.str(f.filename).substr(base(f.filename).at))
+  return l.add(snap_.str(f.filename).substr(b.at), b.hash)
       .add(":")
       .add(f.line)
       .add(":")
-      .add(snap_.str(f.name));
+      .add(snap_.str(f.name), nh->second);
 }
 
 bool FoldedFrames::label_has_semicolon(FrameId id) {

@@ -36,11 +36,13 @@ class FoldedFrames {
   struct Base {
     size_t at;       // where the base name starts
     bool semicolon;  // the base name holds a ';'
+    uint64_t hash;   // of the base name (Label::hash_text)
   };
   const Base& base(StrId file);
   const Snapshot& snap_;
   std::vector<uint8_t> name_, file_;  // bit 0: looked at, 1: dropped, 2: holds ';' (names)
   std::unordered_map<StrId, Base> base_;
+  std::unordered_map<StrId, uint64_t> name_hash_;
 };
 
 // Writes the folded fragment ("a.py:1:f;b.py:2:g") of stacks, caching

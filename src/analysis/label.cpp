@@ -36,6 +36,13 @@ Label& Label::add(std::string_view piece) {
   return *this;
 }
 
+Label& Label::add(std::string_view piece, uint64_t piece_hash) {
+  if (piece.empty()) return *this;
+  hashes_[count_] = piece_hash;
+  known_ |= static_cast<uint8_t>(1u << count_);
+  return add(piece);
+}
+
 Label& Label::add(int64_t number) {
   if (count_ == kMaxPieces || digits_size_) throw Error("internal: a label of too many pieces");
   auto res = std::to_chars(digits_, digits_ + sizeof digits_, number);
@@ -87,39 +94,46 @@ bool Label::spells(std::string_view s) const {
 }
 
 namespace {
-constexpr size_t kHashEnds = 32;
 
-// Mixes up to n bytes of the text, from its start (forward) or its end.
-template <class Get>
-size_t mix(size_t h, size_t n, Get get) {
-  for (size_t k = 0; k < n; ++k) h = (h ^ static_cast<unsigned char>(get(k))) * 1099511628211ull;
-  return h;
+// Polynomial hashing mod the Mersenne prime 2^61 - 1: the hash of a text
+// a+b is hash(a) * B^|b| + hash(b), so pieces combine whatever the split.
+constexpr uint64_t kMod = (uint64_t{1} << 61) - 1;
+constexpr uint64_t kBase = 0x1d2c3b4a59687f1ull % kMod;
+
+uint64_t mul(uint64_t a, uint64_t b) {
+  unsigned __int128 x = static_cast<unsigned __int128>(a) * b;
+  uint64_t r = static_cast<uint64_t>(x & kMod) + static_cast<uint64_t>(x >> 61);
+  return r >= kMod ? r - kMod : r;
 }
+
+uint64_t add_mod(uint64_t a, uint64_t b) {
+  uint64_t r = a + b;
+  return r >= kMod ? r - kMod : r;
+}
+
+uint64_t power(uint64_t n) {  // kBase^n
+  uint64_t r = 1, b = kBase;
+  for (; n; n >>= 1, b = mul(b, b))
+    if (n & 1) r = mul(r, b);
+  return r;
+}
+
 }  // namespace
 
-size_t Label::hash_text(std::string_view s) {
-  size_t n = std::min(s.size(), kHashEnds);
-  size_t h = std::hash<size_t>()(s.size()) ^ 14695981039346656037ull;
-  h = mix(h, n, [&](size_t k) { return s[k]; });
-  return mix(h, n, [&](size_t k) { return s[s.size() - 1 - k]; });
+uint64_t Label::hash_text(std::string_view s) {
+  uint64_t h = 0;
+  for (unsigned char c : s) h = add_mod(mul(h, kBase), c + 1u);
+  return h;
 }
 
 size_t Label::hash() const {
-  size_t total = size();
-  size_t n = std::min(total, kHashEnds);
-  // The k-th byte from the start or the end of the spelled text.
-  auto at = [&](size_t k, bool from_end) {
-    size_t pos = from_end ? total - 1 - k : k;
-    for (size_t i = 0; i < count_; ++i) {
-      std::string_view p = piece(i);
-      if (pos < p.size()) return p[pos];
-      pos -= p.size();
-    }
-    return '\0';
-  };
-  size_t h = std::hash<size_t>()(total) ^ 14695981039346656037ull;
-  h = mix(h, n, [&](size_t k) { return at(k, false); });
-  return mix(h, n, [&](size_t k) { return at(k, true); });
+  uint64_t h = 0;
+  for (size_t i = 0; i < count_; ++i) {
+    std::string_view p = piece(i);
+    uint64_t ph = (known_ >> i) & 1 ? hashes_[i] : hash_text(p);
+    h = add_mod(mul(h, power(p.size())), ph);
+  }
+  return static_cast<size_t>(h);
 }
 
 }  // namespace memsight

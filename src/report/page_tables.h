@@ -154,8 +154,8 @@ class PageTables {
   struct TextHash {
     using is_transparent = void;
     const PageTables* t;
-    size_t operator()(std::string_view s) const { return Label::hash_text(s); }
-    size_t operator()(uint32_t id) const { return Label::hash_text(t->text_at(id)); }
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+    size_t operator()(uint32_t id) const { return (*this)(t->text_at(id)); }
   };
   struct TextEq {
     using is_transparent = void;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,6 +104,22 @@ TEST(Label, IsTheTextItSpells) {
   EXPECT_TRUE(a == b);
   EXPECT_EQ(a.hash(), b.hash());
   EXPECT_EQ(a.hash(), Label::hash_text("train.py:12:step"));
+  Label d;  // pieces whose hashes their owner knew
+  d.add(file, Label::hash_text(file))
+      .add(":")
+      .add(int64_t{12})
+      .add(":")
+      .add(name, Label::hash_text(name));
+  EXPECT_EQ(d.hash(), a.hash());
+  // Texts that differ only far from both ends hash apart (a hash of the
+  // ends alone would put a thousand such names in one bucket).
+  std::set<size_t> hashes;
+  for (int i = 0; i < 1000; ++i) {
+    char mid[8];
+    std::snprintf(mid, sizeof mid, "%04d", i);
+    hashes.insert(Label::hash_text(std::string(40, 'a') + mid + std::string(40, 'b')));
+  }
+  EXPECT_EQ(hashes.size(), 1000u);
   EXPECT_TRUE(a.spells("train.py:12:step"));
   EXPECT_FALSE(a.spells("train.py:12:ste"));
   EXPECT_FALSE(a.spells("train.py:12:stepp"));
