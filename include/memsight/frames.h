@@ -88,7 +88,7 @@ class FrameClassifier {
   // The site's label; for a stack of native plumbing only, what it names
   // ("<backward: MmBackward0, op mm>"); "<no stack recorded>" for none.
   // site_key: unbuilt (sites are grouped by it); site_label: built, long
-  // names cut (kShownMax).
+  // names cut (cut_name).
   Label site_key(StackId s) const;
   std::string site_label(StackId s) const { return site_key(s).text(); }
   // "file.py:LINE:name", unbuilt.
@@ -96,7 +96,7 @@ class FrameClassifier {
   // The stack user-first: the site and up to max_frames-1 frames outward of
   // the same or a more useful kind, then how many frames were hidden:
   // "train.py:81:step <- train.py:120:main  [+6 library, +38 native frames]".
-  // Long names are cut (kShownMax).
+  // Long names are cut (cut_name).
   std::string describe(StackId s, size_t max_frames = 3) const;
   const Snapshot& snapshot() const { return snap_; }
 

@@ -6,12 +6,15 @@
 // embeds it as compressed little-endian columns; the viewer's JavaScript
 // (viewer/src, embedded at build time) only draws. Format: docs/formats.md.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "memsight/frames.h"
 #include "memsight/snapshot.h"
+#include "memsight/summary.h"
 
 namespace memsight {
 
@@ -25,14 +28,15 @@ struct HtmlOptions {
   std::string source_name;
   // Size in bytes of the snapshot file, shown on the overview (0: unknown).
   uint64_t source_bytes = 0;
-  // Device shown first; -1 picks the one with the longest trace.
+  // Device shown first; -1 picks the one with the longest trace. One the
+  // snapshot does not list throws Error.
   int device = -1;
   // Compress the embedded data (deflate, decoded by the browser's own
   // DecompressionStream). Off only for debugging the format.
   bool compress = true;
-  // JSON of `memsight summary` (summary_json), embedded as is and shown on
-  // the overview; empty: render_html computes it. Summarize with
-  // empty_devices = false: the page leaves those devices out too.
+  // JSON of `memsight summary` (summary_json), shown on the overview; empty:
+  // render_html computes it. Give the devices of page_devices only (the
+  // page holds no other). Names in it longer than kNameLimit are cut.
   std::string summary_json;
   // What counts as user code for the frame kinds the page shows (the page
   // can widen or narrow it further).
@@ -41,6 +45,22 @@ struct HtmlOptions {
 
 // Returns the complete HTML document. Throws memsight::Error for a bad option.
 std::string render_html(const Snapshot& snap, const HtmlOptions& opts = {});
+
+// A page holds at most this many devices with trace entries or segments,
+// those with the most trace entries: each costs its columns and its summary,
+// and a snapshot can list 100,000 devices. The page says how many it left
+// out; `view --device N` makes a page that holds device N.
+inline constexpr size_t kPageDevices = 64;
+
+// The devices a page holds: the one it opens on first (`device`, or, for -1,
+// the one with the most trace entries), then the others in index order.
+// Throws Error when `device` is not one of the snapshot's devices.
+std::vector<size_t> page_devices(const Snapshot& snap, int device = -1);
+// The summary JSON a page embeds (HtmlOptions::summary_json): summary_json's
+// page form of `s`, with only the `devices` the page holds (page_devices).
+std::string page_summary_json(const Snapshot& snap, Summary s, std::vector<size_t> devices);
+// How many devices the snapshot has trace entries or segments on.
+size_t devices_with_data(const Snapshot& snap);
 
 // The views accepted by HtmlOptions::view (for the CLI's --view check).
 bool is_html_view(std::string_view view);

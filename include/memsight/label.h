@@ -4,7 +4,7 @@
 // 100 MiB file in every frame through the pickle memo: the label of each
 // frame is then compared, hashed and grouped without being built (each
 // long name hashed once, by whoever owns it), and built only for what is
-// shown, with long pieces cut (shown_text).
+// shown, with long pieces cut (cut_name, memsight/input_limits.h).
 
 #include <array>
 #include <cstddef>
@@ -12,17 +12,9 @@
 #include <string>
 #include <string_view>
 
+#include "memsight/input_limits.h"
+
 namespace memsight {
-
-// At most this many bytes of one name or file name are shown in memsight's
-// own reports (summary text and JSON); real names stay far below it (the
-// longest C++ frame name in the test recordings has 1,327 bytes).
-constexpr size_t kShownMax = 2048;
-
-// Appends s, or when it is longer than max bytes its first bytes (whole
-// UTF-8 characters, at most max) and "…[+N bytes]" saying how many were cut.
-void append_shown(std::string& out, std::string_view s, size_t max = kShownMax);
-std::string shown_text(std::string_view s, size_t max = kShownMax);
 
 class Label {
  public:
@@ -36,9 +28,9 @@ class Label {
 
   size_t size() const;
   bool empty() const { return size() == 0; }
-  // The text, each piece cut at max_piece bytes (append_shown).
-  std::string text(size_t max_piece = kShownMax) const;
-  void append_to(std::string& out, size_t max_piece = kShownMax) const;
+  // The text, each piece cut at max_piece bytes (cut_name).
+  std::string text(size_t max_piece = kNameLimit) const;
+  void append_to(std::string& out, size_t max_piece = kNameLimit) const;
   // Compared as the text spelled, whatever the pieces.
   int compare(const Label& o) const;
   bool operator==(const Label& o) const { return compare(o) == 0; }

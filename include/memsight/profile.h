@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "memsight/frames.h"
+#include "memsight/input_limits.h"
 #include "memsight/snapshot.h"
 
 namespace memsight {
 
-// What memsight keeps of a trace: a few numbers per event, names interned.
+// What memsight keeps of a trace: a few numbers per event, names interned
+// (and cut at kNameLimit). Events with a number out of range are dropped
+// and counted in `notes` (memsight/input_limits.h).
 struct ProfileTrace {
   StringTable names;
   struct Span {  // cpu_op, user_annotation (ProfilerStep#N among them)
@@ -51,6 +54,7 @@ struct ProfileTrace {
   int64_t events = 0;
   int rank = -1;  // distributedInfo.rank, when present
   bool with_stack = false, profile_memory = false, record_shapes = false;
+  InputNotes notes;  // what was dropped, by reason
 };
 
 // Reads a Chrome trace from a file ("-": standard input; gzip/zstd/xz by
@@ -81,12 +85,17 @@ struct StepDevice {
 };
 struct ProfileStep {
   int64_t step = -1;  // N of ProfilerStep#N; -1: the whole trace
+  // A ProfilerStep#N the trace holds more than once (two profiler sessions
+  // in one file, say) stays one step per span, each labelled with which
+  // occurrence it is, in time order: "occurrence 2 of 3".
+  int64_t occurrence = 1, occurrences = 1;
   double ts = 0, dur = 0;
   std::vector<StepDevice> devices;
   std::vector<NameTime> top_ops, top_kernels;
 };
 struct ProfileReport {
   std::vector<ProfileStep> steps;
+  InputNotes notes;  // what the reader dropped, and what the analysis left out
   std::vector<std::string> device_names;
   int64_t events = 0;
   bool has_memory = false, has_stacks = false;
@@ -110,9 +119,10 @@ std::string profile_html(const ProfileReport& r, const std::string& title);
 // ".json.gz" ([times_us, sizes[9]]) or ".raw.json.gz" ([[t_ns, action,
 // bytes, category], ...]) output.
 struct MemoryTimeline {
-  std::vector<double> ts;                   // µs
+  std::vector<double> ts;                   // µs, ascending
   std::vector<std::vector<int64_t>> bytes;  // per category (kTimelineCategories order)
   std::string device;                       // "cuda:0" when known
+  InputNotes notes;                         // records dropped or reordered, by reason
 };
 extern const char* const kTimelineCategories[8];  // parameter ... unknown
 MemoryTimeline read_memory_timeline(const std::string& path);

@@ -27,7 +27,8 @@ enum class ReadScope {
 };
 
 // A compressed input may expand to at most kExpansionAllowance bytes plus
-// kExpansionRatio times the compressed bytes read so far, and never past
+// kExpansionRatio times its compressed size (of a stream of unknown size:
+// the compressed bytes read so far), and never past
 // kDefaultMaxExpanded; set_max_expanded(n) replaces both limits by n bytes
 // (0 restores them). Applies to later reads on the calling thread.
 inline constexpr uint64_t kExpansionRatio = 100;
@@ -45,6 +46,9 @@ Snapshot read_snapshot_bytes(std::string_view data, ReadScope scope = ReadScope:
 // Serialises a snapshot as a protocol-4 pickle that pickle.load and torch's
 // tools read back into the same dicts.
 std::string pickle_snapshot(const Snapshot& snap);
+// Only the segments list (what torch.cuda.memory_snapshot() returns), for
+// callers that need the live blocks as Python objects but not the trace.
+std::string pickle_segments(const Snapshot& snap);
 // Writes to a temporary name beside `path`, then renames; compresses with
 // gzip for ".gz" and zstd for ".zst"/".zstd" names.
 void write_snapshot_file(const Snapshot& snap, const std::string& path);

@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "memsight/categories.h"
 #include "memsight/frames.h"
+#include "memsight/input_limits.h"
 #include "memsight/snapshot.h"
 
 namespace memsight {
@@ -45,6 +47,10 @@ struct OomReport {
   std::vector<std::string> causes;  // every cause that holds, main first
   std::string explanation;          // plain-language diagnosis with the facts
   std::vector<std::string> remedies;
+  CategoryView categories;  // what kind of memory was allocated then
+  // The allocator simulated on this history under other settings: whether
+  // and with which this request fits (memsight whatif); "" when not run.
+  std::string simulated;
 };
 
 struct DeviceSummary {
@@ -83,6 +89,10 @@ struct DeviceSummary {
   bool exact = true;
   std::string exactness;  // why not, in a sentence ("" when exact)
   std::vector<OomReport> ooms;
+  // What kind of memory (memsight/categories.h), at the allocated peak and
+  // at the snapshot, and how it could be told.
+  CategoryView categories_peak, categories_now;
+  CategorySources category_sources;
 };
 
 struct Summary {
@@ -98,6 +108,8 @@ struct Summary {
   // How many devices the snapshot lists (its traces, and the devices of its
   // segments).
   size_t devices_listed = 0;
+  // Numbers of the snapshot outside memsight's rule (snapshot_input_notes).
+  InputNotes input_notes;
 };
 
 struct SummaryOptions {
@@ -107,6 +119,9 @@ struct SummaryOptions {
 };
 
 Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});
+// What the snapshot holds outside memsight's rule for numbers
+// (memsight/input_limits.h): sizes outside 0..2^53, times that go back.
+InputNotes snapshot_input_notes(const Snapshot& snap);
 // frames_all: every frame of each site and OOM stack, tagged by kind.
 // Groups of alike devices are printed once, named by their devices.
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all = false);

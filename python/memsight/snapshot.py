@@ -329,6 +329,34 @@ class Snapshot:
         s = self._summary_of(user_code)
         return Summary(_every_device(json.loads(s.groups_json())), s.text())
 
+    # -- what kind of memory ----------------------------------------------------
+    def categories(self, at: str | int = "peak", device: int | None = None) -> Summary:
+        """What kind of memory was allocated at one moment, and whose.
+
+        ``at``: ``"peak"`` (the allocated peak), ``"snapshot"`` (the end of
+        the trace), ``"oom"`` (the first OOM), ``"oom:K"`` (the K-th, from 0)
+        or a trace entry index (the state after it; -1: before the first).
+        ``device``: default the device with the longest trace. Returns a dict
+        with attribute access: ``total``, ``by_category`` (for each of
+        parameter, gradient, optimizer_state, buffer, activation, temporary,
+        autograd_internal, before_recording, unknown: ``bytes`` (block
+        bytes, as ``memory_allocated()`` counts them), ``tagged`` (of them,
+        recorded by memsight.torch rather than inferred), ``requested``,
+        ``count``), ``modules`` (the module tree, depth first, each with its
+        submodules: ``name``, ``parent``, ``total``, ``by_category``) and
+        ``unattributed`` (bytes of no known module). docs/summary.md says how
+        each block is classified.
+        """
+        self._need_trace("categories()")
+        if isinstance(at, bool) or not isinstance(at, (str, int)):
+            raise ValueError(f"at must be 'peak', 'snapshot', 'oom', 'oom:K' or a trace entry index, not {at!r}")
+        if device is None:
+            lengths = self.device_trace_lengths
+            device = max(range(len(lengths)), key=lambda d: lengths[d]) if lengths else 0
+        if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+            raise ValueError(f"device must be a device number, not {device!r}")
+        return Summary(json.loads(self._snap.categories_json(device, str(at))))
+
     # -- rendering ---------------------------------------------------------------
     def html(self, view: str = "overview", title: str | None = None, with_summary: bool = True,
              user_code: str | list[str] | None = None) -> str:
@@ -343,8 +371,8 @@ class Snapshot:
         summary = ""
         if with_summary:
             try:
-                # as `memsight view` embeds it: devices with nothing on them
-                # left out, alike devices once
+                # as `memsight view` embeds it: the devices the page holds
+                # (those with something on them), alike devices once
                 summary = self._summary_of(user_code).page_json()
             except Exception:  # the page shows its own basic facts instead
                 summary = ""
@@ -384,7 +412,9 @@ class Snapshot:
         return self._snap.pickle()
 
     def to_pickle(self, path: PathLike) -> str:
-        """Writes the pickle to ``path``; gzip for ``.gz``, zstd for ``.zst``/``.zstd``."""
+        """Writes the pickle to ``path``; gzip for ``.gz``, zstd for ``.zst``/``.zstd``, xz
+        for ``.xz``. Another compression suffix (``.bz2``, ``.lz4``, ...) raises
+        :class:`memsight.MemsightError` before anything is written."""
         self._need_trace("to_pickle()")
         p = _fspath(path)
         self._snap.write(p)
@@ -464,10 +494,11 @@ def load(
     ``segments()``, ``memory()``, ``compare()`` and ``svg()``, and several
     times faster on a big file; what needs the trace then raises
     :class:`memsight.MemsightError`. A compressed file may expand to 100 times
-    its compressed size plus 64 MiB, at most 32 GiB; ``max_expanded`` (bytes)
-    sets another limit, as the CLI's ``--max-expanded``. Raises
-    :class:`memsight.MemsightError` for bad input and ``FileNotFoundError``
-    for a missing file.
+    the compressed bytes read so far plus 64 MiB, at most 32 GiB;
+    ``max_expanded`` (bytes) sets another limit, as the CLI's
+    ``--max-expanded``. Raises :class:`memsight.MemsightError` for bad input
+    (a file of another kind, such as a torch.profiler trace, is named with the
+    command that reads it) and ``FileNotFoundError`` for a missing file.
     """
     p = _fspath(path)
     if not os.path.exists(p):

@@ -15,12 +15,14 @@
 #include <utility>
 #include <vector>
 
+#include "memsight/categories.h"
 #include "memsight/cli.h"
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
 #include "memsight/frames.h"
 #include "memsight/html.h"
 #include "memsight/profile.h"
+#include "memsight/from_raw.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
 #include "memsight/summary.h"
@@ -213,6 +215,15 @@ PYBIND11_MODULE(_core, m) {
              }
              return py::bytes(bytes);
            })
+      .def("segments_pickle",
+           [](const Snapshot& s) {
+             std::string bytes;
+             {
+               py::gil_scoped_release nogil;
+               bytes = memsight::pickle_segments(s);
+             }
+             return py::bytes(bytes);
+           })
       .def(
           "write",
           [](const Snapshot& s, const std::string& path) {
@@ -248,6 +259,17 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("user_code") = "")
       .def(
+          "categories_json",
+          [](const Snapshot& s, size_t device, const std::string& at) {
+            return released([&] {
+              std::string out;
+              memsight::append_category_view_json(out, memsight::categories_at(s, device, at));
+              return out;
+            });
+          },
+          py::arg("device"), py::arg("at"),
+          "What kind of memory on `device` at a moment (memsight/categories.h), as JSON.")
+      .def(
           "render_html",
           [](const Snapshot& s, const std::string& view, const std::string& title,
              const std::string& source_name, uint64_t source_bytes, const py::str& summary_json,
@@ -264,7 +286,13 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("view") = "", py::arg("title") = "", py::arg("source_name") = "",
           py::arg("source_bytes") = 0, py::arg("summary_json") = "", py::arg("device") = -1,
-          py::arg("user_code") = "");
+          py::arg("user_code") = "")
+      .def(
+          "page_devices",
+          [](const Snapshot& s, int device) { return memsight::page_devices(s, device); },
+          py::arg("device") = -1,
+          "The devices a page holds (render_html): the one it opens on first, then the others "
+          "by number.");
 
   py::class_<SummaryOf, std::shared_ptr<SummaryOf>>(m, "Summary")
       .def(
@@ -279,12 +307,15 @@ PYBIND11_MODULE(_core, m) {
            })
       .def(
           "page_json",
-          [](const SummaryOf& s) {
+          [](const SummaryOf& s, int device) {
             return released([&] {
-              return memsight::summary_json(*s.snap, s.summary, memsight::DeviceListing::Page);
+              return memsight::page_summary_json(*s.snap, s.summary,
+                                                 memsight::page_devices(*s.snap, device));
             });
           },
-          "The page's form: devices with something on them, alike ones once.")
+          py::arg("device") = -1,
+          "The page's form (render_html): the devices the page opening on `device` holds, "
+          "those with something on them, alike ones once.")
       .def(
           "groups_json",
           [](const SummaryOf& s) {
@@ -335,7 +366,31 @@ PYBIND11_MODULE(_core, m) {
       py::arg("width") = 1200, py::arg("bytes") = true, py::arg("kinds_of") = nullptr,
       "The flamegraph of (stack, count) pairs: no text is parsed, so a frame name may hold "
       "a newline; counts of 0 or less are left out.");
-  m.def("format_size", &memsight::format_size, py::arg("num"));
+  m.def(
+      "snapshot_from_raw",
+      [](uintptr_t address, const py::bytes& extra) {
+        std::string extra_pickle = extra;
+        py::gil_scoped_release nogil;
+        Snapshot snap =
+            memsight::snapshot_from_raw(*reinterpret_cast<const memsight_raw_snapshot*>(address));
+        if (!extra_pickle.empty()) {
+          // memsight's own keys beside torch's (memsight_tags, memsight_device_memory),
+          // read by the one safe reader.
+          Snapshot e = memsight::read_snapshot_bytes(extra_pickle);
+          for (auto& [k, v] : e.top_level) {
+            snap.top_keys.push_back(k);
+            snap.top_level.emplace_back(k, std::move(v));
+          }
+        }
+        return std::make_shared<Snapshot>(std::move(snap));
+      },
+      py::arg("address"), py::arg("extra") = py::bytes(),
+      "The model of a raw allocator snapshot (the native dumper's arrays at `address`), with "
+      "the top-level keys of `extra` (a pickled dict holding 'segments': [] and plain data).");
+  m.def("format_size", &memsight::format_size, py::arg("num"),
+        "torch._memory_viz._format_size, as the text tools print sizes.");
+  m.def("format_bytes", &memsight::format_bytes, py::arg("num"),
+        "Sizes as memsight's reports print them: the unit chosen after rounding.");
   m.def(
       "profile_report",
       [](const std::string& path, const std::string& user_code, const std::string& html_title) {

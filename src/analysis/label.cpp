@@ -9,26 +9,6 @@
 
 namespace memsight {
 
-void append_shown(std::string& out, std::string_view s, size_t max) {
-  if (s.size() <= max) {
-    out += s;
-    return;
-  }
-  size_t keep = max;
-  // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
-  while (keep > 0 && (static_cast<unsigned char>(s[keep]) & 0xc0) == 0x80) --keep;
-  out += s.substr(0, keep);
-  out += "\u2026[+";
-  out += std::to_string(s.size() - keep);
-  out += " bytes]";
-}
-
-std::string shown_text(std::string_view s, size_t max) {
-  std::string out;
-  append_shown(out, s, max);
-  return out;
-}
-
 Label& Label::add(std::string_view piece) {
   if (count_ == kMaxPieces) throw Error("internal: a label of too many pieces");
   // A null view would read as the number: an empty piece adds nothing.
@@ -58,7 +38,7 @@ size_t Label::size() const {
 }
 
 void Label::append_to(std::string& out, size_t max_piece) const {
-  for (size_t i = 0; i < count_; ++i) append_shown(out, piece(i), max_piece);
+  for (size_t i = 0; i < count_; ++i) append_cut_name(out, piece(i), max_piece);
 }
 
 std::string Label::text(size_t max_piece) const {

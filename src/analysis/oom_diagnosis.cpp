@@ -18,7 +18,7 @@
 namespace memsight {
 namespace {
 
-std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 // The segment a request needs when no cached block fits (torch's sizes).
 int64_t segment_for(int64_t request) {

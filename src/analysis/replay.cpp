@@ -1,381 +1,168 @@
-// Replays the caching allocator block by block (see replay.h).
+// Replays the caching allocator block by block (see replay.h): every block
+// goes where the trace says, sized by torch's rules.
 #include "analysis/replay.h"
 
-#include <algorithm>
-#include <bit>
-#include <iterator>
-#include <map>
-#include <unordered_map>
-
-#include "analysis/address_map.h"
+#include "analysis/trace_start.h"
 
 namespace memsight::replay {
 namespace {
 
-constexpr int64_t kMinBlock = 512;
-constexpr int64_t kSmallSize = 1 << 20;  // requests up to 1 MiB use the small pool
-constexpr int64_t kSmallSegment = 2 << 20;
+using alloc::Block;
+using alloc::kNone;
 
-struct Range {
-  int64_t start = 0, size = 0;
-  bool small = false, expandable = false;
-  std::vector<std::pair<int64_t, int64_t>> blocks;  // live blocks (address, size), sorted
-  int64_t end() const { return start + size; }
-};
+// The free block a recorded allocation was carved from, or kNone when the
+// replay's state disagrees with the record there.
+uint32_t free_block_for(alloc::CachingAllocator& a, int64_t addr, int64_t rounded) {
+  uint32_t b = a.starting_at(addr);
+  if (b == kNone) return kNone;
+  const Block& x = a.blocks[b];
+  return x.mergeable() && x.mapped && x.size >= rounded ? b : kNone;
+}
 
-// The device's segments (for expandable segments: mapped ranges, merged when
-// they touch), ordered by address.
-class Segments {
- public:
-  int64_t total = 0;
-  std::map<int64_t, Range> ranges;
-
- private:
-  Range* last_ = nullptr;
-
- public:
-  Range* find(int64_t addr) {
-    // Consecutive events mostly touch the same segment: try the last one first.
-    if (last_ && addr >= last_->start && addr < last_->end()) return last_;
-    auto it = ranges.upper_bound(addr);
-    if (it == ranges.begin()) return nullptr;
-    --it;
-    if (addr >= it->second.end()) return nullptr;
-    return last_ = &it->second;
+// A segment the record frees: normally one free block. When the replay
+// disagrees (blocks still live in it), they leave the segment and live on
+// outside it until freed.
+void free_segment(alloc::CachingAllocator& a, int64_t addr, int64_t size) {
+  uint32_t b = a.starting_at(addr);
+  if (b != kNone) {
+    const Block& x = a.blocks[b];
+    if (x.mergeable() && !x.split() && !x.va && x.size == size) return a.release_segment(b);
   }
-  void add(int64_t start, int64_t size, bool small, bool expandable) {
-    if (size <= 0) return;
-    last_ = nullptr;
-    total += size;
-    Range r{start, size, small, expandable, {}};
-    if (expandable) {
-      auto next = ranges.find(start + size);
-      if (next != ranges.end() && next->second.expandable) {
-        r.size += next->second.size;
-        r.blocks = std::move(next->second.blocks);
-        ranges.erase(next);
-      }
-      auto it = ranges.lower_bound(start);
-      if (it != ranges.begin()) {
-        auto prev = std::prev(it);
-        if (prev->second.expandable && prev->second.end() == start) {
-          prev->second.size += r.size;
-          auto& b = prev->second.blocks;
-          b.insert(b.end(), r.blocks.begin(), r.blocks.end());
-          return;
-        }
-      }
+  a.now.reserved -= size;
+  while (b != kNone && a.blocks[b].addr < addr + size) {
+    Block& x = a.blocks[b];
+    uint32_t next = x.next;
+    if (x.prev != kNone) a.blocks[x.prev].next = kNone;
+    if (next != kNone) a.blocks[next].prev = kNone;
+    x.prev = x.next = kNone;
+    if (x.mergeable()) {
+      a.take_free(b);
+      a.drop(b);
+    } else {
+      x.detached = true;
     }
-    ranges[start] = std::move(r);
+    b = next;
   }
-  // Takes [start, start+size) away, splitting a range that holds it.
-  void remove(int64_t start, int64_t size) {
-    last_ = nullptr;
-    int64_t end = start + size;
-    auto it = ranges.upper_bound(start);
-    if (it != ranges.begin()) --it;
-    while (it != ranges.end() && it->second.start < end) {
-      Range r = std::move(it->second);
-      it = ranges.erase(it);
-      int64_t lo = std::max(r.start, start), hi = std::min(r.end(), end);
-      if (lo >= hi) {
-        ranges[r.start] = std::move(r);
-        continue;
-      }
-      total -= hi - lo;
-      if (r.start < lo) {
-        Range left{r.start, lo - r.start, r.small, r.expandable, {}};
-        for (auto& b : r.blocks)
-          if (b.first < lo) left.blocks.push_back(b);
-        ranges[left.start] = std::move(left);
-      }
-      if (hi < r.end()) {
-        Range right{hi, r.end() - hi, r.small, r.expandable, {}};
-        for (auto& b : r.blocks)
-          if (b.first >= hi) right.blocks.push_back(b);
-        it = ranges.emplace(right.start, std::move(right)).first;
-        ++it;
-      }
-    }
-  }
-};
-
-bool is_alloc_event(Action a) {
-  return a == Action::Alloc || a == Action::FreeRequested || a == Action::FreeCompleted;
 }
 
 }  // namespace
 
-Config Config::from(const Snapshot& snap) {
-  Config c;
-  const PyValue* st = snap.top("allocator_settings");
-  if (!st) return c;
-  if (const PyValue* v = st->get("max_split_size"); v && v->kind == PyValue::Kind::Int && v->i > 0)
-    c.max_split_size = v->i;
-  if (const PyValue* v = st->get("expandable_segments"); v && v->kind == PyValue::Kind::Bool)
-    c.expandable_segments = v->b;
-  if (const PyValue* v = st->get("roundup_power2_divisions"); v && v->kind == PyValue::Kind::Dict)
-    for (size_t i = 0; i + 1 < v->items.size(); i += 2) {
-      const PyValue &k = v->items[i], &val = v->items[i + 1];
-      if (k.kind != PyValue::Kind::Str || val.kind != PyValue::Kind::Int) continue;
-      int64_t mib = 0;
-      for (char ch : k.s) mib = ch >= '0' && ch <= '9' ? mib * 10 + (ch - '0') : -1;
-      if (mib <= 0 || !std::has_single_bit(static_cast<uint64_t>(mib))) continue;
-      size_t idx = static_cast<size_t>(std::countr_zero(static_cast<uint64_t>(mib)));
-      if (idx < std::size(c.divisions)) c.divisions[idx] = val.i;
-    }
-  return c;
-}
-
-int64_t Config::round_size(int64_t size) const {
-  if (size < kMinBlock) return kMinBlock;
-  auto u = static_cast<uint64_t>(size);
-  // Intervals start at 1 MiB (index 0) and end at 64 GiB.
-  int log = std::bit_width(u) - 1;
-  size_t idx = static_cast<size_t>(std::clamp(log - 20, 0, 16));
-  int64_t div = divisions[idx];
-  if (div > 1 && size > kMinBlock * div) {
-    if (std::has_single_bit(u)) return size;
-    uint64_t floor = std::bit_floor(u);
-    uint64_t step = floor >> (std::bit_width(static_cast<uint64_t>(div)) - 1);
-    if (step == 0) return static_cast<int64_t>(floor << 1);
-    uint64_t down = u & ~(step - 1);
-    return static_cast<int64_t>(down == u ? u : down + step);
-  }
-  return (size + kMinBlock - 1) / kMinBlock * kMinBlock;
-}
-
-Result run(const Snapshot& snap, size_t device, const Config& cfg) {
+Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg) {
   Result res;
   const TraceTable& t = snap.trace;
-  uint32_t begin = 0, end = 0;
-  if (device < snap.device_count()) std::tie(begin, end) = snap.device_rows(device);
-  auto dev = static_cast<int64_t>(device);
-
-  // The segments at the start: those of the snapshot with the trace's
-  // segment events undone, newest first.
-  Segments segs;
-  struct FinalBlock {
-    int64_t size, requested;
-    StackId stack;
-    bool pending;
-  };
-  std::unordered_map<int64_t, FinalBlock> final_live;
-  for (const Segment& s : snap.segments) {
-    if (s.device != dev) continue;
-    segs.add(s.address, s.total_size, snap.str(s.segment_type) == "small", s.is_expandable);
-    for (const Block& b : snap.segment_blocks(s))
-      if (b.state == BlockState::ActiveAllocated || b.state == BlockState::ActivePendingFree)
-        final_live[b.address] = {b.size, b.requested_size, b.stack,
-                                 b.state == BlockState::ActivePendingFree};
-  }
-  for (uint32_t r = end; r-- > begin;) {
-    int64_t a = t.addr[r], sz = t.size[r];
-    switch (t.action[r]) {
-      case Action::SegmentAlloc:
-        segs.remove(a, sz);
-        break;
-      case Action::SegmentFree:
-        segs.add(a, sz, sz == kSmallSegment, false);
-        break;
-      case Action::SegmentMap:
-        segs.remove(a, sz);
-        break;
-      case Action::SegmentUnmap:
-        segs.add(a, sz, false, true);
-        break;
-      default:
-        break;
-    }
-  }
-  res.start.reserved = segs.total;
-
-  // Blocks live at the start: the first event of their address is a free,
-  // or no event touches a block live at the snapshot.
-  struct First {
-    Action action;
-    uint32_t row;
-  };
-  AddressMap<First> first;
-  size_t allocs = 0;
-  for (uint32_t r = begin; r < end; ++r) {
-    Action a = t.action[r];
-    if (!is_alloc_event(a)) continue;
-    allocs += a == Action::Alloc;
-    if (!first.find(t.addr[r])) first[t.addr[r]] = {a, r};
-  }
-  std::vector<Lifetime> initial;
-  first.for_each([&](int64_t addr, const First& f) {
-    if (f.action == Action::Alloc) return;
-    Lifetime l;
-    l.address = addr;
-    l.requested = t.size[f.row];
-    l.size = cfg.round_size(l.requested);  // estimated: its allocation is not in the trace
-    if (f.action == Action::FreeCompleted) l.free_requested = Lifetime::kBefore;  // pending
-    ++res.estimated_blocks;
-    initial.push_back(l);
+  alloc::TraceStart ts = alloc::trace_start(snap, device, cfg, 0);
+  alloc::CachingAllocator a(cfg, /*index_free=*/false, /*index_starts=*/true);
+  res.blocks.reserve(ts.live.size() + ts.allocs);
+  std::vector<uint32_t> block_of(ts.requests, kNone);  // request -> its block while live
+  alloc::load_start(a, snap, ts, [&](uint32_t b, const alloc::TraceStart::Live& l) {
+    block_of[l.request] = b;
+    Lifetime lt;
+    lt.address = l.addr;
+    lt.size = l.size;
+    lt.requested = l.requested;
+    lt.stack = l.stack;
+    if (l.pending) lt.free_requested = Lifetime::kBefore;
+    a.blocks[b].tag = static_cast<uint32_t>(res.blocks.size());
+    res.blocks.push_back(lt);
   });
-  for (const auto& [addr, fb] : final_live) {
-    if (first.find(addr)) continue;
-    Lifetime l;
-    l.address = addr;
-    l.size = fb.size;
-    l.requested = fb.requested;
-    l.stack = fb.stack;
-    if (fb.pending) l.free_requested = Lifetime::kBefore;
-    initial.push_back(l);
-  }
-  std::sort(initial.begin(), initial.end(),
-            [](const Lifetime& x, const Lifetime& y) { return x.address < y.address; });
-  res.blocks.reserve(initial.size() + allocs);
-  AddressMap<uint32_t> live;  // address -> index into res.blocks
-  for (const Lifetime& l : initial) {
-    if (Range* rg = segs.find(l.address)) rg->blocks.emplace_back(l.address, l.size);
-    live[l.address] = static_cast<uint32_t>(res.blocks.size());
-    res.blocks.push_back(l);
-    res.start.active += l.size;
-    res.start.requested += l.requested;
-    if (l.free_requested != Lifetime::kBefore) res.start.allocated += l.size;
-  }
-  for (auto& [start, rg] : segs.ranges) std::sort(rg.blocks.begin(), rg.blocks.end());
+  res.estimated_blocks = ts.estimated;
+  res.start = a.now;
 
-  Counters cur = res.start;
-  res.peak = cur;
-  auto remove_block = [&](int64_t addr) {
-    Range* rg = segs.find(addr);
-    if (!rg) return;
-    auto it =
-        std::lower_bound(rg->blocks.begin(), rg->blocks.end(), std::make_pair(addr, INT64_MIN));
-    if (it != rg->blocks.end() && it->first == addr) rg->blocks.erase(it);
+  // Ends a block's life in the record (its allocated bytes stop at
+  // `ev`; free_completed: its active bytes too).
+  auto end_life = [&](uint32_t b, int32_t ev, bool completed) {
+    Lifetime& l = res.blocks[a.blocks[b].tag];
+    if (l.free_requested == Lifetime::kNever) l.free_requested = ev;
+    if (completed) {
+      l.freed = true;
+      a.free_block(b);
+    } else {
+      a.free_requested(b);
+    }
   };
-  for (uint32_t r = begin; r < end; ++r) {
-    auto ev = static_cast<int32_t>(r - begin);
-    int64_t a = t.addr[r], sz = t.size[r];
+  for (uint32_t r = ts.begin; r < ts.end; ++r) {
+    auto ev = static_cast<int32_t>(r - ts.begin);
+    int64_t addr = t.addr[r], sz = t.size[r];
     switch (t.action[r]) {
       case Action::Alloc: {
-        int64_t rounded = cfg.round_size(sz), size = rounded;
-        Range* rg = segs.find(a);
-        bool placed = false;
-        if (rg) {
-          auto& bl = rg->blocks;
-          auto it = std::lower_bound(bl.begin(), bl.end(), std::make_pair(a, INT64_MIN));
-          int64_t prev_end =
-              it == bl.begin() ? rg->start : std::prev(it)->first + std::prev(it)->second;
-          int64_t next = it == bl.end() ? rg->end() : it->first;
-          int64_t free_block = next - a;
-          if (prev_end <= a && free_block >= rounded) {
-            int64_t remaining = free_block - rounded;
-            bool small = rounded <= kSmallSize;
-            bool split = small || cfg.expandable_segments
-                             ? remaining >= kMinBlock
-                             : rounded < cfg.max_split_size && remaining > kSmallSize;
-            size = split ? rounded : free_block;
-            placed = prev_end == a;
-            bl.insert(it, {a, size});
-          }
-        }
-        if (!placed) ++res.unplaced_allocs;
-        if (uint32_t* old = live.find(a)) {
-          // A block we thought live is taken again: the state was off.
-          Lifetime& o = res.blocks[*old];
-          if (o.free_requested == Lifetime::kNever) {
-            o.free_requested = ev;
-            cur.allocated -= o.size;
-          }
-          o.freed = true;
-          cur.active -= o.size;
-          cur.requested -= o.requested;
+        if (uint32_t old = a.starting_at(addr);
+            old != kNone && (a.blocks[old].allocated || a.blocks[old].pending))
+          end_life(old, ev, true);  // a block we thought live is taken again: the state was off
+        int64_t rounded = alloc::round_size(cfg, sz);
+        uint32_t b = free_block_for(a, addr, rounded);
+        if (b != kNone) {
+          const Block& x = a.blocks[b];
+          bool split = alloc::should_split(cfg, a.pools[x.pool].small, x.size, rounded);
+          b = a.carve(b, rounded, sz, split);
+        } else {
+          ++res.unplaced_allocs;
+          b = a.add_detached(addr, rounded, sz, ts.rank(t.stream[r]));
         }
         Lifetime l;
-        l.address = a;
-        l.size = size;
+        l.address = addr;
+        l.size = a.blocks[b].size;
         l.requested = sz;
         l.stack = t.stack[r];
         l.alloc_event = ev;
-        live[a] = static_cast<uint32_t>(res.blocks.size());
+        a.blocks[b].tag = static_cast<uint32_t>(res.blocks.size());
         res.blocks.push_back(l);
-        cur.allocated += size;
-        cur.active += size;
-        cur.requested += sz;
+        block_of[ts.request[ev]] = b;
         break;
       }
       case Action::FreeRequested:
       case Action::FreeCompleted: {
-        uint32_t* idx = live.find(a);
-        if (!idx) break;
-        Lifetime& l = res.blocks[*idx];
-        if (l.free_requested == Lifetime::kNever) {
-          l.free_requested = ev;
-          cur.allocated -= l.size;
-        }
-        if (t.action[r] == Action::FreeCompleted) {
-          l.freed = true;
-          cur.active -= l.size;
-          cur.requested -= l.requested;
-          remove_block(a);
-          live.erase(a);
-        }
+        uint32_t q = ts.request[ev], b = q == ts.kNoRequest ? kNone : block_of[q];
+        if (b == kNone) break;
+        const Block& x = a.blocks[b];
+        if (!x.used || x.addr != addr || !(x.allocated || x.pending)) break;
+        bool completed = t.action[r] == Action::FreeCompleted;
+        if (completed) block_of[q] = kNone;
+        end_life(b, ev, completed);
         break;
       }
       case Action::SegmentAlloc:
-        segs.add(a, sz, sz == kSmallSegment, false);
-        break;
-      case Action::SegmentMap:
-        segs.add(a, sz, false, true);
+        a.add_segment(addr, sz, ts.pool_of(a, addr, sz, false), ts.rank(t.stream[r]));
         break;
       case Action::SegmentFree:
-      case Action::SegmentUnmap:
-        segs.remove(a, sz);
+        free_segment(a, addr, sz);
         break;
-      case Action::Oom: {
-        OomState o;
-        o.event = ev;
-        o.at = cur;
-        o.at.reserved = segs.total;
-        for (const auto& entry : segs.ranges) {
-          const Range& rg = entry.second;
-          int64_t pos = rg.start;
-          auto gap = [&](int64_t until) {
-            int64_t g = until - pos;
-            if (g <= 0) return;
-            o.free.bytes += g;
-            ++o.free.blocks;
-            (rg.small ? o.free.small_bytes : o.free.large_bytes) += g;
-            int64_t& largest = rg.small ? o.free.largest_small : o.free.largest_large;
-            largest = std::max(largest, g);
-          };
-          for (auto [addr, size] : rg.blocks) {
-            gap(addr);
-            pos = std::max(pos, addr + size);
-          }
-          gap(rg.end());
-          if (rg.blocks.empty() && !rg.expandable) o.free.releasable += rg.size;
-        }
-        res.ooms.push_back(o);
+      case Action::SegmentMap: {
+        uint16_t pool = ts.pool_of(a, addr, sz, true), stream = ts.rank(t.stream[r]);
+        uint32_t u = a.unmapped_at(pool, stream, addr);
+        if (u != kNone && addr + sz <= a.blocks[u].addr + a.blocks[u].size)
+          a.map(u, addr, sz);
+        else
+          a.add_segment(addr, sz, pool, stream);
         break;
       }
+      case Action::SegmentUnmap: {
+        uint32_t b = a.space_block_at(addr);
+        if (b != kNone && a.blocks[b].mergeable() && a.blocks[b].mapped &&
+            addr + sz <= a.blocks[b].addr + a.blocks[b].size)
+          a.unmap(b, addr, sz);
+        else
+          free_segment(a, addr, sz);
+        break;
+      }
+      case Action::Oom:
+        res.ooms.push_back({ev, a.now, a.free_space()});
+        break;
       default:
         break;
     }
-    cur.reserved = segs.total;
-    if (cur.allocated > res.peak.allocated) {
-      res.peak.allocated = cur.allocated;
-      res.peak_allocated_event = ev;
-    }
-    if (cur.active > res.peak.active) {
-      res.peak.active = cur.active;
-      res.peak_active_event = ev;
-    }
-    if (cur.reserved > res.peak.reserved) {
-      res.peak.reserved = cur.reserved;
-      res.peak_reserved_event = ev;
-    }
-    res.peak.requested = std::max(res.peak.requested, cur.requested);
+    a.observe(ev);
   }
-  res.end = cur;
-  for (const auto& [addr, fb] : final_live) {
-    uint32_t* idx = live.find(addr);
-    if (!idx || res.blocks[*idx].size != fb.size) ++res.size_mismatches;
+  res.end = a.now;
+  res.peak = a.peak;
+  res.peak.requested = a.peak_requested;
+  res.peak_allocated_event = a.peak_allocated_event;
+  res.peak_active_event = a.peak_active_event;
+  res.peak_reserved_event = a.peak_reserved_event;
+  for (const auto& [addr, fb] : ts.final_live) {
+    uint32_t b = a.starting_at(addr);
+    if (b == kNone || !(a.blocks[b].allocated || a.blocks[b].pending) ||
+        a.blocks[b].size != fb.size)
+      ++res.size_mismatches;
   }
   return res;
 }

@@ -3,31 +3,24 @@
 // so that its counters are torch's own: allocated_bytes (a block counts from
 // its alloc until free_requested, by block size), active_bytes (until
 // free_completed), requested_bytes (requested sizes, until free_completed)
-// and reserved_bytes (segment sizes). A trace entry holds
-// the requested size only; the block's size comes from torch's rounding and
-// split rule applied to the free block the request was carved from.
-// See docs/summary.md ("torch's numbers").
+// and reserved_bytes (segment sizes). A trace entry holds the requested size
+// only; the block's size comes from torch's rounding and split rules
+// (alloc_rules.h) applied to the free block at the recorded address. The
+// replay is the simulation (simulate.h) with every decision taken from the
+// record: both move one CachingAllocator. See docs/summary.md ("torch's
+// numbers").
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "analysis/caching_allocator.h"
 #include "memsight/snapshot.h"
 
 namespace memsight::replay {
 
-// The allocator settings that decide block sizes (allocator_settings).
-struct Config {
-  int64_t max_split_size = INT64_MAX;
-  bool expandable_segments = false;
-  int64_t divisions[17] = {};  // roundup_power2_divisions per power-of-two interval from 1 MiB
-  static Config from(const Snapshot& snap);
-  int64_t round_size(int64_t requested) const;
-};
-
-struct Counters {
-  int64_t allocated = 0, active = 0, reserved = 0, requested = 0;
-};
+using Counters = alloc::Counters;
+using FreeSpace = alloc::FreeSpace;
 
 // A block's life in the trace. Event indices are within the device's trace;
 // kBefore: live when the trace began; kNever: not freed in it. Kept small:
@@ -41,14 +34,6 @@ struct Lifetime {
   int32_t alloc_event = kBefore;
   int32_t free_requested = kNever;  // allocated bytes stop counting here
   bool freed = false;               // free_completed seen: active bytes stopped
-};
-
-// Free memory inside the allocator's segments at one moment.
-struct FreeSpace {
-  int64_t bytes = 0, blocks = 0;
-  int64_t largest_small = 0, largest_large = 0;  // largest free block per pool
-  int64_t small_bytes = 0, large_bytes = 0;
-  int64_t releasable = 0;  // bytes in segments with nothing live (empty_cache frees them)
 };
 
 struct OomState {
@@ -71,6 +56,6 @@ struct Result {
   int64_t size_mismatches = 0;
 };
 
-Result run(const Snapshot& snap, size_t device, const Config& cfg);
+Result run(const Snapshot& snap, size_t device, const alloc::Settings& settings);
 
 }  // namespace memsight::replay

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "analysis/classify.h"
 #include "analysis/oom_diagnosis.h"
 #include "analysis/replay.h"
 #include "analysis/sites.h"
 #include "analysis/summary_json.h"
+#include "analysis/whatif.h"
 
 namespace memsight {
 namespace {
@@ -87,8 +89,9 @@ void device_memory(const Snapshot& snap, int device, int64_t& total, int64_t& li
 struct DeviceInputs {
   const Snapshot& snap;
   const FrameClassifier& fc;
-  const replay::Config& cfg;
+  const alloc::Settings& cfg;
   std::pair<bool, bool> overflow;  // overflow_flag(): known, overflowed
+  const std::vector<StorageTag>& tags;
 };
 
 // Peaks (and when), history, exactness, the live sites at the allocated peak
@@ -125,8 +128,8 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
 
 // One report per OOM of the device's replay: the allocator's state then, its
 // causes and remedies.
-std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result& rr, uint32_t begin,
-                                   int device) {
+std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result& rr,
+                                   const BlockCategories& bc, uint32_t begin, int device) {
   const TraceTable& t = in.snap.trace;
   int64_t total = -1, limit = -1;
   device_memory(in.snap, device, total, limit);
@@ -145,7 +148,7 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     o.reserved = st.at.reserved;
     o.cached_free = std::max<int64_t>(0, st.at.reserved - st.at.active);
     o.largest_free = std::max(st.free.largest_small, st.free.largest_large);
-    bool small = in.cfg.round_size(o.requested) <= (1 << 20);
+    bool small = alloc::small_request(alloc::round_size(in.cfg, o.requested));
     o.pool = small ? "small" : "large";
     o.largest_free_pool = small ? st.free.largest_small : st.free.largest_large;
     o.releasable = st.free.releasable;
@@ -154,6 +157,14 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     // The live site that holds most at the OOM: what to checkpoint or shrink.
     SiteGroups at = group_sites(in.fc, rr, st.event, 1);
     diagnose_oom(o, at.sites.empty() ? SiteStat{} : at.sites.front(), in.cfg.expandable_segments);
+    // What kind of memory held it; when the verdict is demand, that is the
+    // first thing to change.
+    o.categories = view_at(bc, rr, st.event);
+    std::vector<std::string> more = category_remedies(o.categories);
+    if (o.verdict == "demand")
+      o.remedies.insert(o.remedies.begin(), more.begin(), more.end());
+    else if (std::find(o.causes.begin(), o.causes.end(), "demand") != o.causes.end())
+      o.remedies.insert(o.remedies.end(), more.begin(), more.end());
     out.push_back(std::move(o));
   }
   return out;
@@ -168,7 +179,12 @@ DeviceSummary summarize_device(const DeviceInputs& in, size_t d) {
   state_at_snapshot(in.snap, ds);
   replay::Result rr = replay::run(in.snap, d, in.cfg);
   peaks_and_sites(in, rr, begin, ds);
-  ds.ooms = oom_reports(in, rr, begin, ds.device);
+  BlockCategories bc = classify_blocks(in.snap, d, rr, in.tags);
+  ds.category_sources = bc.sources;
+  ds.categories_peak = view_at(bc, rr, ds.peak_allocated_event);
+  ds.categories_now = view_at(bc, rr, static_cast<int64_t>(ds.entries) - 1);
+  ds.ooms = oom_reports(in, rr, bc, begin, ds.device);
+  if (!ds.ooms.empty()) whatif::cite_simulation(in.snap, d, ds.ooms);
   return ds;
 }
 
@@ -182,8 +198,10 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && s.device < 1024) ndev = std::max(ndev, static_cast<size_t>(s.device + 1));
   sum.devices_listed = ndev;
-  replay::Config cfg = replay::Config::from(snap);
-  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap)};
+  sum.input_notes = snapshot_input_notes(snap);
+  alloc::Settings cfg = alloc::Settings::recorded(snap);
+  const std::vector<StorageTag> tags = read_tags(snap);
+  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags};
   // Devices are alike when their JSON (device number aside) and the time of
   // their first entry (from which the text counts) are the same; each group
   // keeps one summary, however many devices the snapshot lists.

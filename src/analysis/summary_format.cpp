@@ -3,6 +3,7 @@
 // JSON number them.
 #include <cstdio>
 
+#include "analysis/classify.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
@@ -10,7 +11,7 @@
 namespace memsight {
 namespace {
 
-std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, int64_t time_us) {
   if (event < 0) return "before the first trace entry";
@@ -133,6 +134,14 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         out += std::string(line) + "allocated before recording began\n";
       }
     }
+    if (d.categories_peak.totals.total() || d.categories_now.totals.total()) {
+      out += "  what kind, at the allocated peak (" + category_sources_text(d.category_sources) +
+             "):\n" + category_text(d.categories_peak, "    ");
+      if (!d.categories_peak.modules.empty())
+        out += "  by module at the allocated peak (each with its submodules):\n" +
+               module_text(d.categories_peak, "    ");
+      out += wrapped("what kind, at the snapshot: " + category_line(d.categories_now), "  ");
+    }
     for (const OomReport& o : d.ooms) {
       out += "  OUT OF MEMORY at trace entry " + std::to_string(o.event) + ": " + o.verdict;
       if (o.causes.size() > 1) {
@@ -141,6 +150,8 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         out += ")";
       }
       out += '\n' + wrapped(o.explanation, "    ");
+      if (o.categories.totals.total())
+        out += wrapped("By kind: " + category_line(o.categories) + ".", "    ");
       if (o.stack) {
         out += "    requested from: " + o.site + '\n';
         if (frames_all) all_frames(out, fc, o.stack, "        ");
@@ -152,7 +163,8 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
     }
     out += '\n';
   }
-  if (out.empty()) return "The snapshot has no segments and no trace: nothing to report.\n";
+  if (out.empty()) out = "The snapshot has no segments and no trace: nothing to report.\n";
+  if (!s.input_notes.empty()) out = s.input_notes.text("input: ") + '\n' + out;
   return out;
 }
 

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "analysis/classify.h"
+#include "memsight/input_limits.h"
 #include "util/escape.h"
 
 namespace memsight {
@@ -18,9 +20,9 @@ void json_stack(std::string& out, const FrameClassifier& fc, StackId stack) {
     if (!first) out += ',';
     first = false;
     out += "{\"name\":";
-    append_json_string(out, shown_text(snap.str(f.name)));
+    append_json_string(out, cut_name(snap.str(f.name)));
     out += ",\"filename\":";
-    append_json_string(out, shown_text(snap.str(f.filename)));
+    append_json_string(out, cut_name(snap.str(f.filename)));
     out += ",\"line\":" + std::to_string(f.line) + ",\"kind\":\"";
     out += frame_kind_name(fc.kind(id));
     out += "\"}";
@@ -102,13 +104,23 @@ void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummar
     append_json_string(out, o.explanation);
     out += ",\"remedies\":";
     json_strings(out, o.remedies);
+    out += ",\"simulated\":";
+    append_json_string(out, o.simulated);
     out += ",\"site\":";
     append_json_string(out, o.site);
     out += ",\"frames\":";
     json_stack(out, fc, o.stack);
+    out += ",\"categories\":";
+    append_category_view_json(out, o.categories);
     out += '}';
   }
-  out += ']';
+  out += "],\"categories\":{\"sources\":";
+  append_category_sources_json(out, d.category_sources);
+  out += ",\"at_peak\":";
+  append_category_view_json(out, d.categories_peak);
+  out += ",\"at_snapshot\":";
+  append_category_view_json(out, d.categories_now);
+  out += '}';
   if (alike) {
     out += ",\"alike\":[";
     for (size_t i = 0; i < alike->size(); ++i)
@@ -124,6 +136,7 @@ std::string summary_json(const Snapshot& snap, const Summary& s, DeviceListing l
                     ",\"event_numbering\":\"trace entry index within the device's trace\"" +
                     ",\"user_code\":";
   json_strings(out, s.user_code);
+  out += ",\"input_notes\":" + s.input_notes.json();
   out += ",\"devices\":[";
   bool first = true;
   if (listing == DeviceListing::Every) {
@@ -132,6 +145,20 @@ std::string summary_json(const Snapshot& snap, const Summary& s, DeviceListing l
     for (size_t g = 0; g < s.members.size(); ++g)
       for (auto [a, b] : s.members[g])
         for (int d = a; d <= b; ++d) group[static_cast<size_t>(d)] = static_cast<uint32_t>(g);
+    // Room for it all first: each group's JSON is as long for each of its
+    // devices but for the device number's digits (a string that doubles as
+    // it grows would hold up to twice the JSON of 100,000 devices).
+    size_t total = out.size() + s.devices_listed + 4;
+    std::string scratch;
+    for (size_t g = 0; g < s.members.size(); ++g) {
+      scratch.clear();
+      device_json(scratch, fc, s.devices[g]);
+      const size_t digits = std::to_string(s.devices[g].device).size();
+      for (auto [a, b] : s.members[g])
+        for (int d = a; d <= b; ++d) total += scratch.size() - digits + std::to_string(d).size();
+    }
+    std::string().swap(scratch);
+    out.reserve(total);
     DeviceSummary one;
     for (size_t d = 0; d < s.devices_listed; ++d) {
       if (!first) out += ',';

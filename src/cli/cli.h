@@ -3,6 +3,7 @@
 // with progress, writing outputs by extension.
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -42,9 +43,29 @@ void write_stdout(std::string_view content);
 uint64_t parse_size(const std::string& option, const std::string& text);
 bool ends_with(const std::string& s, const std::string& suffix);
 
+// The format an output file's name asks for by its extension (after a
+// compression suffix): "html" (.html, .htm), "svg", "json", "text" (.txt),
+// "folded", "pickle" (.pickle, .pkl); "" for standard output ("-") and for
+// a name without any of these.
+std::string named_format(const std::string& path);
+struct OutputRules {
+  const char* flag = nullptr;  // the option that chose `fallback` ("--json"), if one did
+  bool compressible = false;   // .gz/.zst/.xz allowed (snapshots only)
+};
+// The format `command` writes to `path`: the one of `writes` its name asks
+// for, or `fallback` when it asks for none. Throws Error, before anything is
+// read or written, when the name asks for a format the command does not
+// write (saying which command does), for a compression (only snapshots are
+// compressed; an unknown compression never), or for another format than
+// rules.flag chose.
+std::string output_format(const std::string& command, const std::string& path,
+                          std::initializer_list<std::string_view> writes, std::string_view fallback,
+                          const OutputRules& rules = {});
+
 int cmd_text(const std::string& name, const std::vector<std::string>& argv);
 int cmd_compare(const std::vector<std::string>& argv);
 int cmd_summary(const std::vector<std::string>& argv);
+int cmd_whatif(const std::vector<std::string>& argv);
 int cmd_view(const std::string& name, const std::vector<std::string>& argv);
 int cmd_convert(const std::vector<std::string>& argv);
 int cmd_profile(const std::vector<std::string>& argv);

@@ -10,9 +10,11 @@ int cmd_convert(const std::vector<std::string>& argv) {
   Args a = parse_args(argv, {{"--output", "-o", true}});
   expect_positional(a, 1, "memsight convert SNAPSHOT -o OUT");
   if (!a.has("--output")) throw Error("missing -o OUT");
+  const std::string out = a.get("--output");
+  output_format("convert", out, {"pickle"}, "pickle", {.compressible = true});
   Snapshot snap = load(a.positional[0]);
-  write_snapshot_file(snap, a.get("--output"));
-  std::fprintf(stderr, "wrote %s\n", a.get("--output").c_str());
+  write_snapshot_file(snap, out);
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;
 }
 

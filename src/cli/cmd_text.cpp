@@ -11,12 +11,17 @@ namespace memsight::cli {
 namespace {
 
 // segments/memory/compare: SVG flamegraph by default (as torch), folded text
-// for .folded/.txt names or "-". The frames' kinds colour the SVG only, so
-// they are found only for it (a label per frame).
+// for .folded/.txt names or "-". Checked before the inputs are read.
+std::string flamegraph_format(const std::string& command, const std::string& out) {
+  return out == "-" ? "folded" : output_format(command, out, {"svg", "folded", "text"}, "svg");
+}
+
+// The frames' kinds colour the SVG only, so they are found only for it (a
+// label per frame).
 template <class Kinds>
-void write_flamegraph(const Folded& folded, const std::string& out, const std::string& title,
-                      Kinds kinds) {
-  if (out == "-" || ends_with(out, ".folded") || ends_with(out, ".txt")) {
+void write_flamegraph(const Folded& folded, const std::string& out, const std::string& format,
+                      const std::string& title, Kinds kinds) {
+  if (format != "svg") {
     write_output(out, folded.text);
   } else {
     FlamegraphOptions opts;
@@ -33,17 +38,20 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
   bool graph = name == "segments" || name == "memory";
   Args a = parse_args(argv, {{"--output", "-o", true}});
   expect_positional(a, 1, "memsight " + name + " SNAPSHOT" + (graph ? " [-o output.svg]" : ""));
+  const std::string out = a.get("--output", graph ? "output.svg" : "-");
+  const std::string format =
+      graph ? flamegraph_format(name, out) : output_format(name, out, {"text"}, "text");
   // Only `trace` looks at the trace; the others read segments and blocks.
   Snapshot snap =
       load(a.positional[0], name == "trace" ? ReadScope::Everything : ReadScope::SegmentsOnly);
   if (name == "stats" || name == "trace") {
     std::string text = name == "stats" ? segsum(snap) : trace_text(snap);
     text += '\n';  // torch's CLI print()s the returned string
-    write_output(a.get("--output", "-"), text);
+    write_output(out, text);
     return 0;
   }
   Folded folded = name == "segments" ? folded_segments_lines(snap) : folded_memory_lines(snap);
-  write_flamegraph(folded, a.get("--output", "output.svg"),
+  write_flamegraph(folded, out, format,
                    name == "segments" ? "Segments (reserved memory by segment and stack)"
                                       : "Memory (allocator blocks by stack)",
                    [&](FrameLabelKinds& k) { k.add(snap); });
@@ -53,16 +61,17 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
 int cmd_compare(const std::vector<std::string>& argv) {
   Args a = parse_args(argv, {{"--output", "-o", true}});
   expect_positional(a, 2, "memsight compare BEFORE AFTER [-o output.svg]");
+  const std::string out = a.get("--output", "output.svg");
+  const std::string format = flamegraph_format("compare", out);
   Snapshot before = load(a.positional[0], ReadScope::SegmentsOnly);
   Snapshot after = load(a.positional[1], ReadScope::SegmentsOnly);
   Comparison c = compare(before, after);
-  std::string out = a.get("--output", "output.svg");
   // The set lines go to stdout unless the folded text itself does.
   if (out == "-")
     std::fputs(c.stdout_text.c_str(), stderr);
   else
     write_stdout(c.stdout_text);
-  write_flamegraph(Folded{c.folded, c.folded_lines}, out, "Segments only in one snapshot",
+  write_flamegraph(Folded{c.folded, c.folded_lines}, out, format, "Segments only in one snapshot",
                    [&](FrameLabelKinds& k) {
                      k.add(after);
                      k.add(before);

@@ -6,7 +6,6 @@
 #include "cli/cli.h"
 #include "memsight/error.h"
 #include "memsight/html.h"
-#include "memsight/summary.h"
 
 namespace memsight::cli {
 namespace {
@@ -34,13 +33,18 @@ int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
     throw Error("unknown view '" + opts.view +
                 "' (expected overview, timeline, segments-timeline, state or flamegraph)");
   if (a.has("--device")) {
+    const std::string& d = a.get("--device");
+    size_t used = 0;
     try {
-      opts.device = std::stoi(a.get("--device"));
+      opts.device = std::stoi(d, &used);
     } catch (const std::exception&) {
-      throw Error("--device needs a device number");
     }
+    if (d.empty() || used != d.size() || opts.device < 0)
+      throw Error("--device needs a device number (0, 1, ...), not '" + d + "'");
   }
   const std::string& input = a.positional[0];
+  const std::string out = a.get("--output", default_output(input));
+  output_format(name, out, {"html"}, "html");
   Snapshot snap = load(input);
   opts.source_name = input == "-" ? "<stdin>" : input.substr(input.find_last_of('/') + 1);
   opts.title = opts.source_name + " - memsight";
@@ -48,9 +52,6 @@ int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
   if (input != "-" && ::stat(input.c_str(), &st) == 0)
     opts.source_bytes = static_cast<uint64_t>(st.st_size);
   opts.user_code = UserCode::parse(a.get("--user-code"));
-  opts.summary_json = summary_json(snap, summarize(snap, {.user_code = opts.user_code}),
-                                   DeviceListing::Page);
-  std::string out = a.get("--output", default_output(input));
   write_output(out, render_html(snap, opts));
   if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;

@@ -35,12 +35,17 @@ Commands compatible with `python -m torch.cuda._memory_viz` (same text):
 
 Beyond torch:
   summary SNAP [--json]      torch's peak counters, allocation sites in your
-                             code, fragmentation, out-of-memory causes and fixes
+                             code, what kind of memory by module, fragmentation,
+                             out-of-memory causes and fixes
+  whatif SNAP [--set KEY:VALUE]
+                             the recorded requests through torch's allocator,
+                             simulated under other settings: peak reserved,
+                             fragmentation, whether the OOM still happens
   view SNAP [-o FILE]        self-contained interactive HTML report (offline)
   trace-plot SNAP [-o FILE]  the report, opened on the memory timeline
   segment-plot SNAP [-o FILE]
                              the report, opened on the allocator state history
-  convert SNAP -o OUT        rewrite a snapshot (.gz/.zst names compress)
+  convert SNAP -o OUT        rewrite a snapshot (.gz/.zst/.xz names compress)
   profile TRACE [--json] [-o report.html]
                              torch.profiler Chrome trace: memory and time per step
   profile --timeline TIMELINE -o timeline.html
@@ -48,9 +53,16 @@ Beyond torch:
 
 Options of every command that reads a snapshot:
   --max-expanded SIZE        the most bytes a compressed snapshot may expand
-                             to (8G, 512M, ...). Default: 100 times its
-                             compressed size plus 64 MiB, at most 32 GiB;
-                             past it the read stops with an error.
+                             to (8G, 512M, ...). Default: 100 times the
+                             compressed file's size (on a pipe, of the bytes
+                             read so far) plus 64 MiB, at most 32 GiB; past
+                             it the read stops with an error.
+
+A file given to the wrong command is named with the command that reads it
+(a profiler trace to `summary`, a snapshot to `profile`). An output's format
+follows its name (-o x.json: JSON, -o x.html: a page, -o x.svg: SVG); a name
+asking for a format the command does not write is refused before anything is
+read or written.
 
 Memory stays proportional to the input: a length or count declared inside
 a file never reserves more than the bytes behind it. A FIFO or a terminal
@@ -84,7 +96,10 @@ const char* command_help(const std::string& c) {
            "Per device: peak allocated, active and reserved memory and when they\n"
            "happened (torch's own counters: max_memory_allocated, active_bytes,\n"
            "max_memory_reserved, replayed block by block), the allocation sites live\n"
-           "at the peak, memory allocated before recording began, fragmentation,\n"
+           "at the peak, what kind of memory was allocated (parameters, gradients,\n"
+           "optimizer state, activations, ...: tagged by memsight.torch or inferred)\n"
+           "at the peak, the snapshot and each OOM, by module, memory allocated\n"
+           "before recording began, fragmentation,\n"
            "whether the history is complete, and for every out-of-memory event its\n"
            "cause (fragmentation, a memory limit, other processes, true demand) and\n"
            "what to change. Events are trace entry indices, as `memsight trace` and\n"
@@ -92,11 +107,40 @@ const char* command_help(const std::string& c) {
            "A site is the innermost frame of your own code (not torch, the standard\n"
            "library or installed packages); stacks show your frames first and count\n"
            "the hidden ones.\n"
-           "  --json              machine-readable output (every frame with its kind)\n"
+           "  --json              machine-readable output (every frame with its kind);\n"
+           "                      -o NAME.json writes it too\n"
            "  --frames all        also print every frame of each stack, with its kind\n"
            "  --user-code PATS    comma-separated filename substrings that count as\n"
            "                      your code (e.g. torch/nn/ when debugging torch);\n"
            "                      !PAT takes matching files out of it\n";
+  if (c == "whatif")
+    return "usage: memsight whatif SNAPSHOT [--set KEY:VALUE ...] [--device-memory SIZE]\n"
+           "                       [--memory-fraction F] [--json] [-o FILE]\n\n"
+           "Runs each device's recorded requests (allocations and their sizes and streams,\n"
+           "frees, record_stream's delayed frees, empty_cache calls, CUDA graphs' private\n"
+           "pools) through a simulation of torch's CUDA caching allocator under other\n"
+           "settings, and reports peak reserved memory, what of it sat unused at the peak,\n"
+           "and whether the recorded out-of-memory error still happens or a new one would.\n"
+           "First it checks itself: under the recorded settings the simulation must make\n"
+           "every recorded segment event and reach torch's reserved peak; where it does\n"
+           "not, it says so and by how much.\n"
+           "  --set KEY:VALUE      settings over the recorded ones, as PYTORCH_CUDA_ALLOC_CONF\n"
+           "                       takes them (expandable_segments:True, max_split_size_mb:N,\n"
+           "                       max_non_split_rounding_mb:N, garbage_collection_threshold:F,\n"
+           "                       roundup_power2_divisions:N or [MiB:N,...,>:N]), plus\n"
+           "                       per_process_memory_fraction:F\n"
+           "                       (torch.cuda.set_per_process_memory_fraction) and\n"
+           "                       defaults (torch's defaults first); repeatable.\n"
+           "                       Without --set: a table of standard alternatives by peak\n"
+           "                       reserved, simulated on all cores.\n"
+           "  --device-memory SIZE the device's memory (torch.cuda.mem_get_info()[1]), e.g.\n"
+           "                       80G; by default what the recording says (an OOM's free\n"
+           "                       memory, memsight's OOM observer), else no bound\n"
+           "  --memory-fraction F  the fraction the recorded job passed to\n"
+           "                       torch.cuda.set_per_process_memory_fraction (snapshots do\n"
+           "                       not record it): every simulation's cap; by default one\n"
+           "                       inferred from a recorded OOM under a cap\n"
+           "  --json               machine-readable output\n";
   if (c == "view" || c == "trace-plot" || c == "segment-plot")
     return "usage: memsight view|trace-plot|segment-plot SNAPSHOT [-o FILE] [--view NAME]\n\n"
            "Writes one self-contained HTML file (no network needed) with the memory\n"
@@ -117,8 +161,8 @@ const char* command_help(const std::string& c) {
            "the peak and what allocated most (by op, with the line of your code that\n"
            "called it when the trace has Python stacks), and the ops and kernels that\n"
            "took the most time.\n"
-           "  --json          machine-readable: {\"steps\": [{\"step\": N, \"devices\":\n"
-           "                  {\"cuda:0\": {\"peak_allocated\": B, ...}}, ...}]}\n"
+           "  --json          machine-readable (or -o NAME.json): {\"steps\": [{\"step\": N,\n"
+           "                  \"devices\": {\"cuda:0\": {\"peak_allocated\": B, ...}}, ...}]}\n"
            "  -o FILE.html    a self-contained page: memory curves per device with the\n"
            "                  steps marked, and the tables\n"
            "  --user-code PATS  what counts as your code (as for `summary`)\n"
@@ -130,7 +174,9 @@ const char* command_help(const std::string& c) {
   if (c == "convert")
     return "usage: memsight convert SNAPSHOT -o OUT\n\n"
            "Reads a snapshot and writes it back as a pickle that torch and pickle.load\n"
-           "read; OUT ending in .gz or .zst is compressed.\n";
+           "read; OUT ending in .gz, .zst or .xz is compressed. Another compression\n"
+           "suffix (.bz2, .lz4, ...) or a name of another format (.json, .html) is\n"
+           "refused before the snapshot is read.\n";
   return nullptr;
 }
 
@@ -165,6 +211,7 @@ int run_command(const std::string& cmd, const std::vector<std::string>& rest) {
     return cmd_text(cmd, rest);
   if (cmd == "compare") return cmd_compare(rest);
   if (cmd == "summary") return cmd_summary(rest);
+  if (cmd == "whatif") return cmd_whatif(rest);
   if (cmd == "view" || cmd == "trace-plot" || cmd == "segment-plot") return cmd_view(cmd, rest);
   if (cmd == "profile") return cmd_profile(rest);
   return cmd_convert(rest);

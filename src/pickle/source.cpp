@@ -11,7 +11,10 @@
 #include <zstd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "memsight/error.h"
@@ -124,12 +127,28 @@ class PeekedSource : public ByteSource {
   }
   uint64_t consumed() const override { return inner_->consumed(); }
   uint64_t total() const override { return inner_->total(); }
+  std::string_view compression() const override { return inner_->compression(); }
+  std::string_view head() const override { return head_; }
 
  private:
   std::unique_ptr<ByteSource> inner_;
   std::string head_;
   size_t head_pos_ = 0;
 };
+
+// A stream (a pipe, a decompressor) with its first bytes read ahead, so that
+// they can be looked at (head()) before a reader starts.
+std::unique_ptr<ByteSource> read_ahead(std::unique_ptr<ByteSource> inner, size_t n) {
+  std::string head(n, '\0');
+  size_t got = 0;
+  while (got < n) {
+    size_t k = inner->read(head.data() + got, n - got);
+    if (k == 0) break;
+    got += k;
+  }
+  head.resize(got);
+  return std::make_unique<PeekedSource>(std::move(inner), std::move(head));
+}
 
 constexpr size_t kInChunk = 1 << 18;
 
@@ -265,8 +284,9 @@ class XzSource : public ByteSource {
 #endif
 
 // Stops a decompressor whose output runs far past its input: a few bytes
-// of gzip or zstd can claim gigabytes. The limit grows with the compressed
-// bytes read so far, so a stream is judged before it has been read whole.
+// of gzip or zstd can claim gigabytes. The limit is 100 times the compressed
+// file's size plus 64 MiB; on a pipe, whose size is unknown, it grows with
+// the compressed bytes read so far, so a stream is judged as it arrives.
 // Per thread: a read runs on its caller's thread (helper threads only ever
 // see mapped, uncompressed input), and Python may read in several threads.
 thread_local uint64_t t_max_expanded = 0;
@@ -294,47 +314,75 @@ class ExpansionLimit : public ByteSource {
  private:
   uint64_t limit() const {
     if (t_max_expanded) return t_max_expanded;
-    return std::min(kDefaultMaxExpanded,
-                    kExpansionAllowance + kExpansionRatio * inner_->consumed());
+    return std::min(kDefaultMaxExpanded, kExpansionAllowance + kExpansionRatio * compressed());
   }
+  // The compressed size the limit is computed from: the file's, else what has arrived.
+  uint64_t compressed() const {
+    return inner_->total() ? inner_->total() : inner_->consumed();
+  }
+  // Says which limit stopped the read, with the numbers it was computed from.
   [[noreturn]] void fail() const {
-    bool custom = t_max_expanded != 0;
-    throw Error(std::string(inner_->compression()) + ": the input expands to more than " +
-                std::to_string(out_ - 1) + " bytes" +
-                (custom ? std::string(", the --max-expanded limit")
-                        : " (over " + std::to_string(kExpansionRatio) +
-                              " times its compressed size plus 64 MiB, or 32 GiB)") +
-                "; --max-expanded SIZE allows more");
+    uint64_t lim = limit(), read = compressed();
+    std::string why;
+    if (t_max_expanded)
+      why = "the --max-expanded limit";
+    else if (lim == kDefaultMaxExpanded)
+      why = "the most any compressed input may expand to without --max-expanded";
+    else if (inner_->total())
+      why = "the limit for " + sized(read) + " of compressed file: " +
+            std::to_string(kExpansionRatio) + " times its size plus 64 MiB, at most 32 GiB";
+    else
+      why = "the limit after " + sized(read) +
+            " of compressed input: " + std::to_string(kExpansionRatio) +
+            " times the compressed bytes read so far plus 64 MiB, at most 32 GiB";
+    throw Error(std::string(inner_->compression()) + ": the input expands past " + sized(lim) +
+                ", " + why + "; --max-expanded SIZE allows more");
+  }
+  // "119538264 bytes (114.0 MiB)"
+  static std::string sized(uint64_t n) {
+    char b[64];
+    double v = static_cast<double>(n);
+    const char* unit = v >= 1073741824.0 ? "GiB" : v >= 1048576.0 ? "MiB" : "KiB";
+    double div = v >= 1073741824.0 ? 1073741824.0 : v >= 1048576.0 ? 1048576.0 : 1024.0;
+    std::snprintf(b, sizeof b, "%llu bytes (%.1f %s)", static_cast<unsigned long long>(n), v / div,
+                  unit);
+    return b;
   }
   std::unique_ptr<ByteSource> inner_;
   uint64_t out_ = 0;
 };
 
+// The compression whose magic number the bytes start with: "gzip", "zstd",
+// "xz" or "".
+std::string_view magic(std::string_view d) {
+  if (d.starts_with("\x1f\x8b")) return "gzip";
+  if (d.starts_with("\x28\xb5\x2f\xfd")) return "zstd";
+  if (d.starts_with(std::string_view("\xfd"
+                                     "7zXZ\0",
+                                     6)))
+    return "xz";
+  return "";
+}
+
+bool is_compressed(std::string_view d) { return !magic(d).empty(); }
+
+// A source over the raw bytes that decompresses them when they are gzip,
+// zstd or xz, with its first bytes read ahead (head()).
 std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
-  char head[6];
-  size_t got = 0;
-  while (got < sizeof head) {
-    size_t k = raw->read(head + got, sizeof head - got);
-    if (k == 0) break;
-    got += k;
-  }
-  auto src = std::make_unique<PeekedSource>(std::move(raw), std::string(head, got));
-  auto u = [&](size_t i) { return static_cast<unsigned char>(head[i]); };
-  if (got >= 2 && u(0) == 0x1f && u(1) == 0x8b)
-    return std::make_unique<ExpansionLimit>(std::make_unique<GzipSource>(std::move(src)));
-  if (got >= 4 && u(0) == 0x28 && u(1) == 0xb5 && u(2) == 0x2f && u(3) == 0xfd)
-    return std::make_unique<ExpansionLimit>(std::make_unique<ZstdSource>(std::move(src)));
-  if (got >= 6 && std::memcmp(head,
-                              "\xfd"
-                              "7zXZ\0",
-                              6) == 0) {
+  std::unique_ptr<ByteSource> src = read_ahead(std::move(raw), 6);
+  std::string_view method = magic(src->head());
+  if (method == "gzip")
+    src = std::make_unique<ExpansionLimit>(std::make_unique<GzipSource>(std::move(src)));
+  else if (method == "zstd")
+    src = std::make_unique<ExpansionLimit>(std::make_unique<ZstdSource>(std::move(src)));
+  else if (method == "xz") {
 #ifdef MEMSIGHT_HAVE_LZMA
-    return std::make_unique<ExpansionLimit>(std::make_unique<XzSource>(std::move(src)));
+    src = std::make_unique<ExpansionLimit>(std::make_unique<XzSource>(std::move(src)));
 #else
     throw Error("xz-compressed input: this memsight was built without liblzma");
 #endif
   }
-  return src;
+  return read_ahead(std::move(src), ByteSource::kHeadBytes);
 }
 
 }  // namespace
@@ -352,12 +400,7 @@ std::unique_ptr<ByteSource> open_source(const std::string& path) {
   }
   if (S_ISREG(st.st_mode) && st.st_size > 0) {
     auto mapped = std::make_unique<MappedSource>(fd, static_cast<size_t>(st.st_size));
-    std::string_view head = mapped->mapped().substr(0, 6);
-    auto u = [&](size_t i) { return static_cast<unsigned char>(head[i]); };
-    bool compressed = (head.size() >= 2 && u(0) == 0x1f && u(1) == 0x8b) ||
-                      (head.size() >= 4 && u(0) == 0x28 && u(1) == 0xb5) ||
-                      (head.size() >= 6 && u(0) == 0xfd && head.substr(1, 4) == "7zXZ");
-    if (!compressed) return mapped;
+    if (!is_compressed(mapped->mapped())) return mapped;
     return wrap(std::move(mapped));
   }
   return wrap(std::make_unique<RawSource>(fd, static_cast<uint64_t>(st.st_size)));
@@ -389,9 +432,8 @@ class ViewSource : public ByteSource {
 };
 
 std::unique_ptr<ByteSource> memory_source(std::string_view data) {
-  auto src = wrap(std::make_unique<RawSource>(data));
-  if (src->compression().empty() && !data.empty()) return std::make_unique<ViewSource>(data);
-  return src;
+  if (!data.empty() && !is_compressed(data)) return std::make_unique<ViewSource>(data);
+  return wrap(std::make_unique<RawSource>(data));
 }
 
 std::string compress(std::string_view data, std::string_view method) {
@@ -417,7 +459,67 @@ std::string compress(std::string_view data, std::string_view method) {
     out.resize(zs.total_out);
     return out;
   }
+  if (method == "xz") {
+#ifdef MEMSIGHT_HAVE_LZMA
+    // xz's default level (6), as `xz` writes: snapshots shrink 10-30 times.
+    std::string out(lzma_stream_buffer_bound(data.size()), '\0');
+    size_t pos = 0;
+    lzma_ret r = lzma_easy_buffer_encode(6, LZMA_CHECK_CRC64, nullptr,
+                                         reinterpret_cast<const uint8_t*>(data.data()), data.size(),
+                                         reinterpret_cast<uint8_t*>(out.data()), &pos, out.size());
+    if (r != LZMA_OK) throw Error("xz: compression failed");
+    out.resize(pos);
+    return out;
+#else
+    throw Error("xz output: this memsight was built without liblzma");
+#endif
+  }
   throw Error("unknown compression: " + std::string(method));
+}
+
+namespace {
+struct Suffix {
+  const char* suffix;
+  const char* method;  // nullptr: a compression memsight does not write
+};
+constexpr Suffix kSuffixes[] = {
+    {".gz", "gzip"},   {".zst", "zstd"},   {".zstd", "zstd"}, {".xz", "xz"},
+    {".bz2", nullptr}, {".lz4", nullptr},  {".zip", nullptr}, {".7z", nullptr},
+    {".br", nullptr},  {".lzma", nullptr}, {".lz", nullptr},  {".Z", nullptr},
+};
+const Suffix* suffix_of(std::string_view path) {
+  for (const Suffix& s : kSuffixes)
+    if (path.ends_with(s.suffix) && path.size() > std::strlen(s.suffix)) return &s;
+  return nullptr;
+}
+}  // namespace
+
+std::string compression_for_name(std::string_view path) {
+  const Suffix* s = suffix_of(path);
+  if (!s) return "";
+  if (!s->method)
+    throw Error(std::string(path) + ": memsight does not write " + (s->suffix + 1) +
+                " files; name it .gz, .zst or .xz to compress, or leave the suffix out");
+  return s->method;
+}
+
+std::string_view without_compression_suffix(std::string_view path) {
+  const Suffix* s = suffix_of(path);
+  return s ? path.substr(0, path.size() - std::strlen(s->suffix)) : path;
+}
+
+std::string input_name(const std::string& path) { return path == "-" ? "standard input" : path; }
+
+void rethrow_named(const std::string& path) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    throw Error(input_name(path) + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error(input_name(path) + ": out of memory while reading it");
+  } catch (const std::length_error& e) {
+    throw Error(input_name(path) + ": " + e.what());
+  }
 }
 
 }  // namespace memsight

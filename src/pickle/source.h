@@ -33,6 +33,11 @@ class ByteSource {
   // Copies n bytes at `offset` of a mapped input without touching the
   // mapping (no page comes in); false if out of range or unsupported.
   virtual bool peek_at(uint64_t /*offset*/, void* /*dst*/, size_t /*n*/) const { return false; }
+  // The first kHeadBytes of the input (decompressed), or all of it when
+  // shorter, whatever has been read: what a file is shows in them
+  // (input_kind.h). Sources from open_source and memory_source have them.
+  static constexpr size_t kHeadBytes = 4096;
+  virtual std::string_view head() const { return mapped().substr(0, kHeadBytes); }
 };
 
 // Opens `path` ("-" is standard input) and detects compression.
@@ -40,7 +45,26 @@ std::unique_ptr<ByteSource> open_source(const std::string& path);
 // A source over memory (also decompressing when the bytes are compressed).
 std::unique_ptr<ByteSource> memory_source(std::string_view data);
 
-// Compresses a whole buffer ("gzip" or "zstd").
+// Runs read() and starts any error it throws with the input's name ("-":
+// standard input), as every message about an input does.
+std::string input_name(const std::string& path);
+[[noreturn]] void rethrow_named(const std::string& path);
+template <typename Read>
+auto read_named(const std::string& path, Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (...) {
+    rethrow_named(path);
+  }
+}
+
+// Compresses a whole buffer ("gzip", "zstd" or "xz").
 std::string compress(std::string_view data, std::string_view method);
+// The compression an output file's name asks for: "gzip" (.gz), "zstd"
+// (.zst, .zstd), "xz" (.xz), or "" for none. A suffix of a compression
+// memsight does not write (.bz2, .lz4, .zip, ...) is an Error.
+std::string compression_for_name(std::string_view path);
+// The name without its compression suffix ("x.pickle.gz" -> "x.pickle").
+std::string_view without_compression_suffix(std::string_view path);
 
 }  // namespace memsight

@@ -173,11 +173,16 @@ std::string_view Reader::string_view() {
       // (written so the compiler checks 16+ bytes at a time)
       const auto* u = reinterpret_cast<const unsigned char*>(begin);
       size_t len = static_cast<size_t>(q - begin);
-      unsigned char control = 0;
-      for (size_t k = 0; k < len; ++k) control |= static_cast<unsigned char>(u[k] < 0x20);
+      unsigned char control = 0, high = 0;
+      for (size_t k = 0; k < len; ++k) {
+        control |= static_cast<unsigned char>(u[k] < 0x20);
+        high |= u[k];
+      }
       if (!control) {
+        std::string_view text(begin, len);
+        if (high >= 0x80) check_utf8(text, offset());
         pos_ = static_cast<size_t>(q - data_.data()) + 1;
-        return {begin, static_cast<size_t>(q - begin)};
+        return text;
       }
     }
   }
@@ -185,24 +190,39 @@ std::string_view Reader::string_view() {
   return scratch_;
 }
 
+// JSON text is UTF-8 (RFC 8259), and what is kept must be (the page and
+// the JSON output write it back): a string that is not is an error at its
+// opening quote, byte `at`.
+void Reader::check_utf8(std::string_view text, uint64_t at) const {
+  if (!is_utf8(text, /*surrogates=*/false))
+    throw Error("malformed JSON at byte " + std::to_string(at) +
+                ": the string there is not valid UTF-8 (JSON text must be)");
+}
+
 void Reader::string(std::string& out) {
   expect('"');
   out.clear();
+  const uint64_t start = offset() - 1;  // the opening quote
+  bool high = false;
   for (;;) {
-    size_t start = pos_;
+    size_t from = pos_;
     while (pos_ < data_.size()) {
       char c = data_[pos_];
       if (c == '"' || c == '\\') break;
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
+      high |= static_cast<unsigned char>(c) >= 0x80;
       ++pos_;
     }
-    out.append(data_.data() + start, pos_ - start);
+    out.append(data_.data() + from, pos_ - from);
     if (pos_ >= data_.size()) {  // ran out before the quote: read on
       if (!fill(1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
       continue;
     }
     char c = data_[pos_++];
-    if (c == '"') return;
+    if (c == '"') {
+      if (high) check_utf8(out, start);
+      return;
+    }
     // an escape
     if (!fill(1)) throw Error("truncated JSON at byte " + std::to_string(offset()));
     char e = data_[pos_++];

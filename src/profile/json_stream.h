@@ -83,6 +83,7 @@ class Reader {
   char next_char();              // consumes it
   bool fill(size_t need);        // makes `need` bytes available at pos_; false at the end
   [[noreturn]] void fail(const std::string& what) const;
+  void check_utf8(std::string_view text, uint64_t at) const;
   void expect(char c);
   void literal(std::string_view word);
   void end_of_container(char close);

@@ -8,7 +8,7 @@
 namespace memsight {
 namespace {
 
-std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 std::string ms(double us) {
   char b[32];
@@ -24,9 +24,12 @@ std::string device_name(const ProfileReport& r, int d) {
 }
 
 std::string step_title(const ProfileStep& s) {
-  return s.step < 0
-             ? "Whole trace (no ProfilerStep#N annotations)"
-             : "Step " + std::to_string(s.step) + " (ProfilerStep#" + std::to_string(s.step) + ")";
+  if (s.step < 0) return "Whole trace (no ProfilerStep#N annotations)";
+  std::string n = std::to_string(s.step);
+  std::string out = "Step " + n + " (ProfilerStep#" + n;
+  if (s.occurrences > 1)
+    out += ", occurrence " + std::to_string(s.occurrence) + " of " + std::to_string(s.occurrences);
+  return out + ")";
 }
 
 void op_rows(std::string& out, const std::vector<OpBytes>& rows) {
@@ -48,8 +51,7 @@ void time_rows(std::string& out, const std::vector<NameTime>& rows) {
     char b[64];
     std::snprintf(b, sizeof b, "      %12s %7lld x  ", ms(n.total_us).c_str(),
                   static_cast<long long>(n.count));
-    std::string name = n.name.size() > 120 ? n.name.substr(0, 117) + "..." : n.name;
-    out += b + name + '\n';
+    out += b + cut_name(n.name, 120) + '\n';  // kernel names run long: one line each
   }
 }
 
@@ -93,6 +95,7 @@ std::string profile_text(const ProfileReport& r) {
   std::string out = "torch.profiler trace: " + num(r.events) + " events, " +
                     num(static_cast<int64_t>(r.steps.size())) +
                     (r.steps.size() == 1 ? " step" : " steps") + "\n";
+  out += r.notes.text("  input: ");
   if (!r.has_memory)
     out += "  no [memory] events: record with profile_memory=True to see memory per step\n";
   if (!r.has_stacks)
@@ -127,11 +130,13 @@ std::string profile_text(const ProfileReport& r) {
 std::string profile_json(const ProfileReport& r) {
   std::string out = "{\"events\":" + num(r.events) +
                     ",\"has_memory\":" + (r.has_memory ? "true" : "false") +
-                    ",\"has_stacks\":" + (r.has_stacks ? "true" : "false") + ",\"steps\":[";
+                    ",\"has_stacks\":" + (r.has_stacks ? "true" : "false") +
+                    ",\"input_notes\":" + r.notes.json() + ",\"steps\":[";
   for (size_t i = 0; i < r.steps.size(); ++i) {
     const ProfileStep& s = r.steps[i];
     if (i) out += ',';
     out += "{\"step\":" + (s.step < 0 ? std::string("null") : num(s.step)) +
+           ",\"occurrence\":" + num(s.occurrence) + ",\"occurrences\":" + num(s.occurrences) +
            ",\"ts_us\":" + dbl(s.ts) + ",\"dur_us\":" + dbl(s.dur) + ",\"devices\":{";
     for (size_t k = 0; k < s.devices.size(); ++k) {
       const StepDevice& d = s.devices[k];

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "memsight/error.h"
+#include "memsight/input_limits.h"
 #include "memsight/profile.h"
+#include "pickle/input_kind.h"
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
 #include "profile/json_stream.h"
@@ -42,6 +44,32 @@ int64_t thread_id(json::Reader& r, std::string& tmp) {
   return -2 - static_cast<int64_t>(std::hash<std::string>{}(tmp)&0xFFFFFF);
 }
 
+// Records dropped for a number out of range (memsight/input_limits.h).
+constexpr InputReason kBadTime{"event", "events",
+                               "dropped: a time (ts) that is not a number of magnitude below 2^53 "
+                               "\xC2\xB5s"};
+constexpr InputReason kBadDuration{
+    "event", "events",
+    "dropped: a duration (dur) that is negative, not a number, or 2^53 \xC2\xB5s (285 years) or "
+    "more"};
+constexpr InputReason kBadBytes{
+    "[memory] event", "[memory] events",
+    "dropped: a byte count (Bytes, Total Allocated, Total Reserved) that is not an integer of "
+    "magnitude below 2^53 (8 PiB), or a negative total"};
+constexpr InputReason kBadAddr{"[memory] event", "[memory] events",
+                               "dropped: an address (Addr) that is not an integer in 0..2^64"};
+constexpr InputReason kBadDevice{"[memory] event", "[memory] events",
+                                 "dropped: a CUDA device id outside 0..2^31-1"};
+
+// A number, or `fallback` for anything else (null, a string, an object).
+double number_or(json::Reader& r, double fallback) {
+  if (r.peek() != json::Kind::Number) {
+    r.skip();
+    return fallback;
+  }
+  return r.number();
+}
+
 // A number as an integer, or `fallback` for anything else (null, a string,
 // a number out of int64's range).
 int64_t int_or(json::Reader& r, int64_t fallback) {
@@ -60,8 +88,9 @@ struct Event {
   double ts = 0, dur = 0;
   std::string name;
   // args
-  int64_t py_id = -1, py_parent = -1, correlation = -1, device = -1, device_type = -1;
-  int64_t bytes = 0, addr = 0, total_allocated = 0, total_reserved = 0;
+  int64_t py_id = -1, py_parent = -1, correlation = -1, device_type = -1;
+  // Range-checked when the event is kept (a [memory] event's).
+  double device = -1, bytes = 0, addr = 0, total_allocated = 0, total_reserved = 0;
 };
 
 void read_args(json::Reader& r, Event& e) {
@@ -73,15 +102,15 @@ void read_args(json::Reader& r, Event& e) {
   std::string_view key;
   while (r.next_key_view(key)) {
     if (key == "Total Allocated")
-      e.total_allocated = int_or(r, 0);
+      e.total_allocated = number_or(r, 0);
     else if (key == "Total Reserved")
-      e.total_reserved = int_or(r, 0);
+      e.total_reserved = number_or(r, 0);
     else if (key == "Bytes")
-      e.bytes = int_or(r, 0);
+      e.bytes = number_or(r, 0);
     else if (key == "Addr")
-      e.addr = int_or(r, 0);
+      e.addr = number_or(r, 0);
     else if (key == "Device Id" || key == "device")
-      e.device = int_or(r, -1);
+      e.device = number_or(r, -1);
     else if (key == "Device Type")
       e.device_type = int_or(r, -1);
     else if (key == "Python id")
@@ -117,10 +146,12 @@ void read_event(json::Reader& r, ProfileTrace& t, Event& e, std::string& tmp) {
         break;
       case 'n':
         if (k == "name") {
-          if (r.peek() == json::Kind::String)
-            e.name.assign(r.string_view());
-          else
+          if (r.peek() == json::Kind::String) {
+            e.name = cut_name(r.string_view());
+          } else {
             r.scalar_text(e.name);
+            if (e.name.size() > kNameLimit) e.name = cut_name(e.name);
+          }
           continue;
         }
         break;
@@ -156,6 +187,10 @@ void read_event(json::Reader& r, ProfileTrace& t, Event& e, std::string& tmp) {
   // its steps and ops are plain duration events.
   if (!e.has_cat && e.dur > 0)
     e.cat = e.name.starts_with("ProfilerStep#") ? Cat::Annotation : Cat::CpuOp;
+  if (e.cat == Cat::Other) return;
+  if (!time_ok(e.ts)) return t.notes.add(kBadTime);
+  if (e.cat != Cat::Instant && e.cat != Cat::Launch && !duration_ok(e.dur))
+    return t.notes.add(kBadDuration);
   switch (e.cat) {
     case Cat::CpuOp:
       t.ops.push_back({e.tid, e.ts, e.dur, t.names.intern(e.name)});
@@ -166,15 +201,30 @@ void read_event(json::Reader& r, ProfileTrace& t, Event& e, std::string& tmp) {
     case Cat::Python:
       t.pycalls.push_back({e.tid, e.ts, e.dur, t.names.intern(e.name), e.py_id, e.py_parent});
       break;
-    case Cat::Instant:
-      if (e.name == "[memory]")
-        t.mems.push_back({e.tid, e.ts, e.bytes, e.addr, e.total_allocated, e.total_reserved,
-                          e.device_type == 1 ? static_cast<int>(e.device) : -1});
+    case Cat::Instant: {
+      if (e.name != "[memory]") break;
+      bool cuda = e.device_type == 1;
+      if (!byte_change_ok(e.bytes) || !byte_count_ok(e.total_allocated) ||
+          !byte_count_ok(e.total_reserved))
+        t.notes.add(kBadBytes);
+      else if (!(e.addr >= 0 && e.addr < 18446744073709551616.0) || e.addr != std::floor(e.addr))
+        t.notes.add(kBadAddr);
+      else if (cuda && !(e.device >= 0 && e.device < 2147483648.0))
+        t.notes.add(kBadDevice);
+      else  // an address above 2^63 keeps its bits, as the int64 it is in C++
+        t.mems.push_back({e.tid, e.ts, static_cast<int64_t>(e.bytes),
+                          static_cast<int64_t>(static_cast<uint64_t>(e.addr)),
+                          static_cast<int64_t>(e.total_allocated),
+                          static_cast<int64_t>(e.total_reserved),
+                          cuda ? static_cast<int>(e.device) : -1});
       break;
-    case Cat::Kernel:
-      t.kernels.push_back(
-          {e.ts, e.dur, t.names.intern(e.name), e.correlation, static_cast<int>(e.device)});
+    }
+    case Cat::Kernel: {
+      bool known = e.device >= 0 && e.device < 2147483648.0;
+      t.kernels.push_back({e.ts, e.dur, t.names.intern(e.name), e.correlation,
+                           known ? static_cast<int>(e.device) : -1});
       break;
+    }
     case Cat::Launch:
       if (e.correlation >= 0) t.launches.emplace_back(e.correlation, e.ts);
       break;
@@ -256,6 +306,7 @@ void append(ProfileTrace& t, ProfileTrace&& part) {
   t.mems.insert(t.mems.end(), part.mems.begin(), part.mems.end());
   t.launches.insert(t.launches.end(), part.launches.begin(), part.launches.end());
   t.events += part.events;
+  t.notes.merge(part.notes);
 }
 
 // The event list of a big mapped trace, on several threads: the list is cut
@@ -328,23 +379,20 @@ void read_events(json::Reader& r, ByteSource& src, ProfileTrace& t) {
   }
 }
 
-}  // namespace
-
-ProfileTrace read_profile_trace(const std::string& path) {
-  auto src = open_source(path);
-  json::Reader r(*src);
+ProfileTrace read_trace(ByteSource& src) {
+  json::Reader r(src);
   ProfileTrace t;
   std::string key, tmp;
   bool events = false;
   json::Kind top = r.peek();
   if (top == json::Kind::Array) {  // a bare event list is a valid Chrome trace too
-    read_events(r, *src, t);
+    read_events(r, src, t);
     events = true;
   } else if (top == json::Kind::Object) {
     r.begin_object();
     while (r.next_key(key)) {
       if (key == "traceEvents") {
-        read_events(r, *src, t);
+        read_events(r, src, t);
         events = true;
       } else if (key == "deviceProperties") {
         read_device_properties(r, t, key, tmp);
@@ -370,6 +418,12 @@ ProfileTrace read_profile_trace(const std::string& path) {
   r.finish();
   if (!events) throw Error("not a torch.profiler trace: no traceEvents");
   return t;
+}
+
+}  // namespace
+
+ProfileTrace read_profile_trace(const std::string& path) {
+  return read_named(path, [&] { return read_trace(*open_input(path, InputKind::ProfilerTrace)); });
 }
 
 }  // namespace memsight

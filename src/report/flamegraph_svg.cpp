@@ -51,6 +51,7 @@
 
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
+#include "memsight/input_limits.h"
 #include "memsight/label.h"
 #include "util/escape.h"
 #include "util/lines.h"
@@ -603,10 +604,9 @@ std::string render_samples(std::vector<Sample> samples, const FlamegraphOptions&
     const double x = kPad + static_cast<double>(start) * scale;
     const double y = kTop + n.depth * kRow;
     size_t cps = 0;
-    // A frame name past kShownMax bytes is cut, saying how much (one long
+    // A frame name past kNameLimit bytes is cut, saying how much (one long
     // file name in every frame would otherwise repeat in every node).
-    const std::string name =
-        clean_utf8(n.name.size() > kShownMax ? shown_text(n.name) : std::string(n.name), &cps);
+    const std::string name = clean_utf8(cut_name(n.name), &cps);
     const Rgb c = frame_color(n.name, i == 0, opts.frame_kinds);
 
     body += "<g class=\"f\" data-x=\"";

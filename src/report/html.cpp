@@ -4,9 +4,11 @@
 // and JavaScript (viewer/src, embedded at build time).
 #include "memsight/html.h"
 
+#include <algorithm>
 #include <string>
 
 #include "memsight/error.h"
+#include "memsight/input_limits.h"
 #include "memsight/summary.h"
 #include "report/bundle.h"
 #include "report/page_data.h"
@@ -25,6 +27,90 @@ using report::PageTables;
 using report::PhaseTimer;
 using report::pyvalue_json;
 
+namespace {
+
+// Trace entries and segments per device, over the devices a page knows
+// (annotate's: the traces, and segment devices below 4096; at least one).
+struct DeviceLoad {
+  std::vector<size_t> rows, segments;
+  bool used(size_t d) const { return rows[d] || segments[d]; }
+};
+
+DeviceLoad device_load(const Snapshot& snap) {
+  size_t devices = snap.device_count();
+  for (const Segment& s : snap.segments)
+    if (s.device >= 0 && s.device < 4096) devices = std::max<size_t>(devices, s.device + 1);
+  devices = std::max<size_t>(devices, 1);
+  DeviceLoad load{std::vector<size_t>(devices), std::vector<size_t>(devices)};
+  for (size_t d = 0; d < snap.device_count(); ++d) {
+    auto [begin, end] = snap.device_rows(d);
+    load.rows[d] = end - begin;
+  }
+  for (const Segment& s : snap.segments)
+    if (s.device >= 0 && static_cast<size_t>(s.device) < devices) ++load.segments[s.device];
+  return load;
+}
+
+}  // namespace
+
+std::vector<size_t> page_devices(const Snapshot& snap, int device) {
+  DeviceLoad load = device_load(snap);
+  const size_t n = load.rows.size();
+  if (device >= 0 && static_cast<size_t>(device) >= n)
+    throw Error("device " + std::to_string(device) + " is not in the snapshot: it lists " +
+                (n == 1 ? std::string("device 0") : "devices 0 to " + std::to_string(n - 1)));
+  if (device < -1) throw Error("device " + std::to_string(device) + " is not a device number");
+  // The busiest devices with data, the first one most rows (ties: lower index).
+  std::vector<size_t> used;
+  for (size_t d = 0; d < n; ++d)
+    if (load.used(d)) used.push_back(d);
+  size_t keep = std::min(used.size(), kPageDevices);
+  std::partial_sort(used.begin(), used.begin() + static_cast<ptrdiff_t>(keep), used.end(),
+                    [&](size_t a, size_t b) {
+                      return load.rows[a] != load.rows[b] ? load.rows[a] > load.rows[b] : a < b;
+                    });
+  used.resize(keep);
+  size_t first = device >= 0 ? static_cast<size_t>(device) : used.empty() ? 0 : used.front();
+  std::erase(used, first);
+  if (used.size() == kPageDevices) used.pop_back();  // room for the one asked for
+  std::sort(used.begin(), used.end());
+  used.insert(used.begin(), first);
+  return used;
+}
+
+std::string page_summary_json(const Snapshot& snap, Summary s, std::vector<size_t> devices) {
+  std::sort(devices.begin(), devices.end());
+  // Each group keeps the devices of its that the page holds (a group of
+  // 100,000 alike devices keeps at most kPageDevices); groups with none go.
+  size_t kept = 0;
+  for (size_t g = 0; g < s.devices.size(); ++g) {
+    std::vector<std::pair<int, int>> ranges;
+    for (auto [a, b] : s.members[g])
+      for (auto it = std::lower_bound(devices.begin(), devices.end(), static_cast<size_t>(a));
+           it != devices.end() && *it <= static_cast<size_t>(b); ++it) {
+        const int d = static_cast<int>(*it);
+        if (!ranges.empty() && ranges.back().second == d - 1)
+          ranges.back().second = d;
+        else
+          ranges.emplace_back(d, d);
+      }
+    if (ranges.empty()) continue;
+    if (kept != g) s.devices[kept] = std::move(s.devices[g]);
+    s.devices[kept].device = ranges.front().first;
+    s.members[kept++] = std::move(ranges);
+  }
+  s.devices.resize(kept);
+  s.members.resize(kept);
+  return summary_json(snap, s, DeviceListing::Page);
+}
+
+size_t devices_with_data(const Snapshot& snap) {
+  DeviceLoad load = device_load(snap);
+  size_t n = 0;
+  for (size_t d = 0; d < load.rows.size(); ++d) n += load.used(d);
+  return n;
+}
+
 bool is_html_view(std::string_view v) {
   return v == "overview" || v == "timeline" || v == "segments-timeline" || v == "state" ||
          v == "flamegraph";
@@ -38,34 +124,24 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   std::string title = opts.title.empty() ? "memsight" : opts.title;
 
   PhaseTimer phase;
+  // A device with no events and no segments is left out of the page (its
+  // columns, about 60 header entries, and its metadata would cost kilobytes
+  // each, and a snapshot can list 100,000 empty device traces): the page
+  // knows them from meta.deviceCount. So are devices with data past the
+  // kPageDevices busiest (meta.devicesWithData counts them). The default
+  // device is packed whatever it holds, so that an all-empty snapshot still
+  // has a device to show.
+  std::vector<size_t> packed = page_devices(snap, opts.device);
+  const size_t default_device = packed.front();
   report::Annotated ann = report::annotate(snap);
   phase("annotate");
   PagePacker packer;
   PageTables tables(snap, opts.user_code);
-  auto used = [&](size_t d) { return !ann.events[d].row.empty() || !ann.segments[d].empty(); };
-  size_t default_device = 0, longest = 0;
-  bool any = false;
-  for (size_t d = 0; d < ann.devices; ++d) {
-    size_t n = ann.events[d].row.size();
-    if (used(d) && (!any || n > longest)) {
-      default_device = d;
-      longest = n;
-      any = true;
-    }
-  }
-  if (opts.device >= 0 && static_cast<size_t>(opts.device) < ann.devices)
-    default_device = static_cast<size_t>(opts.device);
-  // A device with no events and no segments is left out of the page (its
-  // metadata would cost hundreds of bytes each, and a snapshot can list
-  // 100,000 empty device traces): the page knows them from meta.deviceCount.
-  // The default device is packed whatever it holds, so that an all-empty
-  // snapshot still has a device to show.
-  size_t packed = 0;
-  for (size_t d = 0; d < ann.devices; ++d) packed += used(d) || d == default_device;
-  report::DeviceColumns columns(packer, packed);
+  std::vector<size_t> in_order = packed;
+  std::sort(in_order.begin(), in_order.end());
+  report::DeviceColumns columns(packer, in_order.size());
   std::string devices = "[";
-  for (size_t d = 0; d < ann.devices; ++d) {
-    if (!used(d) && d != default_device) continue;
+  for (size_t d : in_order) {
     if (devices.size() > 1) devices += ',';
     devices += pack_device(columns, tables, snap, ann, d, phase);
   }
@@ -93,11 +169,14 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   }
   top_keys += ']';
 
-  // The overview shows `memsight summary`; callers that computed it pass it in.
-  std::string summary = opts.summary_json.empty()
-                            ? summary_json(snap, summarize(snap, {.user_code = opts.user_code}),
-                                           DeviceListing::Page)
-                            : opts.summary_json;
+  // The overview shows `memsight summary` of the devices the page holds;
+  // callers that computed it pass it in. Its names are cut already, piece
+  // by piece (a site joins a cut name to a file and line: cut again as a
+  // whole, it would lose the length the first cut said).
+  std::string summary =
+      opts.summary_json.empty()
+          ? page_summary_json(snap, summarize(snap, {.user_code = opts.user_code}), packed)
+          : opts.summary_json;
   std::string meta = JsonObject()
                          .reserve(devices.size() + summary.size() + settings.size() + 4096)
                          .str("title", title)
@@ -107,6 +186,7 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
                          .num("sourceBytes", static_cast<double>(opts.source_bytes))
                          .num("defaultDevice", static_cast<double>(default_device))
                          .num("deviceCount", static_cast<double>(ann.devices))
+                         .num("devicesWithData", static_cast<double>(devices_with_data(snap)))
                          .raw("devices", devices)
                          .raw("streams", streams)
                          .raw("settings", settings)

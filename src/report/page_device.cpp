@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "report/page_categories.h"
 #include "report/page_json.h"
 
 namespace memsight::report {
@@ -79,7 +80,8 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
     // approximation); the tooltip shows the page time.
     int64_t now = t.time_us[r];
     if (now) has_time = true;
-    dt[i] = std::clamp<int64_t>(now - prev, 0, std::numeric_limits<uint32_t>::max());
+    // Within 2^53 µs, the page adds the steps up exactly (in doubles).
+    dt[i] = std::clamp<int64_t>(now - prev, 0, int64_t{1} << 53);
     prev = std::max(prev, now);
     cc[i] = tables.str(t.compile_context[r]);
     meta[i] = tables.str(t.user_metadata[r]);
@@ -171,6 +173,7 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
 
   phase("segments");
   report::Timeline tl = report::build_timeline(snap, ann, d, false);
+  const std::string categories = pack_categories(p, snap, ann, d, tl);
   localize(tl.src, blk_local);
   phase("timeline");
   pack_timeline(p, "tl.", tl);
@@ -211,6 +214,7 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
       .num("ooms", static_cast<double>(ooms))
       .num("freeOnly", static_cast<double>(free_only))
       .raw("tl", timeline_meta(tl))
+      .raw("cat", categories)
       .raw("st", timeline_meta(st))
       .raw("sc", JsonObject()
                      .num("interval", sc.cp_interval)

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "memsight/label.h"
+#include "memsight/input_limits.h"
 #include "util/escape.h"
 
 namespace memsight::report {
@@ -34,7 +34,7 @@ void json_value(std::string& out, const PyValue& v, size_t end) {
     if (s.size() <= room)
       append_json_string(out, s);
     else
-      append_json_string(out, shown_text(s, room));
+      append_json_string(out, cut_name(s, room));
   };
   switch (v.kind) {
     case K::None:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "memsight/frames.h"
+#include "memsight/input_limits.h"
 #include "memsight/snapshot.h"
 #include "report/page_pack.h"
 
@@ -42,6 +43,10 @@ class PageTables {
   }
   // Each distinct text is held once, in the blob (the index views it there).
   uint32_t text(std::string_view s) {
+    // A page shows names, and cuts long ones for display: past kNameLimit,
+    // the rest of a (say) 100 MB frame name would only weigh on the page.
+    std::string cut;
+    if (s.size() > kNameLimit) s = cut = cut_name(s);
     auto it = text_index_.find(s);
     if (it != text_index_.end()) return *it;
     auto id = static_cast<uint32_t>(off_.size());

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "pickle/input_kind.h"
 #include "pickle/row_chunks.h"
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
@@ -820,20 +821,20 @@ Snapshot read_snapshot_file(const std::string& path, const Progress& progress, R
   // Standard input cannot be read twice, so it is always read in full.
   if (path == "-") scope = ReadScope::Everything;
   // Every message names the input once, here.
-  const std::string name = path == "-" ? "standard input" : path;
-  try {
-    return read_with_fallback([&] { return open_source(path); }, progress, scope);
-  } catch (const Error& e) {
-    throw Error(name + ": " + e.what());
-  } catch (const std::bad_alloc&) {
-    throw Error(name + ": out of memory while reading the snapshot");
-  } catch (const std::length_error& e) {
-    throw Error(name + ": " + e.what());
-  }
+  return read_named(path, [&] {
+    return read_with_fallback([&] { return open_input(path, InputKind::Snapshot); }, progress,
+                              scope);
+  });
 }
 
 Snapshot read_snapshot_bytes(std::string_view data, ReadScope scope) {
-  return read_with_fallback([&] { return memory_source(data); }, {}, scope);
+  return read_with_fallback(
+      [&] {
+        auto src = memory_source(data);
+        expect_input(src->head(), InputKind::Snapshot, "");
+        return src;
+      },
+      {}, scope);
 }
 
 }  // namespace memsight

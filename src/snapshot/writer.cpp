@@ -28,14 +28,15 @@ namespace {
 
 class Pickler {
  public:
-  explicit Pickler(const Snapshot& snap) : snap_(snap) {}
+  explicit Pickler(const Snapshot& snap, bool segments_only = false)
+      : snap_(snap), segments_only_(segments_only) {}
 
   std::string run() {
     out_.reserve(1 << 20);
     op(0x80);
     op(4);
     open_frame();
-    if (snap_.legacy_segment_list) {
+    if (snap_.legacy_segment_list || segments_only_) {
       segments();
     } else {
       op('}');
@@ -511,6 +512,7 @@ class Pickler {
   }
 
   const Snapshot& snap_;
+  const bool segments_only_;
   std::string out_;
   size_t frame_at_ = 0;
   uint32_t memo_count_ = 0;
@@ -523,13 +525,10 @@ class Pickler {
   std::unordered_map<const void*, uint32_t> shared_memo_;
 };
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 }  // namespace
 
 std::string pickle_snapshot(const Snapshot& snap) { return Pickler(snap).run(); }
+std::string pickle_segments(const Snapshot& snap) { return Pickler(snap, true).run(); }
 
 namespace {
 void write_all(int fd, const std::string& path, std::string_view content) {
@@ -585,11 +584,9 @@ void write_file_atomic(const std::string& path, std::string_view content) {
 }
 
 void write_snapshot_file(const Snapshot& snap, const std::string& path) {
+  std::string method = compression_for_name(path);  // refused before any work
   std::string data = pickle_snapshot(snap);
-  if (ends_with(path, ".gz"))
-    data = compress(data, "gzip");
-  else if (ends_with(path, ".zst") || ends_with(path, ".zstd"))
-    data = compress(data, "zstd");
+  if (!method.empty()) data = compress(data, method);
   write_file_atomic(path, data);
 }
 

@@ -38,7 +38,7 @@ size_t utf8_length(std::string_view s, size_t i, uint32_t& surrogate) {
   return len;
 }
 
-bool is_pickle_text(std::string_view s) {
+bool is_utf8(std::string_view s, bool surrogates) {
   uint32_t surrogate = 0;
   for (size_t i = 0; i < s.size();) {
     if (static_cast<unsigned char>(s[i]) < 0x80) {
@@ -46,11 +46,13 @@ bool is_pickle_text(std::string_view s) {
       continue;
     }
     size_t len = utf8_length(s, i, surrogate);
-    if (len == 0) return false;
+    if (len == 0 || (surrogate && !surrogates)) return false;
     i += len;
   }
   return true;
 }
+
+bool is_pickle_text(std::string_view s) { return is_utf8(s, /*surrogates=*/true); }
 
 namespace {
 

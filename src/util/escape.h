@@ -23,6 +23,9 @@ void append_json_string(std::string& out, std::string_view s);
 // with "surrogatepass") counts as well-formed, its code point returned in
 // `surrogate` (else 0).
 size_t utf8_length(std::string_view s, size_t i, uint32_t& surrogate);
+// True when s is UTF-8; with `surrogates`, the 3-byte forms of lone
+// surrogates count too.
+bool is_utf8(std::string_view s, bool surrogates);
 // True when s is text Python's pickle could have written: UTF-8, lone
 // surrogates allowed.
 bool is_pickle_text(std::string_view s);

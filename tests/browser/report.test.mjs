@@ -352,13 +352,67 @@ describe('answers a user can act on', () => {
     const oom = page.locator('.oom-panel .oom').first();
     assert.match(await oom.locator('.oom-title b').textContent(), /^OOM at trace entry 361$/);
     assert.deepEqual(await oom.locator('.verdict-tag').allTextContents(), ['fragmentation', 'limit']);
-    assert.match(await oom.locator('ul.remedies').textContent(), /expandable_segments:True/);
+    // the simulated answer first (memsight whatif on this history), then the advice
+    assert.match(await oom.locator('ul.remedies li').first().textContent(), /simulated on this history/);
+    assert.match(await oom.locator('ul.remedies').textContent(), /max_split_size_mb/);
     assert.match(await oom.locator('.oom-site').textContent(), /record_counters\.py:168:fill/);
     // "Allocator state" opens the same trace entry
     await oom.locator('button.link').click();
     const details = await page.locator('.state-view .details-head').textContent();
     assert.match(details, /\ntrace entry 361 /);
     await shot(page, 'frag-oom');
+    clean(problems);
+    await page.close();
+  });
+});
+
+describe('what kind of memory', () => {
+  const SYNTH = join(ROOT, 'tests/data/synthetic_categories.pickle.gz');
+
+  test('the overview shows kinds and modules; the timeline colours by kind and breaks down a moment', async () => {
+    const { page, problems } = await open(report(SYNTH, dir));
+    const panel = page.locator('.kinds-panel');
+    assert.match(await panel.locator('p.sub').textContent(), /^17 storages were tagged by memsight\.torch/);
+    const peakKinds = await panel.locator('.breakdown').first().locator('.kind-row').evaluateAll(
+      (rows) => rows.map((r) => [r.dataset.kind, r.lastChild.textContent]));
+    assert.deepEqual(peakKinds.find(([k]) => k === 'optimizer_state'), ['optimizer_state', 'tagged']);
+    assert.deepEqual(peakKinds.find(([k]) => k === 'activation'), ['activation', 'inferred']);
+    assert.match(await panel.locator('.module-tree').first().textContent(), /layers\.0/);
+
+    await page.click('.tab[data-view="timeline"]');
+    await page.waitForFunction(() => document.body.dataset.view === 'timeline');
+    const view = '.timeline-view.mode-tl';
+    // the peak's breakdown is shown first; the legend only in "By kind"
+    assert.match(await page.textContent(`${view} .moment h4`), /^At the allocated peak$/);
+    assert.equal(await page.isVisible(`${view} .cat-legend`), false);
+    await page.click(`${view} .kind-ctl button[data-value="kind"]`);
+    assert.equal(await page.isVisible(`${view} .cat-legend`), true);
+    await page.waitForTimeout(50);
+    // the band at the peak is painted in its kind's colour
+    const band = await peakBand(page);
+    const painted = await page.evaluate(({ id }) => {
+      const v = window.memsight.app.views.get(`timeline:${window.memsight.app.device}`);
+      const kinds = ['#2e7d32', '#1f4fb4', '#d9a21b', '#8d6e63', '#d64541', '#9c84d8', '#5aaedc', '#6f7f8f', '#b9aa98'];
+      const want = kinds[v.cats.category(id)];
+      return { want, colors: v.model.colors.length, index: v.model.colorOf[id], k: v.cats.category(id) };
+    }, band);
+    assert.equal(painted.colors, 9);
+    assert.equal(painted.index, painted.k);
+    await page.mouse.move(band.x, band.y);
+    assert.match(await page.textContent('.tooltip'), /\n(parameter|gradient|optimizer state|activation|temporary|autograd-internal) \((tagged|inferred)\)( · [^\n]+)?\n/);
+    assert.match(await page.textContent(`${view} .details .kind-line`), /^Kind: /);
+    // a click chooses the moment under the pointer
+    await page.mouse.click(band.x, band.y);
+    assert.match(await page.textContent(`${view} .moment h4`), /^At the chosen moment$/);
+    const moment = Number(await page.evaluate(() => document.querySelector('.timeline-view.mode-tl').dataset.moment));
+    const sums = await page.evaluate((s) => {
+      const v = window.memsight.app.views.get(`timeline:${window.memsight.app.device}`);
+      const b = v.cats.breakdown(v.model, s);
+      return [b.bytes.reduce((a, x) => a + x, 0), v.model.total[s]];
+    }, moment);
+    assert.equal(sums[0], sums[1], 'the kinds add up to what the timeline stacks');
+    assert.match(await page.textContent(`${view} .moment .module-tree`), /\(model\)/);
+    await shot(page, 'kinds-timeline');
     clean(problems);
     await page.close();
   });

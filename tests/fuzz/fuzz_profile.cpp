@@ -1,7 +1,8 @@
 // libFuzzer target: torch.profiler outputs. The first byte picks the
 // reader: the Chrome trace (read from a memory file, as a path, since the
-// reader streams from files), then the step report and its text and JSON;
-// or the memory timeline from bytes. Built only where src/profile exists.
+// reader streams from files), then the step report and its text, JSON and
+// page; or the memory timeline from bytes and its page. Built only where
+// src/profile exists.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -16,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
     if (data[0] & 1) {
-      (void)memsight::read_memory_timeline_bytes(in);
+      (void)memsight::timeline_html(memsight::read_memory_timeline_bytes(in), "fuzz");
       return 0;
     }
     int fd = ::memfd_create("fuzz_profile", MFD_CLOEXEC);
@@ -29,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         memsight::ProfileReport r = memsight::analyze_profile(t);
         (void)memsight::profile_text(r);
         (void)memsight::profile_json(r);
+        (void)memsight::profile_html(r, "fuzz");
       }
     } catch (...) {
       ::close(fd);

@@ -21,11 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const memsight::Snapshot& full = *reads.full;
   try {
     (void)memsight::trace_text(full);
-    // Empty devices summarised once must read as when each is summarised.
-    memsight::SummaryOptions once;
-    once.empty_devices = false;
-    std::string every = memsight::summary_json(full, memsight::summarize(full));
-    if (every != memsight::summary_json(full, memsight::summarize(full, once))) std::abort();
+    // Alike devices summarised once must read as when each is summarised.
+    memsight::SummaryOptions apart;
+    apart.group_alike = false;
+    std::string every = memsight::summary_json(full, memsight::summarize(full, apart));
+    if (every != memsight::summary_json(full, memsight::summarize(full))) std::abort();
     (void)memsight::read_snapshot_bytes(memsight::pickle_snapshot(full));
   } catch (const memsight::Error&) {
   }

@@ -186,4 +186,4 @@ def test_observer_under_a_cap_names_limit_free_and_total(tmp_path):
 def _size(n: int) -> str:
     import memsight._core as core
 
-    return core.format_size(float(n))
+    return core.format_bytes(float(n))  # the observer writes sizes as memsight's reports do

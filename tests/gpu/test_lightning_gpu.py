@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 
 import pytest
 
@@ -59,6 +60,10 @@ def test_adapters_in_a_fit(tmp_path):
     module, loader = _setup(L)
     _trainer(L, tmp_path, [oom, ms, mon]).fit(module, loader)
     assert sorted(os.listdir(tmp_path / "ms")) == ["rank0.3.memory_snapshot.html", "rank0.3.memory_snapshot.pickle"]
+    # the adapters hand the LightningModule and its optimizer over: tagged kinds
+    with open(tmp_path / "ms" / "rank0.3.memory_snapshot.pickle", "rb") as f:
+        tags = {t["name"]: t["category"] for t in pickle.load(f)["memsight_tags"]["storages"]}
+    assert tags["net.0.weight"] == "parameter" and tags["optimizer.state[net.2.bias].exp_avg"] == "optimizer_state"
     assert [b for b, _ in mon.callback.history] == [1, 2, 3, 4, 5]
     assert mon.callback.latest["memory/peak_allocated_mem"] > 0
     assert oom.callback.enabled and not oom.callback.armed  # armed for the fit, closed at teardown
@@ -78,5 +83,8 @@ def test_adapter_captures_an_oom_in_a_fit(tmp_path):
     module, loader = _setup(L, oom_at=2)
     with pytest.raises(torch.cuda.OutOfMemoryError):
         _trainer(L, tmp_path, [oom]).fit(module, loader)
-    check_oom_outputs(str(tmp_path / "oom" / "rank0_ba2_oom"))
+    snap = check_oom_outputs(str(tmp_path / "oom" / "rank0_ba2_oom"))
+    assert {t["name"] for t in snap["memsight_tags"]["storages"]} >= {"net.0.weight", "net.2.bias"}
+    with open(tmp_path / "oom" / "rank0_ba2_oom_oom_diagnosis.txt") as f:
+        assert "By kind: " in f.read()
     assert not torch._C._cuda_isHistoryEnabled()

@@ -275,3 +275,26 @@ def test_courtesy_moves_cuda_tensors_out_and_back():
     assert base.device.type == "cuda" and view.device.type == "cuda"
     assert view[0].item() == -1.0 and view.data_ptr() == base.data_ptr() + 40
     assert torch.equal(base[20:30].cpu(), torch.arange(20, 30, dtype=torch.float32))
+
+
+def test_reporter_and_courtesy_make_torch_warn_nothing():
+    # torch.distributed.reduce_op warns (FutureWarning) on every attribute
+    # read; a census of the garbage collector's objects meets it.
+    import gc
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+
+    from memsight.torch import Courtesy, MemReporter
+
+    assert dist.is_available()
+    assert any(type(o).__name__ == "_reduce_op" for o in gc.get_objects()), "the scan must meet it"
+    x = torch.ones(MIB, device="cuda")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        MemReporter().report(stream=io.StringIO())
+        with Courtesy():
+            assert x.device.type == "cpu"
+    assert [f"{w.category.__name__}: {w.message}" for w in seen] == []
+    assert x.device.type == "cuda"

@@ -8,11 +8,17 @@ skip where it is not built; everything else is pure Python.
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 from pathlib import Path
 
 import pytest
+
+# The stand-in CUDA of these tests must not start building the native snapshot
+# dumper against the CPU torch installed here (tests/python/test_native_dump.py
+# and tests/gpu exercise it).
+os.environ["MEMSIGHT_NATIVE_DUMP"] = "0"
 
 from memsight_testlib import DATA, FakeAllocator, make_fake_torch
 

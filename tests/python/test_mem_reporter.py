@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import io
+import warnings
 import weakref
 
 import pytest
@@ -174,3 +175,31 @@ def test_fake_tensors_are_listed_without_bytes():
     report(reporter)
     stat = next(s for dev in reporter.device_tensor_stat.values() for s in dev if s.name == reporter._lookup(fake))
     assert stat.nbytes == 0 and stat.note == "FakeTensor"
+
+
+class WarnsOnEveryRead:
+    """An object that warns whenever an attribute is read, as torch's
+    deprecated torch.distributed.reduce_op does (FutureWarning in torch 2.x)."""
+
+    def __getattribute__(self, name):
+        warnings.warn(f"reading {name} of a deprecated object", FutureWarning, stacklevel=2)
+        return object.__getattribute__(self, name)
+
+
+def test_scanning_the_garbage_collector_makes_no_object_warn():
+    planted = WarnsOnEveryRead()
+    assert any(o is planted for o in gc.get_objects()), "the scan must meet it"
+    t = torch.ones(3)
+    # Every warning is recorded, none filtered out: an error filter would not
+    # do, as a scan that catches exceptions would swallow the raised warning.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        reporter = MemReporter()
+        lines = report(reporter)
+        with Courtesy() as c:
+            pass
+        report(MemReporter(pre_collect=True))
+    assert [str(w.message) for w in seen] == []
+    assert reporter._lookup(t) is not None and "Storage on cpu" in lines
+    assert c.not_moved == []
+    del planted

@@ -247,9 +247,10 @@ def test_allocator_history_path_with_a_stand_in_device(tmp_path, monkeypatch):
     state = {"recording": 0, "stopped": 0}
 
     class FakeRecording:
-        def __init__(self, max_entries, context, stacks, owner):
+        def __init__(self, max_entries, context, stacks, owner, model=None, optimizer=None):
             assert max_entries == 500
             state["recording"] += 1
+            self.model, self.optimizer = model, optimizer  # handed over for the memory kinds
 
         def start(self):
             return self

@@ -218,3 +218,12 @@ def test_capped_oom_names_limit_free_and_total(fake_torch, tmp_path, core, monke
         assert o.limit == 2 << 30 and o.device_total == 80 << 30
         assert "limit of 2.0GiB" in o.explanation
     runner.close()
+
+
+def test_sizes_in_the_observer_s_lines_choose_the_unit_after_rounding():
+    """The observer's log and diagnosis header print sizes as memsight's
+    reports do: 1023.96 GiB is "1.0TiB", never "1024.0GiB" beside a 1 TiB
+    "1.0TiB" (torch's own rule, kept by the text tools)."""
+    almost = int(1023.96 * 2**30)
+    assert oom_mod._size(almost) == "1.0TiB" == oom_mod._size(2**40)
+    assert memsight._core.format_size(float(almost)) == "1024.0GiB"

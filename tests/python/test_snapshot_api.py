@@ -82,8 +82,10 @@ def test_compressed_outputs_load_back(core, data_dir, tmp_path):
 
 
 def test_bad_input_gives_one_line_errors(core, tmp_path):
-    with pytest.raises(memsight.MemsightError, match="not a pickle"):
+    with pytest.raises(memsight.MemsightError, match="^text, not a memory snapshot"):
         memsight.loads(b"definitely not a pickle")
+    with pytest.raises(memsight.MemsightError, match="not a pickle"):
+        memsight.loads(b"\x00\x01 binary, not a pickle")
     bad = tmp_path / "list.pickle"
     bad.write_bytes(pickle.dumps({"no": "segments"}))
     with pytest.raises(memsight.MemsightError) as e:

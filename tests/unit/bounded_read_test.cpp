@@ -56,7 +56,8 @@ TEST(BoundedRead, ExpansionLimitStopsADecompressor) {
     (void)memsight::read_snapshot_bytes(zst);
     FAIL() << "expanded past the limit";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("zstd: the input expands to more than 1048576 bytes"),
+    EXPECT_NE(std::string(e.what()).find("zstd: the input expands past 1048576 bytes (1.0 MiB), "
+                                         "the --max-expanded limit;"),
               std::string::npos)
         << e.what();
   }
@@ -71,12 +72,27 @@ TEST(BoundedRead, DefaultRatioAppliesToTinyBombs) {
   auto src = memsight::memory_source(z);
   std::string buf(1 << 20, '\0');
   uint64_t total = 0;
-  EXPECT_THROW(
-      {
-        while (size_t k = src->read(buf.data(), buf.size())) total += k;
-      },
-      Error);
+  std::string message;
+  try {
+    while (size_t k = src->read(buf.data(), buf.size())) total += k;
+  } catch (const Error& e) {
+    message = e.what();
+  }
   EXPECT_LE(total, memsight::kExpansionAllowance + memsight::kExpansionRatio * z.size());
+  // The message states the rule and the numbers it applied them to: the
+  // whole compressed input's size, known here.
+  const std::string past = "zstd: the input expands past ", after = "the limit for ",
+                    rule =
+                        " of compressed file: 100 times its size plus 64 MiB, at most 32 GiB; "
+                        "--max-expanded SIZE allows more";
+  ASSERT_EQ(message.rfind(past, 0), 0u) << message;
+  ASSERT_NE(message.find(after), std::string::npos) << message;
+  ASSERT_TRUE(message.ends_with(rule)) << message;
+  uint64_t limit = std::stoull(message.substr(past.size()));
+  uint64_t size = std::stoull(message.substr(message.find(after) + after.size()));
+  EXPECT_EQ(size, z.size());
+  EXPECT_EQ(limit, memsight::kExpansionAllowance + memsight::kExpansionRatio * size);
+  EXPECT_EQ(total, limit);
 }
 
 TEST(BoundedRead, StackOfPushesIsCapped) {

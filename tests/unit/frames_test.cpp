@@ -1,4 +1,4 @@
-// The frame rule and the allocator's block-size rule, case by case.
+// The frame rule, case by case.
 #include "memsight/frames.h"
 
 #include <gtest/gtest.h>
@@ -8,8 +8,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include "analysis/replay.h"
 
 using memsight::classify_frame;
 using memsight::FrameKind;
@@ -77,20 +75,6 @@ TEST(Frames, SiteRule) {
   EXPECT_EQ(memsight::frame_label("f", "/a/b/train.py", 12), "train.py:12:f");
 }
 
-TEST(Replay, RoundSize) {
-  memsight::replay::Config c;
-  EXPECT_EQ(c.round_size(1), 512);
-  EXPECT_EQ(c.round_size(512), 512);
-  EXPECT_EQ(c.round_size(513), 1024);
-  EXPECT_EQ(c.round_size(7 << 20), 7 << 20);
-  // roundup_power2_divisions: 4 divisions of each power-of-two interval
-  for (auto& d : c.divisions) d = 4;
-  EXPECT_EQ(c.round_size(1200), 1536);        // up to 512 * divisions bytes: 512-byte rounding
-  EXPECT_EQ(c.round_size(3000), 3072);        // between 2048 and 4096: steps of 512
-  EXPECT_EQ(c.round_size(1100000), 1310720);  // between 1 MiB and 2 MiB: steps of 256 KiB
-  EXPECT_EQ(c.round_size(1 << 21), 1 << 21);  // powers of two stay
-}
-
 // Labels compare, hash and read as the text their pieces spell, however the
 // text is split into pieces; built, long pieces are cut.
 TEST(Label, IsTheTextItSpells) {
@@ -137,17 +121,15 @@ TEST(Label, IsTheTextItSpells) {
   EXPECT_TRUE(a < c);
 }
 
+// Each piece by the one rule for names (cut_name, input_limits_test).
 TEST(Label, LongPiecesAreCutSayingHowMuch) {
-  std::string big(5000, 'f');
+  std::string big(20000, 'f');
   memsight::Label l;
   l.add(big).add(":").add(int64_t{1});
-  EXPECT_EQ(l.text(), std::string(2048, 'f') + "\u2026[+2952 bytes]:1");
+  EXPECT_EQ(l.text(), std::string(memsight::kNameLimit, 'f') +
+                          "\xE2\x80\xA6 [cut at 16384 of 20000 bytes]:1");
   EXPECT_EQ(l.text(SIZE_MAX), big + ":1");
-  // Cut at a whole UTF-8 character: 'é' is two bytes.
-  std::string accents;
-  for (int i = 0; i < 1500; ++i) accents += "\xc3\xa9";
-  EXPECT_EQ(memsight::shown_text(accents, 2047), accents.substr(0, 2046) + "\u2026[+954 bytes]");
-  EXPECT_EQ(memsight::shown_text("short"), "short");
+  EXPECT_EQ(l.text(100), std::string(100, 'f') + "\xE2\x80\xA6 [cut at 100 of 20000 bytes]:1");
 }
 
 // Frame kinds are found by a label's text without building the labels.

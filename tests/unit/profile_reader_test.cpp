@@ -2,6 +2,7 @@
 // cuts that fall inside strings ("}, {" in names), and the same error for a
 // damaged trace.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -50,7 +51,10 @@ std::string report_of(const std::string& path, unsigned threads) {
 
 TEST(ProfileReader, SeveralThreadsReadAsOne) {
   for (bool damaged : {false, true}) {
-    std::string path = ::testing::TempDir() + "/memsight_trace.json";
+    // A name of this process: builds side by side share /tmp, and a mapped
+    // file truncated by another run is a SIGBUS.
+    std::string path =
+        ::testing::TempDir() + "/memsight_trace." + std::to_string(::getpid()) + ".json";
     std::ofstream(path) << big_trace(damaged);
     std::string one = report_of(path, 1);
     EXPECT_EQ(one.starts_with("error: "), damaged) << one.substr(0, 200);

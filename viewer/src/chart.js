@@ -50,12 +50,14 @@ export function byteTicks(max, n) {
 const PAD = { left: 70, right: 12, top: 10, bottom: 26 };
 
 export class TimeChart {
-  // opts: {ts (ms), series: [{name, color, values}], stacked, bands: [{x0, x1, label}],
+  // opts: {ts (ms), series: [{name, color, values}], stacked, bands: [{x0, x1, label}] by x0,
   //        peak: index or -1, formatY(v), formatX(v), onHover(index | -1)}
   constructor(canvas, opts) {
     this.canvas = canvas;
     this.o = opts;
     this.ts = opts.ts;
+    // Band starts, ascending (bands come in time order), to find those in view.
+    this.bandStarts = Float64Array.from(opts.bands || [], (b) => b.x0);
     this.tops = opts.stacked ? stackSeries(opts.series.map((s) => s.values)) : opts.series.map((s) => s.values);
     this.maxY = 0;
     for (const t of this.tops) for (const v of t) this.maxY = Math.max(this.maxY, v);
@@ -129,13 +131,22 @@ export class TimeChart {
     const yScale = (y0 - PAD.top) / (this.maxY || 1);
     const yOf = (v) => y0 - v * yScale;
     ctx.font = '11px system-ui, sans-serif';
-    // steps
-    for (const [k, b] of (this.o.bands || []).entries()) {
+    // steps: only those in view, and at most one per pixel column (a trace
+    // can hold 200,000 of them)
+    const bands = this.o.bands || [];
+    let lastPx = -1;
+    for (let k = Math.max(0, upperBound(this.bandStarts, this.view[0]) - 1); k < bands.length; k++) {
+      const b = bands[k];
+      if (b.x0 > this.view[1]) break;
       const a = Math.max(PAD.left, this.xOf(b.x0, w));
       const z = Math.min(w - PAD.right, this.xOf(b.x1, w));
       if (z <= a) continue;
+      if (z - a < 1) {
+        if (Math.floor(a) === lastPx) continue;
+        lastPx = Math.floor(a);
+      }
       ctx.fillStyle = k % 2 ? 'rgba(80,110,160,0.06)' : 'rgba(80,110,160,0.12)';
-      ctx.fillRect(a, PAD.top, z - a, y0 - PAD.top);
+      ctx.fillRect(a, PAD.top, Math.max(1, z - a), y0 - PAD.top);
       ctx.fillStyle = '#6a7686';
       if (z - a > 40) ctx.fillText(b.label, a + 3, PAD.top + 11);
     }

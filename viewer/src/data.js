@@ -3,6 +3,7 @@
 // columns are typed-array views on the decompressed buffer.
 
 import { A, FRAME_KINDS, formatAddr, formatFrames, isSegmentAction, upperBound } from './format.js';
+import { setText } from './ui.js';
 
 const B64 = new Uint8Array(256).fill(255);
 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
@@ -243,7 +244,7 @@ export class PageData {
   // what counts as their code or how stacks are shown.
   showStack(pane, frames) {
     pane._frames = frames;
-    pane.textContent = frames ? this.formatStack(frames) : '';
+    setText(pane, frames ? this.formatStack(frames) : '');
     this._stackPanes.add(pane);
   }
 
@@ -252,7 +253,7 @@ export class PageData {
     this.allFrames = allFrames;
     for (const pane of this._stackPanes) {
       if (!pane.isConnected && !pane._frames) this._stackPanes.delete(pane);
-      else if (pane._frames) pane.textContent = this.formatStack(pane._frames);
+      else if (pane._frames) setText(pane, this.formatStack(pane._frames));
     }
   }
 
@@ -320,6 +321,11 @@ export class DeviceData {
     this._timelines = {};
     this.loadMs = performance.now() - t0;
   }
+
+  // This device's part of `memsight summary --json` as the engine embedded
+  // it (null for a device with no trace entries and no segments): every
+  // peak, current value and OOM the page states comes from here.
+  get summary() { return this.page.summaryOf(this.index); }
 
   // Event times in µs since the epoch (non-decreasing: the page's clock).
   get times() {

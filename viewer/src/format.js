@@ -21,12 +21,15 @@ export const TABLEAU10 = [
 const UNITS = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei', 'Zi'];
 
 // "1.9MiB (2000000 bytes)"; one decimal as JS's toFixed rounds it (2304 B is
-// "2.3KiB" here while torch's Python tools print "2.2KiB").
+// "2.3KiB" here while torch's Python tools print "2.2KiB"). The unit is
+// chosen after rounding, as memsight's reports choose it (format_bytes), so
+// that one value never reads both "1.0TiB" and "1024.0GiB" (MemoryViz
+// prints the latter for 1023.96 GiB).
 export function formatSize(bytes, showBytes = true) {
   let v = bytes;
   let text = null;
   for (const unit of UNITS) {
-    if (Math.abs(v) < 1024) {
+    if (Math.abs(v) < 1023.95) {
       text = `${v.toFixed(1)}${unit}B`;
       break;
     }
@@ -34,6 +37,39 @@ export function formatSize(bytes, showBytes = true) {
   }
   if (text === null) text = `${v.toFixed(1)}YiB`;
   return showBytes ? `${text} (${bytes} bytes)` : text;
+}
+
+// How many characters of a name the pages show before cutting it (the full
+// text stays one click away: ui.js longText). Names the engine cut when it
+// read them end in "… [cut at N of M bytes]".
+export const DISPLAY_CUT = 200;
+
+// Lines of a stack or a description longer than this are cut for display.
+export const LINE_CUT = 400;
+
+// text with each line longer than `max` cut (cutText); `cut` counts them.
+export function cutLines(text, max = LINE_CUT) {
+  let cut = 0;
+  const lines = String(text).split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i].length > max) {
+      lines[i] = cutText(lines[i], max);
+      cut++;
+    }
+  }
+  return { text: lines.join('\n'), cut };
+}
+
+// s when it has at most `max` characters (or a few more: the note would not
+// shorten it), else its start and how much more there is:
+// "aten::xxxx… (+1,234 characters)". A surrogate pair is not split.
+export function cutText(s, max = DISPLAY_CUT) {
+  const text = String(s);
+  if (text.length <= max + 30) return text;
+  let end = max;
+  const c = text.charCodeAt(end - 1);
+  if (c >= 0xd800 && c < 0xdc00) end--;
+  return `${text.slice(0, end)}… (+${formatCount(text.length - end)} characters)`;
 }
 
 export function hex(addr) {

@@ -68,8 +68,15 @@ export class TimelineModel {
     this.total = total;
     this.rank = new Uint32Array(m);
     for (let r = 0; r < m; r++) this.rank[this.bysize[r]] = r;
-    this.colors = TABLEAU10.map(parseColor);
+    this.setColors(null, null);
     this._initialPrefix = null;
+  }
+
+  // Colours: `palette` ('#rrggbb' list) and each element's index into it;
+  // null for MemoryViz's (Tableau10 by element index).
+  setColors(palette, index) {
+    this.colors = (palette || TABLEAU10).map(parseColor);
+    this.colorOf = index;
   }
 
   // Kinds, sources and MemoryViz's element indices, from the sources of the
@@ -258,6 +265,8 @@ export class TimelineModel {
     const summaryFaded = mix(summary, 0xffffffff, 0.6);
     const summaryLight = mix(summary, 0xffffffff, 0.5);
     const tidx = this.tidx;
+    const colorOf = this.colorOf;
+    const n = colors.length;
     for (let c = 0; c < width; c++) {
       const lf = lightFrom ? lightFrom[c] : height;
       for (let k = off[c]; k < off[c + 1]; k++) {
@@ -267,7 +276,7 @@ export class TimelineModel {
         if (id === SUMMARY_ID) {
           col = edge = dim ? summaryFaded : summary;
         } else {
-          const ci = tidx[id] % 10;
+          const ci = colorOf ? colorOf[id] % n : tidx[id] % n;
           if (dim && dim[id]) col = edge = faded[ci];
           else {
             col = colors[ci];
@@ -278,7 +287,7 @@ export class TimelineModel {
         const b = y1[k];
         // A darker top row separates neighbouring bands of the same colour.
         const lc = b <= lf ? col
-          : id === SUMMARY_ID ? summaryLight : (dim && dim[id] ? col : light[tidx[id] % 10]);
+          : id === SUMMARY_ID ? summaryLight : (dim && dim[id] ? col : light[colorOf ? colorOf[id] % n : tidx[id] % n]);
         let p = (height - b) * width + c;
         let y = b - 1;
         if (b - a >= 4) {

@@ -2,9 +2,9 @@
 // `memory`) and reserved memory by segment (torch's `segments`), as a
 // zoomable icicle with search.
 
-import { formatSize } from './format.js';
+import { cutText, formatSize } from './format.js';
 import { FlameTree, flameColor } from './flame.js';
-import { fitCanvas, frameScheduler, h, segmented } from './ui.js';
+import { fill, fitCanvas, frameScheduler, h, segmented, setText } from './ui.js';
 
 const ROW_H = 20;
 
@@ -87,9 +87,10 @@ export class FlameView {
     const chain = [];
     for (let p = this.focus; p >= 0; p = t.parent[p]) chain.push(p);
     chain.reverse();
-    this.crumbs.replaceChildren(...chain.map((i, k) => h('button', {
-      type: 'button', class: 'crumb', onclick: () => this.zoomTo(i),
-    }, k === 0 ? `all (${formatSize(t.value[0], false)})` : t.names[i])));
+    // A stack can be thousands of frames deep: the crumbs are appended, not spread.
+    fill(this.crumbs, chain.map((i, k) => h('button', {
+      type: 'button', class: 'crumb', title: k === 0 ? null : cutText(t.names[i], 2000), onclick: () => this.zoomTo(i),
+    }, k === 0 ? `all (${formatSize(t.value[0], false)})` : cutText(t.names[i]))));
     this.showNode(this.focus);
   }
 
@@ -153,9 +154,9 @@ export class FlameView {
     const t = this.tree();
     if (i < 0) return;
     const path = t.path(i);
-    this.detailsHead.textContent =
+    setText(this.detailsHead,
       `${i === 0 ? 'all' : t.names[i]}\n${formatSize(t.value[i])}, ${pct(t.value[i], t.value[0])} of the total` +
-      (path.length > 1 ? `\n\n${path.join('\n')}` : '');
+      (path.length > 1 ? `\n\n${path.join('\n')}` : ''));
   }
 
   attachEvents() {

@@ -2,11 +2,9 @@
 // memory went, out-of-memory diagnosis), the allocator settings and facts
 // about the file.
 
-import {
-  A, formatCount, formatDuration, formatFrames, formatSize, formatTimestamp, siteIndex,
-} from './format.js';
-import { largestFree, layoutState } from './state.js';
-import { h } from './ui.js';
+import { formatCount, formatDuration, formatFrames, formatSize, formatTimestamp } from './format.js';
+import { fill, h, longText, setText, stackLines } from './ui.js';
+import { kindsSection, oomKinds } from './categories.js';
 
 export class OverviewView {
   constructor(app, dev) {
@@ -27,58 +25,80 @@ export class OverviewView {
     const dm = dev.meta;
     const go = (view, label) => h('button', { type: 'button', class: 'link', onclick: () => app.show(view) }, label);
 
-    const sum = this.summaryDevice();
-    // Peaks as trace entries (the summary's numbering; the page's own
-    // timeline peaks are events, named by their entries).
-    const peakA = sum ? [sum.peak_allocated, sum.peak_allocated_event] : [dm.tl.peak, dev.entry(dm.tl.peakEvent)];
-    const peakR = sum ? [sum.peak_reserved, sum.peak_reserved_event] : [dm.st.peak, dev.entry(dm.st.peakEvent)];
+    // Every number here is the engine's summary (`memsight summary --json`),
+    // as the timelines' footers are: one computation, one set of numbers.
+    const sum = dev.summary;
     const at = (e) => (e >= 0 ? `after trace entry ${formatCount(e)}${this.when(dev.eventOfEntry(e))}` : 'before the first trace entry');
-    const nowA = sum ? sum.allocated_now : dm.tl.finalTotal;  // block bytes (summary) / requested (page)
-    const nowR = sum ? sum.reserved_now : dm.st.finalTotal;
-    const cards = h('div', { class: 'cards' },
-      card('Peak allocated', formatSize(peakA[0], false),
-        sum ? `${at(peakA[1])} · ${sum.exact ? "torch's max_memory_allocated" : 'a lower bound: ' + sum.exactness}` : at(peakA[1]),
-        go('timeline', 'Memory timeline →')),
-      card('Peak reserved', formatSize(peakR[0], false), at(peakR[1]), go('segments-timeline', 'Segment timeline →')),
-      card('At the snapshot', `${formatSize(nowA, false)} / ${formatSize(nowR, false)}`,
-        sum ? `allocated / reserved · ${formatSize(sum.free_now, false)} cached free, ` +
-          `${(sum.fragmentation * 100).toFixed(0)}% fragmented` : 'allocated / reserved',
-        go('state', 'Allocator state →')),
-      card('History', `${formatCount(dm.events)} events`,
-        `${formatCount(dm.entries)} trace entries${this.span()}`, go('flamegraph', 'Flamegraphs →')),
-      card('Out of memory', dm.ooms ? `${dm.ooms} OOM event${dm.ooms > 1 ? 's' : ''}` : 'none',
-        dm.ooms ? 'diagnosis below' : 'no oom event in the trace', null, dm.ooms ? 'bad' : 'good'));
-
-    const sections = [cards];
-    if (dm.ooms) sections.push(sum ? this.summaryOomSection(sum) : this.oomSection());
-    sections.push(sum ? this.summarySitesSection(sum) : this.topSitesSection());
+    const sections = [];
+    if (sum) {
+      const ooms = sum.ooms || [];
+      sections.push(h('div', { class: 'cards' },
+        card('Peak allocated', formatSize(sum.peak_allocated, false),
+          `${at(sum.peak_allocated_event)} · ${sum.exact ? "torch's max_memory_allocated" : 'a lower bound: ' + sum.exactness}`,
+          go('timeline', 'Memory timeline →')),
+        card('Peak reserved', formatSize(sum.peak_reserved, false), at(sum.peak_reserved_event),
+          go('segments-timeline', 'Segment timeline →')),
+        card('At the snapshot', `${formatSize(sum.allocated_now, false)} / ${formatSize(sum.reserved_now, false)}`,
+          `allocated / reserved · ${formatSize(sum.free_now, false)} cached free, ` +
+            `${(sum.fragmentation * 100).toFixed(0)}% fragmented`,
+          go('state', 'Allocator state →')),
+        card('History', `${formatCount(dm.events)} events`,
+          `${formatCount(dm.entries)} trace entries${this.span()}`, go('flamegraph', 'Flamegraphs →')),
+        card('Out of memory', ooms.length ? `${ooms.length} OOM event${ooms.length > 1 ? 's' : ''}` : 'none',
+          ooms.length ? 'diagnosis below' : 'no oom event in the trace', null, ooms.length ? 'bad' : 'good')));
+      if (ooms.length) sections.push(this.oomSection(sum));
+      sections.push(this.sitesSection(sum));
+      const kinds = kindsSection(sum);
+      if (kinds) sections.push(kinds);
+    } else {
+      sections.push(h('section', { class: 'panel' }, h('p', { class: 'sub' },
+        'Nothing was recorded on this device: no trace entries and no segments.')));
+    }
     sections.push(h('div', { class: 'two-col' }, this.factsSection(sum), this.settingsSection()));
     if (meta.summary) sections.push(this.summarySection(meta.summary));
-    this.el.replaceChildren(
+    fill(this.el, [
       h('div', { class: 'overview-head' },
         h('h1', null, meta.sourceName || meta.title),
         h('p', { class: 'sub' },
           meta.sourceBytes ? `${formatSize(meta.sourceBytes, false)} snapshot · ` : '',
           `device ${dev.index} of ${page.deviceCount}`,
           ` · generated by ${meta.generator}`)),
-      ...sections);
+      this.unpackedNote(), this.inputNotes()].concat(sections));
   }
 
-  // This device's part of `memsight summary --json`, when embedded.
-  summaryDevice() { return this.app.page.summaryOf(this.dev.index); }
+  // What the snapshot holds outside memsight's rule for numbers, as the
+  // summary says it (sizes outside 0..2^53, times that go back).
+  inputNotes() {
+    const notes = this.app.page.meta.summary && this.app.page.meta.summary.input_notes;
+    if (!notes || !notes.length) return null;
+    return h('section', { class: 'panel input-notes' }, h('h3', null, 'Input'),
+      h('ul', null, notes.map((n) => h('li', null, n.note))));
+  }
+
+  // Devices with data that the page does not hold (it holds the busiest
+  // ones: html.h, kPageDevices), said once, with the command that shows one.
+  unpackedNote() {
+    const meta = this.app.page.meta;
+    const missing = (meta.devicesWithData ?? 0) - meta.devices.filter((d) => d.events || d.segments).length;
+    if (missing <= 0) return null;
+    return h('p', { class: 'panel unpacked-note' },
+      `${formatCount(missing)} more device${missing > 1 ? 's' : ''} with trace entries or segments ` +
+      `${missing > 1 ? 'are' : 'is'} not in this page, which holds the ${formatCount(meta.devices.length)} with the most ` +
+      'trace entries: `memsight view SNAPSHOT --device N` makes a page for device N.');
+  }
 
   // A stack as the page shows it: the user's frames first, one click for all.
   stackDetails(label, frames) {
     const page = this.app.page;
     const kindOf = (f) => page.frameKind(f);
     const withKinds = frames.map((f) => ({ ...f, baseKind: f.baseKind || f.kind || 'user' }));
-    return h('details', null, h('summary', null, label),
-      h('pre', { class: 'stack' }, page.formatStack(withKinds)),
+    return h('details', null, h('summary', null, longText(label)),
+      stackLines(page.formatStack(withKinds)),
       withKinds.length ? h('details', { class: 'all-frames' }, h('summary', null, `all ${withKinds.length} frames`),
-        h('pre', { class: 'stack' }, formatFrames(withKinds, { all: true, kindOf }))) : null);
+        stackLines(formatFrames(withKinds, { all: true, kindOf }))) : null);
   }
 
-  summarySitesSection(sum) {
+  sitesSection(sum) {
     const peak = sum.peak_allocated || 1;
     const rows = [];
     const row = (label, details, bytes, count, cls) => h('tr', { class: cls },
@@ -111,7 +131,7 @@ export class OverviewView {
         h('tbody', null, rows)) : h('p', null, 'No live allocations at the peak.'));
   }
 
-  summaryOomSection(sum) {
+  oomSection(sum) {
     const dev = this.dev;
     const items = (sum.ooms || []).map((o) => {
       const i = dev.eventOfEntry(o.event);
@@ -119,7 +139,7 @@ export class OverviewView {
       return h('div', { class: 'oom' },
         h('div', { class: 'oom-title' },
           h('b', null, `OOM at trace entry ${formatCount(o.event)}`), ` ${formatTimestamp(o.time_us)}`,
-          ...causes.map((c) => h('span', { class: `verdict-tag ${c.replace(/ /g, '-')}` }, c)),
+          causes.map((c) => h('span', { class: `verdict-tag ${c.replace(/ /g, '-')}` }, c)),
           h('button', { type: 'button', class: 'link', onclick: () => this.app.showState(dev.index, i) }, 'Allocator state →')),
         h('div', { class: 'oom-grid' },
           kv('requested', formatSize(o.requested)),
@@ -131,11 +151,12 @@ export class OverviewView {
           o.limit >= 0 ? kv('allocator limit', formatSize(o.limit)) : null,
           o.device_total > 0 ? kv('device total', formatSize(o.device_total)) : null),
         h('p', { class: 'verdict' }, o.explanation),
+        oomKinds(o),
         (o.remedies || []).length ? h('ul', { class: 'remedies' }, o.remedies.map((r) => h('li', null, r))) : null,
         o.frames && o.frames.length
           ? h('div', { class: 'oom-site' }, 'requested from: ', this.stackDetails(o.site || 'stack', o.frames)) : null);
     });
-    return h('section', { class: 'panel oom-panel' }, h('h3', null, 'Out-of-memory diagnosis'), ...items);
+    return h('section', { class: 'panel oom-panel' }, h('h3', null, 'Out-of-memory diagnosis'), items);
   }
 
   when(event) {
@@ -147,81 +168,6 @@ export class OverviewView {
     const dev = this.dev;
     if (!dev.meta.hasTime || dev.n < 2) return '';
     return ` over ${formatDuration(dev.times[dev.n - 1] - dev.times[0])}`;
-  }
-
-  // Where the memory was at the peak: live allocations grouped by the
-  // innermost frame of the user's code.
-  topSitesSection() {
-    const md = this.app.timeline(this.dev, 'tl');
-    const peakState = md.meta.peakEvent + 1;
-    const live = md.liveAt(Math.max(0, peakState));
-    const page = this.dev.page;
-    const groups = new Map();
-    for (const e of live) {
-      const info = md.info(e);
-      const frames = page.stack(info.stack);
-      const f = frames[siteIndex(frames.map((fr) => page.frameKind(fr)))];
-      const key = f ? `${f.filename.split('/').pop()}:${f.line}:${f.name}` : '(no stack recorded)';
-      const g = groups.get(key) || { key, bytes: 0, count: 0, example: e };
-      g.bytes += info.size;
-      g.count++;
-      groups.set(key, g);
-    }
-    const top = [...groups.values()].sort((a, b) => b.bytes - a.bytes).slice(0, 12);
-    const peak = md.meta.peak || 1;
-    const rows = top.map((g) => h('tr', null,
-      h('td', { class: 'mono site' }, g.key),
-      h('td', { class: 'num' }, formatSize(g.bytes, false)),
-      h('td', { class: 'num' }, `${(g.bytes / peak * 100).toFixed(1)}%`),
-      h('td', { class: 'bar' }, h('i', { style: { width: `${Math.max(1, g.bytes / peak * 100)}%` } })),
-      h('td', { class: 'num' }, formatCount(g.count))));
-    return h('section', { class: 'panel' },
-      h('h3', null, 'Where the memory was at the peak'),
-      h('p', { class: 'sub' }, `Live allocations at the allocated peak (${formatSize(md.meta.peak, false)}), ` +
-        'grouped by the innermost frame of your code.'),
-      top.length ? h('table', { class: 'table' },
-        h('thead', null, h('tr', null, h('th', null, 'site'), h('th', null, 'bytes'), h('th', null, 'of peak'),
-          h('th', null, ''), h('th', null, 'allocations'))),
-        h('tbody', null, rows)) : h('p', null, 'No live allocations at the peak.'));
-  }
-
-  // Each OOM: what was asked for, what the device and the cache had, and
-  // whether fragmentation is to blame.
-  oomSection() {
-    const dev = this.dev;
-    const model = this.app.stateModel(dev);
-    const items = [];
-    for (let i = 0; i < dev.n && items.length < 20; i++) {
-      if (dev.ev.action[i] !== A.OOM) continue;
-      const requested = dev.ev.size[i];
-      const deviceFree = dev.ev.addr[i];
-      const layout = layoutState(model, model.stateAfter(i));
-      const cacheFree = layout.reserved - layout.allocated;
-      const largest = largestFree(layout);
-      let verdict;
-      if (largest >= requested) {
-        verdict = 'A free range large enough existed in the cache, probably in another stream\'s or private pool\'s segment, which this allocation could not use.';
-      } else if (cacheFree >= requested) {
-        verdict = `Fragmentation: the cache held ${formatSize(cacheFree, false)} free, more than requested, but its largest free range was ${formatSize(largest, false)}. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True usually helps.`;
-      } else if (cacheFree + deviceFree >= requested) {
-        verdict = `Free memory was split between the cache (${formatSize(cacheFree, false)}) and the device (${formatSize(deviceFree, false)}); neither alone could hold the request.`;
-      } else {
-        verdict = `The device was full: ${formatSize(layout.allocated, false)} allocated by live tensors. Reduce what is live at this point (batch size, activation checkpointing, freeing references).`;
-      }
-      items.push(h('div', { class: 'oom' },
-        h('div', { class: 'oom-title' },
-          h('b', null, `OOM at trace entry ${formatCount(dev.entry(i))}`), ` ${formatTimestamp(dev.times[i])}`,
-          h('button', { type: 'button', class: 'link', onclick: () => this.app.showState(dev.index, i) }, 'Allocator state →')),
-        h('div', { class: 'oom-grid' },
-          kv('requested', formatSize(requested)),
-          kv('free on the device', formatSize(deviceFree)),
-          kv('allocated', formatSize(layout.allocated)),
-          kv('reserved', formatSize(layout.reserved)),
-          kv('free in the cache', formatSize(cacheFree)),
-          kv('largest free range', formatSize(largest))),
-        h('p', { class: 'verdict' }, verdict)));
-    }
-    return h('section', { class: 'panel oom-panel' }, h('h3', null, 'Out-of-memory diagnosis'), ...items);
   }
 
   factsSection(sum) {
@@ -247,7 +193,7 @@ export class OverviewView {
     const rows = [
       ['trace entries (all devices)', formatCount(meta.entries)],
       ['events on this device', `${formatCount(dm.events)} (free_requested + free_completed pairs shown as one "free")`],
-      ['devices', `${this.app.page.deviceCount} (with history or segments: ${meta.devices.filter((d) => d.events || d.segments).map((d) => d.index).join(', ') || 'none'})`],
+      ['devices', `${formatCount(this.app.page.deviceCount)} (with history or segments: ${deviceList(meta)})`],
       ['segments / blocks', `${formatCount(meta.segments)} / ${formatCount(meta.blocks)}`],
       ['allocations in the timeline', formatCount(dm.tl.elements)],
       ['history buffer wrapped', wrapped],
@@ -278,18 +224,33 @@ export class OverviewView {
   // the devices with no trace and no segments, which the page leaves out;
   // alike devices once, listed in "alike").
   summarySection(summary) {
-    const pre = h('pre', { class: 'json' }, JSON.stringify(summary, null, 2));
     const devices = Array.isArray(summary.devices) ? summary.devices : [];
     const alike = devices.some((d) => Array.isArray(d.alike));
     const shown = devices.reduce((n, d) => n + (Array.isArray(d.alike)
       ? d.alike.reduce((m, [a, b]) => m + b - a + 1, 0) : 1), 0);
+    const meta = this.app.page.meta;
+    const held = meta.devices.filter((d) => d.events || d.segments).length;
     const notes = [];
-    if (this.app.page.deviceCount > shown) notes.push('devices with no trace entries and no segments left out');
+    if ((meta.devicesWithData ?? 0) > held) notes.push('only the devices this page holds');
+    else if (this.app.page.deviceCount > shown) notes.push('devices with no trace entries and no segments left out');
     if (alike) notes.push('alike devices listed once, in "alike"');
     const note = notes.length ? ` (${notes.join('; ')})` : '';
-    return h('section', { class: 'panel' },
-      h('details', null, h('summary', null, `memsight summary --json${note}`), pre));
+    // Written out when opened: it can be long.
+    const details = h('details', null, h('summary', null, `memsight summary --json${note}`));
+    details.addEventListener('toggle', () => {
+      if (details.open && details.children.length === 1) details.append(setText(h('pre', { class: 'json' }, JSON.stringify(summary, null, 2))));
+    });
+    return h('section', { class: 'panel' }, details);
   }
+}
+
+// The packed devices with data, the first few by number: "0, 1, 2, ... (+61 more)".
+function deviceList(meta) {
+  const used = meta.devices.filter((d) => d.events || d.segments).map((d) => d.index);
+  const total = Math.max(used.length, meta.devicesWithData ?? 0);
+  if (!used.length) return 'none';
+  const first = used.slice(0, 16).join(', ');
+  return total > 16 ? `${first}, … (${formatCount(total)} in all)` : first;
 }
 
 function card(title, value, sub, action, tone) {

@@ -5,7 +5,7 @@ import {
   A, formatCount, formatEvent, formatSize, formatTimestamp, formatUserMetadata,
 } from './format.js';
 import { blockText, largestFree, layoutState, segmentText } from './state.js';
-import { fitCanvas, frameScheduler, h } from './ui.js';
+import { fill, fitCanvas, frameScheduler, h, setText } from './ui.js';
 
 const ROW = 20;  // px per event row
 
@@ -43,7 +43,7 @@ export class StateView {
     const head = h('div', { class: 'ev-head' },
       h('span', null, `${formatCount(this.n)} events`),
       this.ooms.length ? h('span', { class: 'oom-count' }, `${this.ooms.length} out-of-memory`) : null,
-      ...oomButtons);
+      oomButtons);
     this.jumpInput = h('input', {
       type: 'number', min: 0, max: Math.max(0, this.n ? this.dev.entry(this.n - 1) + 1 : 0),
       placeholder: 'go to trace entry #', class: 'jump', 'aria-label': 'go to trace entry number',
@@ -125,7 +125,7 @@ export class StateView {
         'aria-selected': i === this.selected ? 'true' : 'false',
       }, h('span', { class: 'ev-idx', title: 'trace entry' }, String(this.dev.entry(i))), h('span', { class: 'ev-text' }, text)));
     }
-    this.rows.replaceChildren(...frag);
+    fill(this.rows, frag);
     const total = Math.max(1, this.n);
     const frac = Math.min(1, this.visibleRows() / total);
     const trackH = this.scrollbar.clientHeight;
@@ -150,8 +150,8 @@ export class StateView {
         rounding += b.size - b.requested;
       }
     }
-    this.stats.replaceChildren(...[
-      h('span', null, h('b', null, formatSize(L.allocated, false)), ' allocated'),
+    fill(this.stats, [
+      h('span', null, h('b', null, formatSize(L.allocated, false)), ' requested'),
       h('span', null, h('b', null, formatSize(L.reserved, false)), ' reserved'),
       h('span', null, `${formatCount(L.segs.length)} segments · ${formatCount(blocks)} blocks`),
       h('span', null, `${formatSize(rounding, false)} lost to rounding`),
@@ -177,7 +177,7 @@ export class StateView {
     if (e.compileContext && e.compileContext !== 'N/A') lines.push(`Compile context: ${e.compileContext}`);
     const meta = formatUserMetadata(e.userMetadata);
     if (meta) lines.push(meta);
-    this.detailsHead.textContent = lines.join('\n');
+    setText(this.detailsHead, lines.join('\n'));
     this.dev.page.showStack(this.detailsStack, this.dev.page.stack(e.stack));
   }
 
@@ -382,7 +382,7 @@ export class StateView {
   showItemDetails(item) {
     const text = this.tooltipFor(item);
     const meta = formatUserMetadata((item.block || item.seg).userMetadata);
-    this.detailsHead.textContent = meta ? `${text}\n${meta}` : text;
+    setText(this.detailsHead, meta ? `${text}\n${meta}` : text);
     const stack = item.block ? item.block.stack : item.seg.stack;
     this.dev.page.showStack(this.detailsStack, this.dev.page.stack(stack));
   }

@@ -5,7 +5,8 @@ import {
   formatCount, formatDuration, formatDurationTick, formatSize, niceByteStep, niceStep,
 } from './format.js';
 import { SUMMARY_ID } from './timeline.js';
-import { fitCanvas, frameScheduler, h, segmented } from './ui.js';
+import { fitCanvas, frameScheduler, h, segmented, setText } from './ui.js';
+import { Categories, KIND_COLORS, breakdownView, categoryLegend } from './categories.js';
 
 const MARGIN = { left: 78, right: 14, top: 10, bottom: 26 };
 // How many of the largest elements are drawn separately at first. MemoryViz
@@ -30,6 +31,9 @@ export class TimelineView {
     this.spans = null;
     this.image = null;
     this.mouse = null;
+    // What kind of memory each allocation is (the engine's classifier).
+    const cats = mode === 'tl' ? new Categories(dev) : null;
+    this.cats = cats && cats.available ? cats : null;
     this.resetView();
     this.schedule = frameScheduler(() => this.render());
     this.scheduleOverlay = frameScheduler(() => this.drawOverlay());
@@ -88,6 +92,16 @@ export class TimelineView {
     this.detailsStack = h('pre', { class: 'stack' });
     this.details = h('section', { class: 'details' }, this.detailsHead, this.detailsStack);
     this.showIdleDetails();
+    this.kindCtl = null;
+    if (this.cats) {
+      this.legend = categoryLegend();
+      this.legend.hidden = true;
+      this.kindCtl = h('span', { class: 'kind-ctl' }, segmented([
+        ['site', 'By site', 'colour: MemoryViz\'s, one colour per allocation'],
+        ['kind', 'By kind', 'colour: parameter, gradient, optimizer state, activation, ...'],
+      ], 'site', (v) => this.setColorMode(v)), this.legend);
+      this.momentPane = h('section', { class: 'moment' });
+    }
 
     const title = this.mode === 'st' ? 'Active Cached Segment Timeline' : 'Active Memory Timeline';
     this.el = h('div', { class: `view timeline-view mode-${this.mode}` },
@@ -95,12 +109,13 @@ export class TimelineView {
         h('h2', null, title),
         this.axisCtl,
         h('label', { class: 'detail-ctl' }, this.detailInput, this.detailLabel),
-        this.searchInput, this.searchInfo,
+        this.searchInput, this.searchInfo, this.kindCtl,
         h('span', { class: 'spacer' }),
         h('button', { type: 'button', onclick: () => { this.resetView(); this.schedule(); } }, 'Reset zoom')),
       h('div', { class: 'plot-wrap' }, this.canvas, this.overlay),
       h('div', { class: 'minimap-wrap' }, this.minimap),
-      this.details);
+      this.details, this.cats ? this.momentPane : null);
+    if (this.cats) this.showMoment(md.meta.peakEvent + 1, true);
     if (md.m === 0) {
       this.el.querySelector('.plot-wrap').append(h('div', { class: 'empty' },
         this.dev.n ? `No ${this.noun} in this device's trace.` :
@@ -108,6 +123,25 @@ export class TimelineView {
           'only the allocator state at the end is known.'));
     }
     this.attachEvents();
+  }
+
+  setColorMode(mode) {
+    this.model.setColors(mode === 'kind' ? KIND_COLORS : null, mode === 'kind' ? this.cats.colorIndex() : null);
+    this.legend.hidden = mode !== 'kind';
+    this.el.dataset.colors = mode;
+    this.schedule();
+  }
+
+  // What was allocated in state s, by kind and by module.
+  showMoment(s, peak = false) {
+    if (!this.cats || s < 0) return;
+    const b = this.cats.breakdown(this.model, s);
+    const title = peak ? 'At the allocated peak' : 'At the chosen moment';
+    const note = `${this.stateLabel(s)}. Requested bytes, as the timeline stacks them; ` +
+      (this.cats.meta.tagged ? `${this.cats.meta.tagged} storages tagged by memsight.torch, the rest inferred` :
+        'inferred (no memsight.torch tags)') + '. Click the timeline for another moment.';
+    this.momentPane.replaceChildren(breakdownView(title, note, b));
+    this.el.dataset.moment = String(s);
   }
 
   sliderFromDetail(k) {
@@ -404,7 +438,7 @@ export class TimelineView {
         return;
       }
       const inPlot = px >= g.L && px < g.L + g.pw && py >= 0 && py < g.ph + 1;
-      this.mouse = { px, inPlot };
+      this.mouse = { px, inPlot, col: inPlot ? Math.floor(px - g.L) : -1 };
       const id = inPlot ? this.model.hit(this.spans, Math.floor(px - g.L), Math.floor(py)) : -1;
       this.setHover(id, e.clientX, e.clientY, inPlot ? Math.floor(px - g.L) : -1);
       this.scheduleOverlay();
@@ -422,7 +456,10 @@ export class TimelineView {
         window.removeEventListener('mouseup', up);
         const d = drag;
         drag = null;
-        if (d && !d.moved) this.togglePin(this.hover);
+        if (d && !d.moved) {
+          this.togglePin(this.hover);
+          if (this.mouse && this.rep && this.mouse.col >= 0) this.showMoment(this.rep[this.mouse.col]);
+        }
       };
       window.addEventListener('mouseup', up);
       e.preventDefault();
@@ -537,13 +574,16 @@ export class TimelineView {
         `${this.noun} below the detail limit\n${where}`;
     }
     const i = this.model.info(id);
-    return `${i.name}  ${formatSize(i.size)}\nstream ${i.stream}\n${where}`;
+    const kind = this.cats ? `\n${this.cats.label(id)}` : '';
+    return `${i.name}  ${formatSize(i.size)}\nstream ${i.stream}${kind}\n${where}`;
   }
 
   stateLabel(s) {
     const md = this.model;
     const total = formatSize(md.total[s], false);
-    const label = this.mode === 'st' ? 'reserved' : 'allocated';
+    // What the bands add up to: segment sizes, or (as memory_viz draws them)
+    // the requested sizes of the allocations not yet free_completed.
+    const label = this.mode === 'st' ? 'in segments' : 'requested';
     if (s === 0) return `before the first trace entry: ${total} ${label}`;
     const t = md.stateTime(s) - this.dev.times[0];
     return `after trace entry ${formatCount(this.dev.entry(s - 1))} (+${formatDuration(t)}): ${total} ${label}`;
@@ -559,14 +599,27 @@ export class TimelineView {
     this.scheduleOverlay();
   }
 
+  // The peak as the engine's summary counts it (the overview's numbers), and
+  // what the bands themselves add up to.
   showIdleDetails() {
     const md = this.model;
-    const what = this.mode === 'st' ? 'reserved' : 'allocated';
+    const sum = this.dev.summary;
+    const entry = (e) => (e >= 0 ? ` after trace entry ${formatCount(e)}` : ' before the first trace entry');
+    let peak;
+    if (!sum) {
+      peak = ['Nothing recorded on this device. '];
+    } else if (this.mode === 'st') {
+      peak = ['Peak reserved: ', h('b', null, formatSize(sum.peak_reserved)), entry(sum.peak_reserved_event),
+        " (torch's max_memory_reserved). The bands are segments (cudaMalloc calls); ",
+        'expandable segments grow by mapping pages, which they do not show. '];
+    } else {
+      peak = ['Peak allocated: ', h('b', null, formatSize(sum.peak_allocated)), entry(sum.peak_allocated_event),
+        " (torch's max_memory_allocated, whole blocks). The bands are requested sizes until free_completed, ",
+        `as memory_viz draws them (torch's requested_bytes, peak ${formatSize(sum.peak_requested, false)}). `];
+    }
     this.detailsHead.replaceChildren(
-      h('div', { class: 'idle' },
-        `Peak ${what}: `, h('b', null, formatSize(md.meta.peak)),
-        md.meta.peakEvent >= 0 ? ` after trace entry ${formatCount(this.dev.entry(md.meta.peakEvent))}` : '',
-        ` · ${formatCount(md.m)} ${this.noun} over ${formatCount(md.n)} events. `,
+      h('div', { class: 'idle' }, peak,
+        `${formatCount(md.m)} ${this.noun} over ${formatCount(md.n)} events. `,
         'Hover a band for its details, click to pin them. Wheel: zoom; drag: pan; double-click: reset; ',
         'search matches are drawn even below the detail limit.'));
     this.dev.page.showStack(this.detailsStack, null);
@@ -585,7 +638,8 @@ export class TimelineView {
     const jump = i.start >= 0 ? i.start : i.end;
     const head = h('div', null,
       this.pinned === id ? h('span', { class: 'badge' }, 'pinned') : null,
-      h('span', { class: 'mono' }, d.head));
+      setText(h('span', { class: 'mono' }), d.head),
+      this.cats ? h('div', { class: 'kind-line' }, 'Kind: ', this.cats.label(id)) : null);
     const actions = h('div', { class: 'detail-actions' });
     if (jump >= 0) {
       actions.append(h('button', {

@@ -14,6 +14,7 @@ import { PageData, decodePayload, parseBlob } from '../src/data.js';
 import { FlameTree } from '../src/flame.js';
 import { AllocatorStateModel, layoutState } from '../src/state.js';
 import { LiveStack, TimelineModel } from '../src/timeline.js';
+import { CATEGORIES, Categories } from '../src/categories.js';
 import { ROOT, fixtures, memsightBinary, outDir, report } from '../../tests/browser/reports.mjs';
 
 let binary = null;
@@ -117,7 +118,21 @@ function addTreePaths(tree, into) {
   }
 }
 
-const snapshots = binary ? [...fixtures(), ...(process.env.MEMSIGHT_EXTRA || '').split(':').filter(Boolean)] : [];
+// The timeline's kinds at the end are the summary's at the snapshot (one
+// classifier), in requested bytes, when no block waits on another stream
+// (the timeline keeps those until free_completed, the summary does not).
+function checkKinds(dev, sd) {
+  const cats = new Categories(dev);
+  assert.ok(cats.available, 'the page has the kinds');
+  const md = new TimelineModel(dev, 'tl');
+  for (let e = 0; e < md.m; e++) assert.ok(cats.category(e) < CATEGORIES.length);
+  if (sd.active_now !== sd.allocated_now) return;
+  const b = cats.breakdown(md, md.n);
+  const want = CATEGORIES.map((c) => sd.categories.at_snapshot.by_category[c.key].requested);
+  assert.deepEqual([...b.bytes], want);
+}
+
+const snapshots = binary ? [...fixtures(), join(ROOT, 'tests/data/synthetic_categories.pickle.gz'), ...(process.env.MEMSIGHT_EXTRA || '').split(':').filter(Boolean)] : [];
 
 describe('engine page data agrees with the viewer\'s replay', { skip: !binary && 'no memsight binary' }, () => {
   for (const snap of snapshots) {
@@ -141,6 +156,7 @@ describe('engine page data agrees with the viewer\'s replay', { skip: !binary &&
           assert.equal(L.allocated, sd.requested_now);
           assert.equal(L.reserved, sd.reserved_now);
           assert.equal(d.entries, sd.entries);
+          checkKinds(dev, sd);
         }
       }
       // The flamegraphs hold torch's folded stacks, name for name.

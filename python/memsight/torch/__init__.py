@@ -60,12 +60,14 @@ from .recording import (
     Recording,
     dump,
     record,
+    record_memory_history,
     recorder,
     snapshot,
     start_recording,
     stop_recording,
 )
 from .state import TrainState
+from .tags import storage_tags
 from .templates import (
     ensure_folder_is_empty,
     format_name_with_dist,
@@ -116,10 +118,12 @@ __all__ = [
     "profile",
     "profile_every",
     "record",
+    "record_memory_history",
     "recorder",
     "set_default_destination",
     "set_target_gpu",
     "snapshot",
     "start_recording",
     "stop_recording",
+    "storage_tags",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import Any
 
 from .callback import Callback
 from ._atomic import write_atomic
@@ -29,6 +30,13 @@ class FileCallback(Callback):
         #: Every file written so far, in order.
         self.written: list[str] = []
         self._warned_no_destination = False
+
+    def attach_model(self, model: Any, optimizer: Any = None) -> None:
+        """For drivers that know the model (the Lightning adapters): hands
+        over the model and the optimizer, each unless the callback has one."""
+        rec = getattr(self, "_recording", None)
+        if rec is not None:
+            rec.hand_over(model if rec.model is None else None, optimizer if rec.optimizer is None else None)
 
     def _set_up_folder(self, state: TrainState) -> None:
         """Renders the folder and, unless overwrite, refuses a non-empty one.

@@ -73,7 +73,8 @@ def build_library(name: str, source: Path, args: list[str]) -> Path:
     if cxx is None:
         raise MemsightError("no C++ compiler found (set CXX)")
     digest = hashlib.sha256()
-    for part in (source.read_bytes(), (NATIVE_DIR / "counters_abi.h").read_bytes(),
+    headers = [h.read_bytes() for h in sorted(NATIVE_DIR.glob("*.h"))]
+    for part in (source.read_bytes(), *headers,
                  cxx.encode(), "\0".join(args).encode(), sysconfig.get_platform().encode()):
         digest.update(part)
         digest.update(b"\0")

@@ -12,10 +12,15 @@ from typing import Any, Iterator
 
 
 def is_tensor(obj: Any, tensor_type: type) -> bool:
-    try:
-        return isinstance(obj, tensor_type)
-    except Exception:  # noqa: BLE001 - dead weakref.proxy and friends raise here
-        return False
+    """Whether obj is a tensor, judged by its real type without touching obj.
+
+    isinstance() would ask an object that is not a tensor for its __class__,
+    and some objects answer attribute reads with a warning (torch's deprecated
+    ``torch.distributed.reduce_op`` warns on every one) or an error (a dead
+    weakref.proxy): a scan of every object the garbage collector knows must
+    not make them speak. type() reads no attribute.
+    """
+    return issubclass(type(obj), tensor_type)
 
 
 def reachable_tensors(torch: Any, collect: bool = False) -> list[Any]:

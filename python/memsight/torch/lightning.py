@@ -73,11 +73,26 @@ def adapters_for(pl: ModuleType) -> SimpleNamespace:
         def state_key(self) -> str:
             return f"memsight.{type(self.callback).__name__}"
 
+        def _hand_over(self, trainer: Any, pl_module: Any) -> None:
+            """The module and its first optimizer, for the memory kinds."""
+            attach = getattr(self.callback, "attach_model", None)
+            if attach is None:
+                return
+            try:
+                optimizers = list(getattr(trainer, "optimizers", None) or [])
+                attach(pl_module, optimizers[0] if optimizers else None)
+            except Exception:
+                log.exception("memsight: could not hand the module over to %s", type(self.callback).__name__)
+
         def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
             device = getattr(pl_module, "device", None)
             self.state.device = getattr(device, "type", None)
+            self._hand_over(trainer, pl_module)
             self.state.start_fit()
             self.callback.fit_start(self.state)
+
+        def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+            self._hand_over(trainer, pl_module)  # the optimizers exist by now
 
         def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
             self.state.start_batch()

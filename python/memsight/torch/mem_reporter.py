@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ._line_format import readable_size
-from ._tensors import as_int, reachable_tensors, shape_text, storage_parts, untyped_storage
+from ._tensors import as_int, is_tensor, reachable_tensors, shape_text, storage_parts, untyped_storage
 
 log = logging.getLogger("memsight.torch")
 LEN = 79
@@ -91,7 +91,7 @@ class MemReporter:
             for p in group["params"]:
                 pname = self._lookup(p) or self._tensor_name(p)
                 for key, value in optimizer.state.get(p, {}).items():
-                    if isinstance(value, self._torch.Tensor):
+                    if is_tensor(value, self._torch.Tensor):
                         self._name(value, f"{kind}.{pname}.{key}", join=False)
 
     def _tensor_name(self, t: Any) -> str:

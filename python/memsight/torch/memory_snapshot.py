@@ -11,11 +11,14 @@ import logging
 import os
 import pickle
 import re
+from typing import Any
 
+from . import _native_dump
 from ._cuda import torch_module
 from ._files import FileCallback
 from .recording import Recording
 from .state import TrainState
+from .tags import add_tags
 
 log = logging.getLogger("memsight")
 
@@ -45,7 +48,8 @@ class MemorySnapshot(FileCallback):
     the snapshot at the end of that window, once per run. Composer's
     parameters and defaults; ``{batch}`` in the names is the batch that
     closed the window. If the fit ends inside the window, what was recorded
-    so far is written at ``fit_end``.
+    so far is written at ``fit_end``. ``model=`` / ``optimizer=``: their
+    storages are tagged and their phases marked (see ``record``).
     """
 
     def __init__(
@@ -60,6 +64,8 @@ class MemorySnapshot(FileCallback):
         *,
         context: str = "all",
         stacks: str = "python",
+        model: Any = None,
+        optimizer: Any = None,
     ) -> None:
         super().__init__(folder, filename, remote_file_name, overwrite)
         if int(skip_batches) < 0:
@@ -67,7 +73,8 @@ class MemorySnapshot(FileCallback):
         self.skip_batches = int(skip_batches)
         self.interval = parse_batches(interval)
         self.max_entries = int(max_entries)
-        self._recording = Recording(max_entries, context, stacks, owner="MemorySnapshot")
+        self._recording = Recording(max_entries, context, stacks, owner="MemorySnapshot", model=model,
+                                    optimizer=optimizer)
         self._seen = 0  # batches ended since fit_start
         self._start_batch: int | None = None
         self.done = False
@@ -117,9 +124,14 @@ class MemorySnapshot(FileCallback):
         """Writes ``{prefix}.pickle`` and ``{prefix}.html`` now; returns the paths written."""
         state = state or self.state or TrainState()
         try:
-            snap = torch_module().cuda.memory._snapshot()
-            raw = pickle.dumps(snap, protocol=4)
-            del snap
+            # Natively, when the dumper is ready: no Python object per entry.
+            msnap = _native_dump.take()
+            if msnap is not None:
+                raw = msnap.pickle()
+            else:
+                snap = add_tags(torch_module().cuda.memory._snapshot())
+                raw = pickle.dumps(snap, protocol=4)
+                del snap
         except Exception:
             log.exception("memsight: MemorySnapshot could not take the snapshot")
             return []
@@ -130,7 +142,7 @@ class MemorySnapshot(FileCallback):
         def page() -> str:
             from ..snapshot import loads
 
-            return loads(raw).html("trace_plot")
+            return (msnap or loads(raw)).html("trace_plot")
 
         self._write(prefix + ".html", page, "memory snapshot page")
         files = self.written[start:]

@@ -30,6 +30,7 @@ import contextlib
 import functools
 import logging
 import os
+import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -49,12 +50,25 @@ from .memprofiler_output import (
     site_totals,
     write_stats,
 )
+from . import _native_dump
 from .recording import Recording, dump, snapshot
 
 log = logging.getLogger("memsight")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+
+def _history_now() -> tuple[dict[str, Any], Any]:
+    """The allocator's state now: (its segments as dicts, what to write to the history
+    file). Through the native dumper when it is ready (the trace is never turned into
+    Python objects), else torch's ``_snapshot()``."""
+    msnap = _native_dump.take()
+    if msnap is not None:
+        # Our own pickle of plain data: loading it runs no code.
+        return {"segments": pickle.loads(msnap._snap.segments_pickle())}, msnap
+    snap = snapshot()
+    return snap, snap
 
 @dataclass
 class _Call:
@@ -77,7 +91,8 @@ class MemProfiler:
     ``enabled=True``.
     """
 
-    def __init__(self, cfg: MemProfilerCfg | dict[str, Any] | None = None, **options: Any) -> None:
+    def __init__(self, cfg: MemProfilerCfg | dict[str, Any] | None = None, *, model: Any = None,
+                 optimizer: Any = None, **options: Any) -> None:
         if cfg is None:
             cfg = MemProfilerCfg.from_dict({"enabled": True, **options})
         elif options:
@@ -118,6 +133,8 @@ class MemProfiler:
         self._atexit = False
         self._finished = False
         self._fsdp_failed = False
+        if model is not None or optimizer is not None:
+            self.connect(model, optimizer)
 
     @property
     def enabled(self) -> bool:
@@ -135,7 +152,9 @@ class MemProfiler:
     def connect(self, module: Any, optimizer: Any = None) -> MemProfiler:
         """The module whose submodules get the hooks (and whose
         ``fsdp_mem_tracker_root_module`` is tracked), and the optimizer the
-        FSDP tracker accounts for. Hooks are attached at the first profiled call."""
+        FSDP tracker accounts for. Hooks are attached at the first profiled call.
+        The allocator-history snapshots tag their storages and mark their
+        phases (memsight.torch.record's model=, optimizer=)."""
         self.module = module
         if optimizer is not None:
             self.optimizer = optimizer
@@ -179,7 +198,10 @@ class MemProfiler:
                 self._hooks.attach(self.module)
         if self._history_fns and self._recording is None and not (self._history_fns <= self._done):
             o = cfg.cuda_allocator_history_options
-            self._recording = Recording(o.max_entries, o.context, o.stacks, owner="MemProfiler").start()
+            self._recording = Recording(o.max_entries, o.context, o.stacks, owner="MemProfiler",
+                                        model=self.module, optimizer=self.optimizer).start()
+        elif self._recording is not None and hasattr(self._recording, "hand_over"):
+            self._recording.hand_over(self.module, self.optimizer)  # connected, or the optimizer set, later
         if not self._atexit:
             atexit.register(self._at_exit)
             self._atexit = True
@@ -244,8 +266,8 @@ class MemProfiler:
         cfg = self.cfg
         if fn in self._history_fns:
             try:
-                snap = snapshot()
-                call.start_sites = site_totals(snap)
+                live, snap = _history_now()
+                call.start_sites = site_totals(live)
                 call.files.append(self._dump_history(fn, idx, "start", snap))
             except Exception:
                 log.exception("memsight: MemProfiler could not dump the allocator history of %s", fn)
@@ -284,8 +306,8 @@ class MemProfiler:
         entry = self.snap(fn, idx, "end", extra)
         if call.start_sites is not None:
             try:
-                snap = snapshot()
-                entry["grew_by_site"] = growth_by_site(call.start_sites, snap)
+                live, snap = _history_now()
+                entry["grew_by_site"] = growth_by_site(call.start_sites, live)
                 call.files.append(self._dump_history(fn, idx, "end", snap))
             except Exception:
                 log.exception("memsight: MemProfiler could not dump the allocator history of %s", fn)
@@ -334,7 +356,7 @@ class MemProfiler:
         self.memory_stats[self.gen_snap_key(fn, iter_idx, ctx)] = entry
         return entry
 
-    def _dump_history(self, fn: str, iter_idx: int, ctx: str, snap: dict[str, Any]) -> str:
+    def _dump_history(self, fn: str, iter_idx: int, ctx: str, snap: Any) -> str:
         path = history_path(self.init_memprof_log_dir(), self.rank, fn, iter_idx, ctx)
         dump(path, snap)
         self.written.append(path)

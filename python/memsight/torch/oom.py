@@ -31,11 +31,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._engine import core
+from . import _native_dump
 from ._cuda import torch_module
 from ._dist import dist_info
 from ._files import FileCallback
 from .recording import Recording
 from .state import TrainState
+from .tags import add_tags
 
 log = logging.getLogger("memsight")
 
@@ -56,7 +58,7 @@ def list_filenames(prefix: str) -> list[str]:
 
 def _size(n: int) -> str:
     try:
-        return core().format_size(float(n))
+        return core().format_bytes(float(n))
     except Exception:
         return f"{n} bytes"
 
@@ -124,6 +126,9 @@ class OOMObserver(FileCallback):
             passed to uploads.
         context, stacks: what stacks torch records (see ``record``).
         parallel: render the pages and flamegraphs in parallel threads.
+        model, optimizer: tag their storages in the snapshot and mark their
+            phases, so the diagnosis tells parameters, gradients, optimizer
+            state and activations apart exactly (see ``record``).
 
     Armed by ``fit_start`` (or :meth:`arm`), disarmed by ``close``.
     """
@@ -139,10 +144,13 @@ class OOMObserver(FileCallback):
         context: str = "alloc",
         stacks: str = "python",
         parallel: bool = True,
+        model: Any = None,
+        optimizer: Any = None,
     ) -> None:
         super().__init__(folder, filename, remote_file_name, overwrite)
         self.max_entries = int(max_entries)
-        self._recording = Recording(max_entries, context, stacks, owner="OOMObserver")
+        self._recording = Recording(max_entries, context, stacks, owner="OOMObserver", model=model,
+                                    optimizer=optimizer)
         self.parallel = parallel
         self.armed = False
         #: Files written for the last OOM, and how long that took (seconds).
@@ -150,6 +158,8 @@ class OOMObserver(FileCallback):
         self.last_duration: float | None = None
         #: Where that time went: snapshot, pickle, write_pickle, engine_load, render (seconds).
         self.last_timings: dict[str, float] = {}
+        #: How the last snapshot was taken: "native" (memsight's dumper) or "torch" (_snapshot()).
+        self.last_path: str | None = None
         self.oom_count = 0
         self._lock = threading.Lock()
 
@@ -198,46 +208,54 @@ class OOMObserver(FileCallback):
         torch = torch_module()
         state = self.state or TrainState()
         self.oom_count += 1
-        try:
-            snap = torch.cuda.memory._snapshot()
-            t = lap("snapshot", t0)
-        except Exception:
-            log.exception("memsight: OOM on device %d, but the memory snapshot could not be taken", device)
-            return
         total, limit = _device_memory(torch, device, device_total)
-        try:  # beside torch's keys: the engine reads them to name a cap or other processes
-            snap["memsight_device_memory"] = [{"device": int(device), "total": total, "limit": limit}]
-        except Exception:
-            log.debug("memsight: could not note the device's memory in the snapshot", exc_info=True)
-        if not any(snap.get("device_traces") or []):
-            log.warning(
-                "memsight: OOM on device %d, but no allocation history was recorded "
-                "(was recording turned off outside memsight?); no files written", device,
-            )
-            return
         folder = self.folder_name or "."
         prefix = os.path.join(folder, self._prefix(state))
         start = len(self.written)
-        raw: bytes | None = None
-        try:
-            raw = pickle.dumps(snap, protocol=4)
-        except Exception:
-            log.exception("memsight: could not pickle the OOM snapshot")
-        t = lap("pickle", t)
-        if raw is not None:
-            self._write(prefix + SNAPSHOT, lambda: raw, "OOM snapshot")
-        t = lap("write_pickle", t)
-        del snap
-
-        msnap: Any = None
-        if raw is not None:
+        # The native path: the allocator's snapshot straight into the engine's model,
+        # no Python object per entry (see _native_dump); torch's path when not ready.
+        memory = [{"device": int(device), "total": total, "limit": limit}]
+        msnap: Any = _native_dump.take({"memsight_device_memory": memory})
+        self.last_path = "native" if msnap is not None else "torch"
+        if msnap is not None:
+            t = lap("snapshot", t0)
+            if msnap.trace_entry_count == 0:
+                self._warn_no_history(device)
+                return
+            self._write(prefix + SNAPSHOT, msnap.pickle, "OOM snapshot")
+            t = lap("write_pickle", t)
+        else:
             try:
-                from ..snapshot import loads
+                snap = add_tags(torch.cuda.memory._snapshot())
+                t = lap("snapshot", t0)
+            except Exception:
+                log.exception("memsight: OOM on device %d, but the memory snapshot could not be taken", device)
+                return
+            try:  # beside torch's keys: the engine reads them to name a cap or other processes
+                snap["memsight_device_memory"] = memory
+            except Exception:
+                log.debug("memsight: could not note the device's memory in the snapshot", exc_info=True)
+            if not any(snap.get("device_traces") or []):
+                self._warn_no_history(device)
+                return
+            raw: bytes | None = None
+            try:
+                raw = pickle.dumps(snap, protocol=4)
+            except Exception:
+                log.exception("memsight: could not pickle the OOM snapshot")
+            t = lap("pickle", t)
+            if raw is not None:
+                self._write(prefix + SNAPSHOT, lambda: raw, "OOM snapshot")
+            t = lap("write_pickle", t)
+            del snap
+            if raw is not None:
+                try:
+                    from ..snapshot import loads
 
-                msnap = loads(raw)
-            except Exception as e:
-                log.error("memsight: the engine could not read the OOM snapshot: %s: %s", type(e).__name__, e)
-        t = lap("engine_load", t)
+                    msnap = loads(raw)
+                except Exception as e:
+                    log.error("memsight: the engine could not read the OOM snapshot: %s: %s", type(e).__name__, e)
+            t = lap("engine_load", t)
 
         def need() -> Any:
             if msnap is None:
@@ -280,6 +298,12 @@ class OOMObserver(FileCallback):
         )
         for path in new:
             self._upload(path, state)
+
+    def _warn_no_history(self, device: int) -> None:
+        log.warning(
+            "memsight: OOM on device %d, but no allocation history was recorded "
+            "(was recording turned off outside memsight?); no files written", device,
+        )
 
     def _diagnosis_header(self, device: int, alloc: int, device_total: int, device_free: int,
                           limit: int | None = None) -> str:

@@ -29,6 +29,7 @@ from ._atomic import write_atomic
 from ._cuda import cuda_available, torch_module
 from ._dist import dist_info
 from ._files import FileCallback
+from .recording import Recording, dump
 from .state import TrainState
 from .templates import format_name_with_dist_and_time
 from .uploads import remote_uri, shared_uploader
@@ -107,6 +108,14 @@ TORCH_ACTION = {
 }
 
 
+def snapshot_path(trace: str) -> str:
+    """``rank0.3.pt.trace.json.gz`` -> ``rank0.3.memory_snapshot.pickle``."""
+    stem = trace
+    for suffix in (".gz", ".json", ".pt.trace"):
+        stem = stem[: -len(suffix)] if stem.endswith(suffix) else stem
+    return stem + ".memory_snapshot.pickle"
+
+
 @dataclass(frozen=True)
 class TraceTime:
     """When a trace was saved: the batch that closed its window."""
@@ -130,6 +139,12 @@ class TorchProfiler(FileCallback):
     uploaded (-1 keeps all; 0 deletes each once uploaded). At ``close`` the op
     tables are logged (``op_tables``). Works with CPU-only torch; a failed
     export or upload is logged, never raised into training.
+
+    ``model=`` / ``optimizer=`` (on CUDA): the allocator history is recorded
+    over the same windows, their storages tagged and phases marked, and each
+    save also writes ``{trace name}.memory_snapshot.pickle`` beside the trace
+    (local only): memsight's memory kinds of the very batches torch's memory
+    timeline categorised.
     """
 
     def __init__(
@@ -148,6 +163,8 @@ class TorchProfiler(FileCallback):
         num_traces_to_keep: int = -1,
         *,
         schedule: Any = None,
+        model: Any = None,
+        optimizer: Any = None,
     ) -> None:
         if use_gzip:
             if not filename.endswith(".gz"):
@@ -181,6 +198,7 @@ class TorchProfiler(FileCallback):
         self.action = ProfilerAction.SKIP
         self._prof: Any = None
         self._deleted: set[str] = set()
+        self._recording = Recording(owner="TorchProfiler", model=model, optimizer=optimizer)
 
     # -- the protocol ------------------------------------------------------------
     def _on_fit_start(self, state: TrainState) -> None:
@@ -207,6 +225,23 @@ class TorchProfiler(FileCallback):
             with_flops=self.with_flops,
         )
         self._prof.__enter__()
+        self._follow_window()
+
+    def attach_model(self, model: Any, optimizer: Any = None) -> None:
+        """Drivers that know the model (Lightning) do not turn history
+        recording on here: it costs time in the windows being profiled.
+        Pass ``model=`` to have it."""
+
+    def _follow_window(self) -> None:
+        """Records the allocator history while the profiler records, when a
+        model or optimizer was handed over."""
+        rec = self._recording
+        if rec.model is None and rec.optimizer is None:
+            return
+        if self.action != ProfilerAction.SKIP:
+            rec.start()
+        else:
+            rec.stop()
 
     def _decide(self, state: TrainState) -> ProfilerAction:
         try:
@@ -225,10 +260,15 @@ class TorchProfiler(FileCallback):
         # torch asks the schedule for the next batch's action inside step():
         # the counters already say which batch comes next.
         self.action = self._decide(state)
+        if self.action != ProfilerAction.SKIP:
+            self._follow_window()  # before the step: the next batch is recorded
         self._prof.step()
+        if self.action == ProfilerAction.SKIP:
+            self._follow_window()  # after it: the saved window's history is written
         self._prune()
 
     def _on_close(self) -> None:
+        self._recording.stop()
         prof, self._prof = self._prof, None
         if prof is not None:
             try:
@@ -264,6 +304,13 @@ class TorchProfiler(FileCallback):
             if self._write_memory_page(prof, page):
                 files.append(page)
                 self._upload_as(page, self.memory_remote_file_name, state)
+        if self._recording.active:
+            snap = snapshot_path(trace)
+            try:
+                dump(snap)
+                files.append(snap)
+            except Exception as e:
+                log.error("memsight: TorchProfiler could not write %s: %s: %s", snap, type(e).__name__, e)
         when = TraceTime(state.epoch, state.batch, state.batch_in_epoch)
         self.saved_traces[when] = files
         self.written.extend(files)

@@ -24,10 +24,13 @@ import logging
 import lzma
 import os
 import pickle
+import sys
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import _native_dump
+from . import tags as _tags
 from ._atomic import write_atomic
 from ._cuda import cuda_available, history_enabled, torch_module, warn_once
 
@@ -185,6 +188,11 @@ class Recording:
     Recording requests nest and combine (see the module docs); stopping
     restores the state from before. Without CUDA this warns once and records
     nothing.
+
+    ``model=`` / ``optimizer=``: while recording, their phases are marked in
+    the history and every snapshot memsight.torch takes tags their storages
+    (parameters, gradients, optimizer state, buffers), so that memsight
+    tells what kind of memory each block is exactly (docs/summary.md).
     """
 
     def __init__(
@@ -198,6 +206,8 @@ class Recording:
         global_record_annotations: bool = False,
         skip_actions: Any = None,
         owner: str = "record",
+        model: Any = None,
+        optimizer: Any = None,
     ) -> None:
         self.options = RecordOptions(
             enabled=enabled,
@@ -209,7 +219,10 @@ class Recording:
             skip_actions=frozenset(skip_actions or ()),
         )
         self.owner = owner
+        self.model = model
+        self.optimizer = optimizer
         self._token: int | None = None
+        self._tagged: tuple[int, int] | None = None
 
     @property
     def active(self) -> bool:
@@ -225,13 +238,33 @@ class Recording:
                 "recording is off",
             )
             return self
-        self._token = recorder.acquire(self.options, self.owner)
+        self._tagged = _tags.acquire(self.model, self.optimizer)
+        options = self.options
+        if _tags.marker_kind() == "annotations" and not options.global_record_annotations:
+            # the autograd engine's threads mark the backward: record them all
+            options = replace(options, global_record_annotations=True)
+        self._token = recorder.acquire(options, self.owner)
+        # Dumps of this history take the native path once it is built and warm.
+        _native_dump.prepare()
         return self
 
     def stop(self) -> None:
         token, self._token = self._token, None
         if token is not None:
             recorder.release(token)
+        tagged, self._tagged = self._tagged, None
+        _tags.release(tagged)
+
+    def hand_over(self, model: Any = None, optimizer: Any = None) -> None:
+        """Sets the model and optimizer (those not given stay); a running
+        recording takes them from now on."""
+        new = (model if model is not None else self.model, optimizer if optimizer is not None else self.optimizer)
+        if new[0] is self.model and new[1] is self.optimizer:
+            return
+        self.model, self.optimizer = new
+        if self._token is not None:
+            old, self._tagged = self._tagged, _tags.acquire(self.model, self.optimizer)
+            _tags.release(old)
 
     def __enter__(self) -> Recording:
         return self.start()
@@ -241,7 +274,7 @@ class Recording:
 
     def with_options(self, **changes: Any) -> Recording:
         """A new, stopped Recording with some options changed."""
-        r = Recording(owner=self.owner)
+        r = Recording(owner=self.owner, model=self.model, optimizer=self.optimizer)
         r.options = replace(self.options, **changes)
         return r
 
@@ -274,18 +307,51 @@ def stop_recording(recording: Recording | None = None) -> None:
     recording.stop()
 
 
+def record_memory_history(
+    enabled: str | None = "all",
+    context: str | None = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: Any = None,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: Any = None,
+    *,
+    model: Any = None,
+    optimizer: Any = None,
+) -> Recording | None:
+    """``torch.cuda.memory._record_memory_history`` with torch's arguments
+    and defaults, through memsight's shared recorder, plus ``model=`` and
+    ``optimizer=`` (see :class:`Recording`). ``enabled=None`` stops the
+    latest recording started here. Returns the recording."""
+    del device  # torch ignores it too: recording covers every device
+    if enabled is None:
+        stop_recording()
+        return None
+    if clear_history:
+        log.info("memsight: clear_history is not applied: the history is shared with memsight's other recordings")
+    return start_recording(
+        max_entries, context, stacks, enabled=enabled, compile_context=compile_context,
+        global_record_annotations=global_record_annotations, skip_actions=skip_actions,
+        owner="record_memory_history", model=model, optimizer=optimizer,
+    )
+
+
 _EMPTY_SNAPSHOT: dict[str, Any] = {"segments": [], "device_traces": []}
 
 
 def snapshot() -> dict[str, Any]:
-    """``torch.cuda.memory._snapshot()``: segments, device traces and the rest.
+    """``torch.cuda.memory._snapshot()``: segments, device traces and the
+    rest, and the tags of the models and optimizers handed over (top-level
+    ``memsight_tags``; see :class:`Recording`).
 
     Without CUDA: a warning (once) and an empty snapshot.
     """
     if not cuda_available():
         warn_once("snapshot", "memsight: CUDA is not available; the snapshot is empty")
         return {k: list(v) for k, v in _EMPTY_SNAPSHOT.items()}
-    return torch_module().cuda.memory._snapshot()
+    return _tags.add_tags(torch_module().cuda.memory._snapshot())
 
 
 def _compress(path: str, data: bytes) -> bytes:
@@ -308,13 +374,14 @@ def _compress(path: str, data: bytes) -> bytes:
 
 def dump(path: str | os.PathLike[str], data: Any = None) -> str:
     """Writes a torch-compatible snapshot pickle (protocol 4) of ``data``
-    (default: :func:`snapshot` now). ``.gz`` / ``.zst`` / ``.zstd`` / ``.xz``
+    (default: the allocator's state now, through the native dumper when it is
+    ready, else :func:`snapshot`). ``.gz`` / ``.zst`` / ``.zstd`` / ``.xz``
     names are compressed. ``data`` may also be a :class:`memsight.Snapshot`.
     Returns the path.
     """
     p = os.fspath(path)
     if data is None:
-        data = snapshot()
+        data = _native_dump.take() or snapshot()
     if hasattr(data, "to_pickle") and not isinstance(data, dict):
         os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
         return data.to_pickle(p)

@@ -1,0 +1,53 @@
+#include "analysis/whatif.h"
+#include "cli/cli.h"
+#include "memsight/error.h"
+
+namespace memsight::cli {
+
+int cmd_whatif(const std::vector<std::string>& argv) {
+  // --set may be given several times; its values join into one setting.
+  std::vector<std::string> rest;
+  std::string set;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    std::string value;
+    if (argv[i] == "--set") {
+      if (i + 1 >= argv.size())
+        throw Error("option --set needs a value such as expandable_segments:True");
+      value = argv[++i];
+    } else if (argv[i].rfind("--set=", 0) == 0) {
+      value = argv[i].substr(6);
+    } else {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    if (value.empty()) throw Error("option --set needs a value such as expandable_segments:True");
+    set += (set.empty() ? "" : ",") + value;
+  }
+  Args a = parse_args(rest, {{"--json", "", false},
+                             {"--output", "-o", true},
+                             {"--device-memory", "", true},
+                             {"--memory-fraction", "", true}});
+  expect_positional(a, 1,
+                    "memsight whatif SNAPSHOT [--set KEY:VALUE ...] [--device-memory SIZE] "
+                    "[--memory-fraction F] [--json] [-o FILE]");
+  whatif::Options opts;
+  opts.set = set;
+  if (a.has("--device-memory"))
+    opts.device_memory =
+        static_cast<int64_t>(parse_size("--device-memory", a.get("--device-memory")));
+  if (a.has("--memory-fraction")) {
+    alloc::Settings probe;
+    probe.apply("per_process_memory_fraction:" + a.get("--memory-fraction"));
+    opts.memory_fraction = probe.memory_fraction;
+  }
+  if (!set.empty()) {
+    alloc::Settings probe;
+    probe.apply(set);  // a bad setting fails before the snapshot is read
+  }
+  Snapshot snap = load(a.positional[0]);
+  whatif::Report r = whatif::run(snap, opts);
+  write_output(a.get("--output", "-"), a.has("--json") ? whatif::json(r) : whatif::text(r));
+  return 0;
+}
+
+}  // namespace memsight::cli

@@ -1,0 +1,94 @@
+// What an output file's name asks for, and whether the command writes it:
+// the format follows the name, or the command refuses it before it reads
+// anything (so no file is written in a format the name does not say).
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
+#include "cli/cli.h"
+#include "memsight/error.h"
+#include "pickle/source.h"
+
+namespace memsight::cli {
+namespace {
+
+struct Format {
+  std::string_view name;  // as named_format returns it
+  std::string_view exts[2];
+  const char* label;   // "JSON (.json)"
+  const char* writer;  // which command writes it, for the hint
+};
+
+constexpr Format kFormats[] = {
+    {"html",
+     {".html", ".htm"},
+     "an HTML page (.html)",
+     "`memsight view` writes a snapshot's page, `memsight profile -o NAME.html` a trace's"},
+    {"svg",
+     {".svg", ""},
+     "an SVG flamegraph (.svg)",
+     "`memsight memory` and `segments` write them"},
+    {"json",
+     {".json", ""},
+     "JSON (.json)",
+     "`memsight summary --json` and `profile --json` write it"},
+    {"text", {".txt", ""}, "text (.txt)", "`memsight summary`, `stats` and `trace` write it"},
+    {"folded",
+     {".folded", ""},
+     "folded stacks (.folded)",
+     "`memsight memory` and `segments` write them"},
+    {"pickle", {".pickle", ".pkl"}, "a snapshot pickle (.pickle)", "`memsight convert` writes it"},
+};
+
+const Format* format_named(std::string_view name) {
+  for (const Format& f : kFormats)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+bool ends_with_nocase(std::string_view s, std::string_view ext) {
+  return !ext.empty() && s.size() > ext.size() &&
+         std::equal(
+             ext.begin(), ext.end(), s.end() - static_cast<std::ptrdiff_t>(ext.size()),
+             [](char e, char c) { return std::tolower(static_cast<unsigned char>(c)) == e; });
+}
+
+}  // namespace
+
+std::string named_format(const std::string& path) {
+  if (path == "-") return "";
+  std::string_view base = without_compression_suffix(path);
+  for (const Format& f : kFormats)
+    for (std::string_view ext : f.exts)
+      if (ends_with_nocase(base, ext)) return std::string(f.name);
+  return "";
+}
+
+std::string output_format(const std::string& command, const std::string& path,
+                          std::initializer_list<std::string_view> writes, std::string_view fallback,
+                          const OutputRules& rules) {
+  std::string what;  // what the command writes, for the messages: "A, B or C"
+  size_t k = 0;
+  for (std::string_view w : writes) {
+    if (k++) what += k == writes.size() ? " or " : ", ";
+    what += format_named(w)->label;
+  }
+  if (path != "-" && rules.compressible)
+    compression_for_name(path);  // refuses the compressions memsight does not write
+  else if (path != "-" && without_compression_suffix(path).size() != path.size())
+    throw Error("-o " + path + ": only `memsight convert` writes compressed files; `memsight " +
+                command + "` writes " + what + " (compress it afterwards)");
+  std::string asked = named_format(path);
+  if (asked.empty()) return std::string(fallback);
+  if (std::find(writes.begin(), writes.end(), asked) == writes.end()) {
+    const Format* f = format_named(asked);
+    throw Error("-o " + path + " names " + f->label + ", which `memsight " + command +
+                "` does not write: it writes " + what + "; " + f->writer);
+  }
+  if (rules.flag && asked != fallback)
+    throw Error(std::string(rules.flag) + " writes " + format_named(fallback)->label + ", but -o " +
+                path + " names " + format_named(asked)->label);
+  return asked;
+}
+
+}  // namespace memsight::cli

@@ -1,0 +1,222 @@
+"""`memsight whatif`: the recorded requests through the simulated allocator.
+
+The self-check runs on every recording in tests/data (torch 2.11, real
+GPUs); a hand-built fragmentation OOM has outcomes worked out by hand from
+torch's rules; a recording altered on purpose must fail the self-check and
+say so first.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import pickle
+
+import pytest
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
+RECORDINGS = sorted(p for p in [*DATA.glob("*.pickle"), *(DATA / "counters").glob("*.pickle")]
+                    if p.stem not in ("wrapped", "state_only"))
+MiB = 2**20
+GiB = 2**30
+
+
+def whatif(run, *args):
+    r = run("whatif", "--json", *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.stem)
+def test_self_check_reproduces_every_recording(run, path):
+    """Under the recorded settings the simulation makes every recorded
+    segment event (size, order, the request it served), puts every block at
+    its recorded address, and reaches torch's reserved peak."""
+    j = whatif(run, path)
+    assert j["devices"], "no device with a history"
+    for dev in j["devices"]:
+        c = dev["self_check"]
+        assert c["ok"], c
+        assert c["matching_events"] == c["segment_events"] and c["misplaced"] == 0
+        assert c["peak_reserved_simulated"] == c["peak_reserved_recorded"]
+        assert c["ooms_simulated"] == dev["recorded_ooms"]
+        (rec,) = [r for r in dev["results"] if r["recorded"]]
+        assert rec["peak_reserved"] == c["peak_reserved_recorded"]
+
+
+# The counters recordings carry torch's own memory_stats().
+@pytest.mark.parametrize("name", ["frag_oom", "capped_oom", "expandable_counters", "rounding", "record_stream"])
+def test_reserved_peak_is_torchs(run, name):
+    stats = json.loads((DATA / "counters" / f"{name}.stats.json").read_text())
+    j = whatif(run, DATA / "counters" / f"{name}.pickle")
+    (dev,) = j["devices"]
+    want = stats["devices"][str(dev["device"])]["memory_stats"]["reserved_bytes.all.peak"]
+    assert dev["self_check"]["peak_reserved_simulated"] == want
+
+
+def test_table_sorted_by_peak_reserved(run):
+    j = whatif(run, DATA / "mlp_train.pickle")
+    (dev,) = j["devices"]
+    labels = [r["settings"] for r in dev["results"]]
+    assert "recorded" in labels and "expandable_segments:True" in labels
+    assert {"max_split_size_mb:64", "garbage_collection_threshold:0.8", "roundup_power2_divisions:4"} <= set(labels)
+    peaks = [r["peak_reserved"] for r in dev["results"]]
+    assert peaks == sorted(peaks)
+    gc = [r for r in dev["results"] if r["settings"].startswith("garbage")]
+    assert all("set_per_process_memory_fraction" in r["note"] for r in gc)  # no cap: no effect
+    text = run("whatif", DATA / "mlp_train.pickle").stdout.decode()
+    assert text.index("self-check") < text.index("peak reserved")
+    assert "torch's 556.0MiB reserved" in text
+
+
+def frag_recording(tmp_path: pathlib.Path) -> pathlib.Path:
+    """What torch 2.11 records for whatif_workloads.frag_oom with the default
+    settings under a 206 MiB cap: ten 20 MiB segments holding a 9 MiB block
+    twice, the first ones freed, then a 12 MiB request that needs a segment
+    of its own and fails (200 MiB reserved + 12 > 206), and the unwinding."""
+    base, trace = 0x7F0000000000, []
+
+    def e(action, addr, size, **kw):
+        trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                      "time_us": len(trace), "frames": [], **kw})
+
+    for i in range(10):
+        seg = base + i * 32 * MiB
+        e("segment_alloc", seg, 20 * MiB)
+        e("alloc", seg, 9 * MiB)
+        e("alloc", seg + 9 * MiB, 9 * MiB)
+    for i in range(10):
+        e("free_requested", base + i * 32 * MiB, 9 * MiB)
+        e("free_completed", base + i * 32 * MiB, 9 * MiB)
+    trace.append({"action": "oom", "device_free": 79 * GiB, "size": 12 * MiB, "stream": 0,
+                  "time_us": len(trace), "frames": []})
+    for i in range(10):
+        e("free_requested", base + i * 32 * MiB + 9 * MiB, 9 * MiB)
+        e("free_completed", base + i * 32 * MiB + 9 * MiB, 9 * MiB)
+    segments = [{"device": 0, "address": base + i * 32 * MiB, "total_size": 20 * MiB, "allocated_size": 0,
+                 "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
+                 "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+                 "blocks": [{"address": base + i * 32 * MiB, "size": 20 * MiB, "requested_size": 0,
+                             "state": "inactive", "frames": []}]} for i in range(10)]
+    f = tmp_path / "frag.pickle"
+    f.write_bytes(pickle.dumps({"segments": segments, "device_traces": [trace]}, protocol=4))
+    return f
+
+
+def test_fragmentation_oom_by_hand(run, tmp_path):
+    f = frag_recording(tmp_path)
+    total = 80 * GiB
+    cap = ["--device-memory", str(total), "--memory-fraction", repr(206 * MiB / total)]
+    (dev,) = whatif(run, f, *cap)["devices"]
+    assert dev["self_check"]["ok"] and dev["recorded_ooms"] == [50]
+    assert dev["memory"]["limit"] == int(206 * MiB / total * total)
+    by = {r["settings"]: r for r in dev["results"]}
+    # Expandable segments pack the pairs into 180 MiB of 20 MiB pages; the
+    # 12 MiB request maps one more page: it fits, at 200 MiB reserved.
+    exp = by["expandable_segments:True"]
+    assert exp["recorded_ooms_avoided"] == [50] and exp["peak_reserved"] == 200 * MiB
+    assert exp["segments_created"] == 10 and exp["ooms"] == []
+    # Rounding to quarters of powers of two makes each 9 MiB request 10 MiB,
+    # a segment of its own (10 MiB or more: rounded to 2 MiB, not packed in
+    # 20): the freed ones are whole segments, which torch frees and retries.
+    rnd = by["roundup_power2_divisions:4"]
+    assert rnd["recorded_ooms_avoided"] == [50] and rnd["peak_reserved"] == 200 * MiB
+    assert rnd["segments_created"] == 21
+    # The others keep the 9 MiB holes between live blocks, in segments that
+    # cannot be freed, and fail.
+    for name in ("recorded", "max_split_size_mb:64", "garbage_collection_threshold:0.6"):
+        assert by[name]["recorded_ooms_avoided"] == [] and by[name]["peak_reserved"] == 200 * MiB, name
+        assert by[name]["ooms"][0]["cause"] == "limit", name
+    # Without the fraction the cap is inferred from the OOM: at least the
+    # 200 MiB the run reached, less than 212 MiB.
+    (dev,) = whatif(run, f)["devices"]
+    m = dev["memory"]
+    assert m["limit_inferred"] and m["limit"] == 200 * MiB and m["limit_at_most"] == 212 * MiB - 1
+    # One setting asked for: only its result.
+    (dev,) = whatif(run, f, *cap, "--set", "expandable_segments:True")["devices"]
+    assert [r["settings"] for r in dev["results"]] == ["expandable_segments:True"]
+    text = run("whatif", f, *cap, "--set", "expandable_segments:True").stdout.decode()
+    assert "the recorded OOM at trace entry 50 (12.0MiB) is avoided: the request fits" in text
+
+
+def test_summary_cites_the_simulation(run, tmp_path):
+    f = frag_recording(tmp_path)
+    (oom,) = json.loads(run("summary", "--json", f).stdout)["devices"][0]["ooms"]
+    assert oom["verdict"] == "fragmentation"
+    assert oom["simulated"].startswith("Simulated on this history: with expandable_segments:True this "
+                                       "request fits")
+    assert oom["remedies"][0].startswith("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (simulated")
+    text = run("summary", f).stdout.decode()
+    assert "- set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (simulated on this history" in text
+    # A recording where no setting helps says so, in place of the generic hint.
+    (oom,) = json.loads(run("summary", "--json", DATA / "counters" / "capped_oom.pickle").stdout)["devices"][0]["ooms"]
+    assert "none of the standard allocator settings" in oom["simulated"]
+    assert not any(r.startswith("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True") for r in oom["remedies"])
+
+
+def test_a_recording_the_simulation_cannot_reproduce_says_so_first(run, tmp_path):
+    d = pickle.loads((DATA / "counters" / "frag_oom.pickle").read_bytes())
+    trace = d["device_traces"][0]
+    k = next(i for i, e in enumerate(trace) if e["action"] == "segment_alloc" and i > 100)
+    trace[k]["size"] += 2 * MiB  # torch "made" a larger segment than its rules say
+    f = tmp_path / "altered.pickle"
+    f.write_bytes(pickle.dumps(d, protocol=4))
+    (dev,) = whatif(run, f)["devices"]
+    c = dev["self_check"]
+    assert not c["ok"] and c["first_difference"]["recorded"]["size"] == trace[k]["size"]
+    assert c["first_difference"]["simulated"]["size"] == trace[k]["size"] - 2 * MiB
+    text = run("whatif", f).stdout.decode()
+    first = text.splitlines()[1]
+    assert "DIFFERS from the recording" in first
+    assert text.index("DIFFERS") < text.index("peak reserved")
+    assert "then torch made a 4.0MiB segment_alloc" in text
+
+
+def test_incomplete_histories_are_named(run, tmp_path):
+    (dev,) = whatif(run, DATA / "wrapped.pickle")["devices"]
+    assert not dev["self_check"]["ok"] and "estimated" in dev["self_check"]["incomplete"]
+    text = run("whatif", DATA / "wrapped.pickle").stdout.decode()
+    assert "self-check  not possible: the trace frees" in text
+    f = tmp_path / "none.pickle"
+    f.write_bytes(pickle.dumps({"segments": [], "device_traces": [[]]}, protocol=4))
+    assert run("whatif", f).stdout.decode() == "The snapshot has no allocation history to simulate.\n"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--set", "max_split_size_mb:10"], "at least 20"),
+    (["--set", "expandable_segments:yes"], "True or False"),
+    (["--set", "bogus:1"], "unknown allocator setting 'bogus'"),
+    (["--set", "per_process_memory_fraction:0.5"], "--device-memory"),
+    (["--memory-fraction", "2"], "per_process_memory_fraction must be in"),
+    (["--device-memory", "lots"], "--device-memory needs a size"),
+    (["--set"], "--set needs a value"),
+])
+def test_bad_options_are_one_line_errors(run, args, needle):
+    r = run("whatif", DATA / "oom.pickle", *args)
+    assert r.returncode == 2 and r.stdout == b""
+    err = r.stderr.decode()
+    assert err.count("\n") == 1 and needle in err, err
+
+
+def test_output_file_and_help(run, tmp_path):
+    out = tmp_path / "w.json"
+    assert run("whatif", "--json", "-o", out, DATA / "oom.pickle").returncode == 0
+    assert json.loads(out.read_text())["devices"][0]["recorded_ooms"] == [146]
+    h = run("whatif", "--help").stdout.decode()
+    assert "--set KEY:VALUE" in h and "--device-memory" in h and "--memory-fraction" in h
+
+
+def test_an_inferred_cap_is_simulated_at_both_ends(run):
+    """oom.pickle ran under a 2 GiB cap the snapshot does not record: the OOM
+    bounds it (at least the 1.7 GiB reached, less than 1.7 GiB + the 384 MiB
+    segment). Expandable segments reach entry 145 with more reserved: under
+    the lowest cap that request fails, under the highest the run goes on to
+    fail at 146 as recorded."""
+    (dev,) = whatif(run, DATA / "oom.pickle")["devices"]
+    m = dev["memory"]
+    assert m["limit_inferred"] and m["limit"] == dev["self_check"]["peak_reserved_recorded"]
+    assert m["limit_at_most"] == m["limit"] + 384 * MiB - 1
+    exp = next(r for r in dev["results"] if r["settings"] == "expandable_segments:True")
+    assert exp["stopped_at"] == 145 and exp["at_cap_high"]["stopped_at"] == -1
+    assert exp["at_cap_high"]["limit"] == m["limit_at_most"] and exp["at_cap_high"]["recorded_ooms_avoided"] == []
+    assert "new OOM at entry 145; cap 2.0GiB: still happens" in run("whatif", DATA / "oom.pickle").stdout.decode()

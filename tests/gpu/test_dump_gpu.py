@@ -1,0 +1,114 @@
+"""The native snapshot dumper against torch's own snapshot of the same state.
+
+Each test records a history, takes memsight's native snapshot and torch's
+``_snapshot()`` back to back with nothing allocated in between, and requires
+the same dicts, key order included (frames after symbolization too).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from gpu_helpers import make_model, train_step
+
+
+def _key_orders(v):
+    if isinstance(v, dict):
+        return [(k, _key_orders(x)) for k, x in v.items()]
+    if isinstance(v, (list, tuple)):
+        return [_key_orders(x) for x in v]
+    return None
+
+
+def _ready_dumper():
+    from memsight.torch import _native_dump
+
+    _native_dump.prepare(wait=True)
+    st = _native_dump.status()
+    assert st["ready"], st["error"]
+    print(f"\nnative dumper: {st}")
+    return _native_dump.ready()
+
+
+def _same_as_torch(dumper):
+    import torch
+
+    from memsight.torch._native_dump import same_as_torch
+
+    torch.cuda.synchronize()
+    ours = pickle.loads(dumper.take().pickle())
+    theirs = torch.cuda.memory._snapshot()
+    # Each snapshot call appends a "snapshot" entry: torch's trace is ours plus its own.
+    own = [t[len(o):] for o, t in zip(ours["device_traces"], theirs["device_traces"])]
+    assert [e["action"] for rest in own for e in rest] == ["snapshot"]
+    # torch against itself: two snapshots of one history convert its times anew.
+    again = torch.cuda.memory._snapshot()
+    drift = max((abs(a["time_us"] - b["time_us"]) for ta, tb in zip(theirs["device_traces"], again["device_traces"])
+                 for a, b in zip(ta, tb)), default=0)
+    assert same_as_torch(ours, theirs, time_slack=2 * drift + 2) is None
+    trimmed = dict(theirs, device_traces=[t[: len(o)] for o, t in zip(ours["device_traces"], theirs["device_traces"])])
+    assert _key_orders(ours) == _key_orders(trimmed)
+    print(f"time_us drift: torch against torch {drift} us, ours against torch "
+          f"{max((abs(a['time_us'] - b['time_us']) for ta, tb in zip(ours['device_traces'], theirs['device_traces']) for a, b in zip(ta, tb)), default=0)} us")
+    print(f"equal to torch's: {sum(map(len, ours['device_traces']))} entries, {len(theirs['segments'])} "
+          f"segments, {len(theirs.get('external_annotations', []))} annotations; phases {dumper.last_timings}")
+    return theirs
+
+
+@pytest.mark.parametrize("stacks", ["python", "all"])
+def test_native_snapshot_equals_torchs(stacks):
+    import torch
+
+    torch.cuda.memory._record_memory_history(max_entries=100_000, stacks=stacks)
+    try:
+        dumper = _ready_dumper()
+        model, opt = make_model()
+        side = torch.cuda.Stream()
+        keep = []
+        for step in range(3):
+            train_step(model, opt)
+            with torch.cuda.stream(side):  # a block used on another stream: record_stream
+                x = torch.empty(1 << 20, device="cuda")
+            x.record_stream(torch.cuda.current_stream())
+            keep.append(torch.empty((step + 1) * 12345, device="cuda"))
+            del x
+        with torch.profiler.record_function("memsight-annotation"):
+            keep.append(torch.empty(4096, device="cuda"))
+        snap = _same_as_torch(dumper)
+        frames = [f for e in snap["device_traces"][torch.cuda.current_device()] for f in e.get("frames", [])]
+        assert any(f["filename"].endswith("gpu_helpers.py") for f in frames)
+        if stacks == "all":
+            assert any(f["filename"] in ("??", "") or f["filename"].endswith(".cpp") for f in frames)
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def test_oom_observer_takes_the_native_path_and_writes_everything(tmp_path):
+    import torch
+
+    from memsight.torch import OOMObserver, _native_dump
+
+    from gpu_helpers import SUFFIXES, check_oom_outputs
+
+    obs = OOMObserver(folder=str(tmp_path), remote_file_name=None)
+    obs.arm()
+    try:
+        _native_dump.prepare(wait=True)
+        assert _native_dump.ready() is not None, _native_dump.status()
+        keep = [torch.empty((1 << 18) + 1024 * (i % 5), device="cuda") for i in range(600)][::2]
+        with pytest.raises(torch.cuda.OutOfMemoryError):
+            torch.empty(1 << 44, dtype=torch.uint8, device="cuda")
+        assert obs.last_path == "native"
+        prefix = str(tmp_path / "rank0_oom")
+        assert obs.last_files == [prefix + s for s in SUFFIXES]
+        snap = check_oom_outputs(prefix)
+        trace = snap["device_traces"][torch.cuda.current_device()]
+        assert trace[-1]["action"] == "oom"
+        assert snap["memsight_device_memory"][0]["device"] == torch.cuda.current_device()
+        print(f"\nOOM files (native path) in {obs.last_duration:.3f}s; timings {obs.last_timings}; "
+              f"phases {_native_dump.status()['last_dump']}")
+        del keep
+    finally:
+        obs.close()

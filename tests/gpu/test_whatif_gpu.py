@@ -1,0 +1,139 @@
+"""`memsight whatif` against the real allocator.
+
+Four workloads (whatif_workloads.py: a fragmentation OOM, attention with
+varying sequence lengths, record_stream on a side stream, and large
+tensors churning under a cap) each run for real under five allocator
+settings, one process per run with PYTORCH_CUDA_ALLOC_CONF. Then every
+run's recorded history is simulated under every other run's settings: the
+simulation must predict that run's torch.cuda.max_memory_reserved() within
+1% and whether it ran out of memory, exactly. Under its own settings each
+history must pass the self-check (every segment event, every block's
+address and the reserved peak as recorded).
+
+The table of predictions is printed (and written to $MEMSIGHT_WHATIF_TABLE
+when set) for docs/summary.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+RUNNER = HERE / "whatif_workloads.py"
+WORKLOADS = ["frag_oom", "varlen", "side_streams", "churn"]
+SETTINGS = {  # tag -> PYTORCH_CUDA_ALLOC_CONF
+    "default": "",
+    "expandable": "expandable_segments:True",
+    "max_split_64": "max_split_size_mb:64",
+    "gc_0.6": "garbage_collection_threshold:0.6",
+    "round_4": "roundup_power2_divisions:4",
+}
+MiB = 2**20
+
+
+def memsight(*args: str) -> dict:
+    exe = os.environ.get("MEMSIGHT_BIN", "memsight")
+    r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("whatif")
+    env = {k: v for k, v in os.environ.items() if k != "PYTORCH_CUDA_ALLOC_CONF"}
+
+    def one(job):
+        name, tag = job
+        r = subprocess.run([sys.executable, str(RUNNER), str(out), name, tag],
+                           env={**env, "PYTORCH_CUDA_ALLOC_CONF": SETTINGS[tag]},
+                           capture_output=True, text=True, timeout=240)
+        return job, r
+
+    jobs = [(w, t) for w in WORKLOADS for t in SETTINGS]
+    # A few at once: each caps itself far below the device's memory.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = list(pool.map(one, jobs))
+    failed = [f"{j}: {r.stderr[-1500:]}" for j, r in done if r.returncode]
+    assert not failed, "\n".join(failed)
+    res = {}
+    for (name, tag), _ in done:
+        info = json.loads((out / f"{name}-{tag}.json").read_text())
+        info["snapshot"] = str(out / f"{name}-{tag}.pickle")
+        res[name, tag] = info
+    return res
+
+
+def simulate(source: dict, target_tag: str | None) -> dict:
+    """The source run's history under the target's settings (None: its own)."""
+    args = ["whatif", "--json", "--device-memory", str(source["total"]),
+            "--memory-fraction", repr(source["fraction"])]
+    if target_tag is not None:
+        args += ["--set", ",".join(["defaults"] + ([SETTINGS[target_tag]] if SETTINGS[target_tag] else []))]
+    (dev,) = memsight(*args, source["snapshot"])["devices"]
+    return dev
+
+
+def predicted_oom(dev: dict, result: dict) -> bool:
+    return result["stopped_at"] >= 0 or len(result["recorded_ooms_avoided"]) < len(dev["recorded_ooms"])
+
+
+def test_workloads_ran_as_designed(runs):
+    # The fragmentation OOM happens with the default settings and not with
+    # expandable segments; the others finish with the default settings.
+    assert runs["frag_oom", "default"]["oom"] and not runs["frag_oom", "expandable"]["oom"]
+    for name in ("varlen", "side_streams", "churn"):
+        assert not runs[name, "default"]["oom"], name
+
+
+def test_self_check_on_every_run(runs):
+    bad = []
+    for (name, tag), run in sorted(runs.items()):
+        dev = simulate(run, None)
+        c = dev["self_check"]
+        if not c["ok"]:
+            bad.append(f"{name}/{tag}: {c}")
+        (rec,) = [r for r in dev["results"] if r["recorded"]]
+        assert rec["peak_reserved"] == run["max_memory_reserved"] or not c["ok"], (name, tag)
+    assert not bad, "\n".join(bad)
+
+
+def test_predictions_under_other_settings(runs, capsys):
+    rows, failures = [], []
+    for name in WORKLOADS:
+        for src_tag in SETTINGS:
+            source = runs[name, src_tag]
+            for dst_tag in SETTINGS:
+                if dst_tag == src_tag:
+                    continue
+                target = runs[name, dst_tag]
+                dev = simulate(source, dst_tag)
+                (res,) = dev["results"]
+                want, got = target["max_memory_reserved"], res["peak_reserved"]
+                err = (got - want) / want if want else 0.0
+                oom_ok = predicted_oom(dev, res) == target["oom"]
+                ok = abs(err) <= 0.01 and oom_ok
+                rows.append((name, src_tag, dst_tag, got / MiB, want / MiB, 100 * err,
+                             "OOM" if predicted_oom(dev, res) else "ok", "OOM" if target["oom"] else "ok", ok))
+                if not ok:
+                    failures.append(rows[-1])
+    lines = ["| workload | history recorded with | simulated under | predicted peak reserved (MiB) "
+             "| real max_memory_reserved (MiB) | error | predicted | real | |",
+             "| --- | --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.1f} | {r[5]:+.2f}% | {r[6]} | {r[7]} | "
+                     f"{'yes' if r[8] else 'NO'} |")
+    table = "\n".join(lines)
+    with capsys.disabled():
+        print("\n" + table)
+    if os.environ.get("MEMSIGHT_WHATIF_TABLE"):
+        Path(os.environ["MEMSIGHT_WHATIF_TABLE"]).write_text(table + "\n")
+    assert len(rows) == len(WORKLOADS) * len(SETTINGS) * (len(SETTINGS) - 1)
+    assert not failures, f"{len(failures)} of {len(rows)} predictions off:\n" + table
