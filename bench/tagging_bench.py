@@ -6,7 +6,8 @@ in blocks of 10 steps that alternate between:
 
   history   allocator history recorded (stacks="python"), no model handed over;
   tagged    the same, with memsight.torch.record(model=, optimizer=): phase
-            marks on every module, gradient and step;
+            marks on the model's blocks (the default) and the step;
+  modules   the same with MEMSIGHT_PHASE_MARKS=modules: marks on every module;
   plain     nothing recorded (for scale).
 
 The tagging cost is median(tagged) / median(history) - 1, over >= 50 steps
@@ -19,6 +20,7 @@ dump time (once per snapshot) and how much the tags add to the pickle.
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import pickle
 import statistics
@@ -34,7 +36,7 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 import memsight.torch as mt  # noqa: E402
-from memsight.torch import tags  # noqa: E402
+from memsight.torch import phase_marks, tags  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "gpu"))
 from test_categories_gpu import lm_step, transformer  # noqa: E402
@@ -65,12 +67,14 @@ def main() -> int:
         "plain": lambda: None,
         "history": lambda: mt.record(max_entries=200_000, stacks="python"),
         "tagged": lambda: mt.record(max_entries=200_000, stacks="python", model=model, optimizer=opt),
+        "modules": lambda: mt.record(max_entries=200_000, stacks="python", model=model, optimizer=opt),
     }
     times: dict[str, list[float]] = {k: [] for k in configs}
     modules = sum(1 for _ in model.modules())
     while min(len(v) for v in times.values()) < args.steps:
         for name, make in configs.items():
             ctx = make()
+            os.environ["MEMSIGHT_PHASE_MARKS"] = "modules" if name == "modules" else "blocks"
             if ctx is not None:
                 ctx.start()
             try:
@@ -81,6 +85,7 @@ def main() -> int:
                     ctx.stop()
     med = {k: statistics.median(v) for k, v in times.items()}
     cost = med["tagged"] / med["history"] - 1
+    os.environ["MEMSIGHT_PHASE_MARKS"] = "blocks"
     with mt.record(max_entries=200_000, stacks="python", model=model, optimizer=opt):
         step()
         torch.cuda.synchronize()
@@ -97,9 +102,11 @@ def main() -> int:
         "torch": torch.__version__,
         "marks": marks,
         "modules": modules,
+        "marked_blocks": len(phase_marks.marked_modules(model)),
         "steps_each": {k: len(v) for k, v in times.items()},
         "median_step_s": med,
         "tagging_cost": cost,
+        "modules_cost": med["modules"] / med["history"] - 1,
         "history_cost": med["history"] / med["plain"] - 1,
         "tag_storages": len(value["storages"]),
         "tag_ms": tag_ms,
@@ -107,7 +114,8 @@ def main() -> int:
     }
     print(json.dumps(result, indent=1))
     print(f"\ntagging: {cost * 100:+.2f}% of a {med['history'] * 1e3:.1f} ms step "
-          f"(median of {len(times['tagged'])} steps each; target <= 1%)")
+          f"(median of {len(times['tagged'])} steps each; target <= 1%); every module marked: "
+          f"{result['modules_cost'] * 100:+.2f}%")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0 if cost <= 0.01 else 1

@@ -182,7 +182,9 @@ class Groups {
     });
     std::vector<uint32_t> rank(keys.size());
     for (uint32_t r = 0; r < order.size(); ++r) rank[order[r]] = r;
-    for (uint32_t& g : of_mem_) g = rank[g];
+    // Frees and zero-size events have no group; their slot keeps 0 unread.
+    for (size_t m = 0; m < of_mem_.size(); ++m)
+      if (t.mems[m].bytes > 0) of_mem_[m] = rank[of_mem_[m]];
     for (uint32_t g : order) keys_.push_back(keys[g]);
   }
   size_t size() const { return keys_.size(); }

@@ -57,7 +57,7 @@ def main(out: str) -> None:
     torch.cuda.synchronize()
     prof.finish()
     finish_rank(out, {"rank": rank, "param_bytes": param_bytes, "fsdp_failed": prof._fsdp_failed,
-                      "files": prof.written})
+                      "files": prof.written, "counter_source": prof.counter_source})
 
 
 if __name__ == "__main__":

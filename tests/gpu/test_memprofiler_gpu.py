@@ -54,6 +54,11 @@ def test_training_run_collects_every_angle(tmp_path):
     prof.finish()
     stats = prof.memory_stats
     assert sorted(stats) == [f"0.train_step.{i}.{c}" for i in (2, 3) for c in ("end", "start")]
+    # the statistics come through the native counter reader, with torch's names in torch's order
+    assert prof.counter_source == "c10 DeviceStats (native)"
+    now = prof._cuda_stats(torch)
+    assert list(now) == list(torch.cuda.memory_stats()) and now == dict(torch.cuda.memory_stats())
+    assert [k for k in stats["0.train_step.2.end"] if k in now] == list(now)
     start, end = stats["0.train_step.2.start"], stats["0.train_step.2.end"]
     # torch's statistics at both ends: the kept buffer is the net growth
     grown = end["allocated_bytes.all.current"] - start["allocated_bytes.all.current"]
@@ -130,6 +135,7 @@ def test_fsdp2_two_ranks_with_the_tracker(tmp_path):
     for r in (0, 1):
         result = json.loads((tmp_path / f"result{r}.json").read_text())
         assert result["fsdp_failed"] is False
+        assert result["counter_source"] == "c10 DeviceStats (native)"
         log = (tmp_path / "prof" / f"fsdp_mem_rank_{r}_train_step_2.log").read_text()
         assert "Iteration 2 train_step Peak FSDP memory stats:" in log
         assert "Modulewise FSDP memory stats:" in log and "Sharded Param" in log

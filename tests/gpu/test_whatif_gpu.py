@@ -68,6 +68,13 @@ def runs(tmp_path_factory) -> dict:
         info = json.loads((out / f"{name}-{tag}.json").read_text())
         info["snapshot"] = str(out / f"{name}-{tag}.pickle")
         res[name, tag] = info
+    keep = os.environ.get("MEMSIGHT_GPU_OUT")
+    if keep:  # the recordings, for reading the predictions again off the GPU machine
+        import tarfile
+
+        with tarfile.open(Path(keep) / "whatif_runs.tar.gz", "w:gz") as tar:
+            for f in sorted(out.glob("*.pickle")) + sorted(out.glob("*.json")):
+                tar.add(f, arcname=f.name)
     return res
 
 

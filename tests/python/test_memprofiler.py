@@ -458,3 +458,30 @@ def test_host_memory_without_psutil_reads_proc(monkeypatch):
     rss, vms = hooks.host_memory()
     assert 0 < rss <= vms
     assert abs(rss - with_psutil[0]) < 64 << 20 and abs(vms - with_psutil[1]) < 256 << 20
+
+
+def test_cuda_statistics_fall_back_to_torchs_dict(monkeypatch, caplog):
+    """Without the native counter reader (turned off, or failing to load) the
+    statistics are torch.cuda.memory_stats()'s, and the profiler says so."""
+    from types import SimpleNamespace
+
+    from memsight.torch import _native_counters
+
+    stats = {"allocated_bytes.all.current": 5, "active_bytes.all.peak": 9}
+    fake = SimpleNamespace(cuda=SimpleNamespace(current_device=lambda: 0, memory_stats=lambda: dict(stats)))
+    monkeypatch.setenv("MEMSIGHT_NATIVE_COUNTERS", "0")
+    prof = MemProfiler(collect_funcs={"default": ["step"]})
+    assert prof._cuda_stats(fake) == stats and prof.counter_source == "torch.cuda.memory_stats()"
+
+    def broken(torch, device):
+        raise OSError("no compiler")
+
+    monkeypatch.setenv("MEMSIGHT_NATIVE_COUNTERS", "1")
+    monkeypatch.setattr(_native_counters, "load_torch_counters", broken)
+    prof = MemProfiler(collect_funcs={"default": ["step"]})
+    with caplog.at_level(logging.WARNING, logger="memsight"):
+        assert prof._cuda_stats(fake) == stats and prof._cuda_stats(fake) == stats
+    assert [r.getMessage() for r in caplog.records if "native" in r.getMessage()] == [
+        "memsight: MemProfiler reads torch.cuda.memory_stats(): the native counter reader is unavailable: "
+        "no compiler"]  # once, not at every step
+    assert prof.counter_source == "torch.cuda.memory_stats()"

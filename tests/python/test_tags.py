@@ -141,8 +141,11 @@ def test_backward_marks_each_module_as_its_gradient_arrives():
     order = [m for m in bwd if m != "memsight:bwd"]
     assert order == ["memsight:bwd:norm", "memsight:bwd:layers.2", "memsight:bwd:layers.1",
                      "memsight:bwd:layers.0"]
-    if hasattr(net.layers[0].weight, "register_post_accumulate_grad_hook"):
-        assert "memsight:bwd" in bwd  # a gradient accumulated ends its module's backward
+    assert bwd[-1] == "memsight:bwd"  # the end of the backward ends the last module's mark
+    assert bwd.count("memsight:bwd") == 1
+    rec.log.clear()
+    net(torch.randn(3, 4)).sum().backward()  # and so in every backward
+    assert [m for m in rec.log if m.startswith("memsight:bwd")] == bwd
     # no hooks on outputs that need no gradient
     rec.log.clear()
     with torch.no_grad():
@@ -344,3 +347,94 @@ def test_torch_profiler_snapshot_names():
     assert snapshot_path("a/rank0.3.pt.trace.json.gz") == "a/rank0.3.memory_snapshot.pickle"
     assert snapshot_path("rank0.3.pt.trace.json") == "rank0.3.memory_snapshot.pickle"
     assert snapshot_path("t.json") == "t.memory_snapshot.pickle"
+
+
+def test_marks_go_on_the_blocks_unless_every_module_is_asked_for():
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.Linear(4, 4)
+            self.mlp = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 4))
+
+        def forward(self, x):
+            return x + self.mlp(self.attn(x))
+
+    class Inner(nn.Module):  # a language model's body: embedding, layers, norm
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Linear(4, 4)
+            self.layers = nn.ModuleList(Block() for _ in range(2))
+            self.norm = nn.LayerNorm(4)
+
+        def forward(self, x):
+            x = self.embed(x)
+            for b in self.layers:
+                x = b(x)
+            return self.norm(x)
+
+    class Causal(nn.Module):  # and the head around it
+        def __init__(self):
+            super().__init__()
+            self.model = Inner()
+            self.head = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.head(self.model(x))
+
+    lm = Causal()
+    names = [n for n, _ in phase_marks.marked_modules(lm)]
+    assert names == ["", "model", "model.layers.0", "model.layers.1", "head"]
+    every = [n for n, _ in phase_marks.marked_modules(lm, "modules")]
+    assert "model.layers.0.mlp.2" in every and "model.layers" not in every  # a ModuleList is never called
+    resnet_like = nn.Sequential(nn.Conv2d(3, 4, 1), nn.Sequential(Block(), Block()), nn.Flatten())
+    assert [n for n, _ in phase_marks.marked_modules(resnet_like)] == ["", "0", "1", "1.0", "1.1", "2"]
+    with pytest.raises(ValueError, match="detail"):
+        phase_marks.marked_modules(lm, "leaves")
+
+    rec = Recorder()
+    pm = phase_marks.PhaseMarks(lm, marker=rec).install()
+    rec.log.clear()
+    lm(torch.randn(2, 4)).sum().backward()
+    assert [m for m in rec.log if m.startswith("memsight:bwd")] == [
+        "memsight:bwd:head", "memsight:bwd:model", "memsight:bwd:model.layers.1", "memsight:bwd:model.layers.0",
+        "memsight:bwd"]
+    assert len(pm.handles) == 2 * len(names)
+    pm.remove()
+    rec = Recorder()
+    pm = phase_marks.PhaseMarks(lm, marker=rec, detail="modules").install()
+    rec.log.clear()
+    lm(torch.randn(2, 4))
+    assert "memsight:fwd:model.layers.1.mlp.0" in rec.log
+    pm.remove()
+
+
+def test_a_backward_that_fails_does_not_stop_the_next_ones_from_ending():
+    net = Net()
+    pm, rec = marks_of(net)
+
+    def boom(grad):
+        raise RuntimeError("user hook")
+
+    x = torch.randn(3, 4, requires_grad=True)
+    x.register_hook(boom)  # fails last, after the marks' first hook asked for the end
+    with pytest.raises(RuntimeError, match="user hook"):
+        net(x).sum().backward()
+    assert pm._queued
+    rec.log.clear()
+    net(torch.randn(3, 4)).sum().backward()
+    assert rec.log[-1] == "memsight:bwd" and not pm.failed
+
+
+def test_the_detail_of_marks_comes_from_the_environment(monkeypatch, caplog):
+    assert tags.marks_detail() == "blocks"
+    monkeypatch.setenv("MEMSIGHT_PHASE_MARKS", "Modules")
+    assert tags.marks_detail() == "modules"
+    monkeypatch.setenv("MEMSIGHT_PHASE_MARKS", "off")
+    net = Net()
+    assert tags._Handed(net, None, marks=True).marks is None
+    monkeypatch.setenv("MEMSIGHT_PHASE_MARKS", "leaves")
+    with caplog.at_level(logging.WARNING, logger="memsight"):
+        assert tags.marks_detail() == "blocks"
+    assert "MEMSIGHT_PHASE_MARKS=leaves" in caplog.text

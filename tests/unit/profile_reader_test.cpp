@@ -67,4 +67,24 @@ TEST(ProfileReader, SeveralThreadsReadAsOne) {
   }
 }
 
+// A step whose memory events allocate nothing (a size missing, so 0) has no
+// allocation groups; analysing it used to index an empty table (found by
+// fuzz_profile).
+TEST(ProfileReader, MemoryEventsWithoutAllocations) {
+  std::string path =
+      ::testing::TempDir() + "/memsight_noalloc." + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << R"({"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 2,
+   "ts": 100.0, "dur": 50.0, "args": {}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 2, "ts": 110.0,
+   "dur": 5.0, "args": {"External id": 1}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 2,
+   "ts": 111.0, "args": {"Total Reserved": 2097152, "Total Allocated": 512, "Addr": 7,
+   "Device Id": 0, "Device Type": 1}}]})";
+  std::string out = report_of(path, 1);
+  EXPECT_FALSE(out.starts_with("error: ")) << out;
+  EXPECT_NE(out.find("\"peak_allocated\":512"), std::string::npos) << out.substr(0, 400);
+  std::remove(path.c_str());
+}
+
 }  // namespace

@@ -50,7 +50,7 @@ from .memprofiler_output import (
     site_totals,
     write_stats,
 )
-from . import _native_dump
+from . import _native_counters, _native_dump
 from .recording import Recording, dump, snapshot
 
 log = logging.getLogger("memsight")
@@ -133,6 +133,7 @@ class MemProfiler:
         self._atexit = False
         self._finished = False
         self._fsdp_failed = False
+        self._counters: Any = None  # the native counter reader; False: torch's dict
         if model is not None or optimizer is not None:
             self.connect(model, optimizer)
 
@@ -350,11 +351,38 @@ class MemProfiler:
             entry["rss"], entry["vms"] = host_memory()
         if fn in cfg.collect_funcs.cuda and cuda_available():
             torch = torch_module()
-            entry.update({k: v for k, v in torch.cuda.memory_stats().items()})
+            entry.update(self._cuda_stats(torch))
         if extra:
             entry.update(extra)
         self.memory_stats[self.gen_snap_key(fn, iter_idx, ctx)] = entry
         return entry
+
+    @property
+    def counter_source(self) -> str:
+        """Where the CUDA statistics are read: 'c10 DeviceStats (native)' (the line
+        profiler's reader, checked against torch when it loads), or
+        'torch.cuda.memory_stats()' (no compiler or headers, or MEMSIGHT_NATIVE_COUNTERS=0)."""
+        return "c10 DeviceStats (native)" if self._counters else "torch.cuda.memory_stats()"
+
+    def _cuda_stats(self, torch: Any) -> dict[str, int]:
+        """``torch.cuda.memory_stats()`` of the current device, in its order (by name),
+        read through the native counter reader when it loads."""
+        if self._counters is None:
+            self._counters = False
+            if _native_counters.wanted():
+                try:
+                    self._counters = _native_counters.load_torch_counters(torch, torch.cuda.current_device())
+                except Exception as e:  # noqa: BLE001 - torch's dict still works
+                    log.warning("memsight: MemProfiler reads torch.cuda.memory_stats(): the native "
+                                "counter reader is unavailable: %s", e)
+        if self._counters:
+            try:
+                values = _native_counters.read(self._counters, torch.cuda.current_device())
+                return {k: values[k] for k in sorted(values)}
+            except Exception as e:  # noqa: BLE001
+                log.warning("memsight: the native counter reader failed, back to torch's: %s", e)
+                self._counters = False
+        return dict(torch.cuda.memory_stats())
 
     def _dump_history(self, fn: str, iter_idx: int, ctx: str, snap: Any) -> str:
         path = history_path(self.init_memprof_log_dir(), self.rank, fn, iter_idx, ctx)

@@ -11,13 +11,18 @@ backward step of no module). Older torch records ``record_function``
 annotations with the allocator history instead: each mark is one START/END
 pair with the same name, matched to trace entries by time (approximate).
 
-The hooks:
-  - forward pre/post hooks on every module (post with ``always_call`` where
-    torch has it) push and pop the forward mark; a module run inside a
-    backward (activation checkpointing) is marked ``rec``;
-  - a hook on each module output that needs a gradient marks the backward
-    of that module when its gradient arrives; a hook after each parameter's
-    gradient is accumulated ends it (torch >= 2.1);
+The hooks, on the model's blocks by default (``detail="blocks"``: the
+model, its children, and the items of every ModuleList, ModuleDict or
+Sequential among them: a transformer's layers, a ResNet's bottlenecks), or
+on every module (``detail="modules"``: finer names, several times the cost,
+since every hook runs at every step; bench/README.md):
+  - forward pre/post hooks (post with ``always_call`` where torch has it)
+    push and pop the forward mark; a module run inside a backward
+    (activation checkpointing) is marked ``rec``;
+  - a hook on each marked module's output that needs a gradient marks the
+    backward of that module when its gradient arrives; the first of them in
+    a backward asks autograd to call back when the backward ends, which
+    ends the marks (``memsight:bwd`` for what autograd does last);
   - the optimizer's step pre/post hooks mark the step.
 Hooks do nothing while torch.compile traces (the compiled region is marked
 by the module around it) and never raise: a failure turns the marks off
@@ -29,6 +34,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -64,6 +70,47 @@ class Marker:
 
     def set(self, mark: str) -> None:
         pass
+
+
+_LISTS = ("ModuleList", "ModuleDict")  # never called: their items belong to the module above
+
+
+def kind_of(module: Any) -> str:
+    return type(module).__name__
+
+
+def marked_modules(root: Any, detail: str = "blocks") -> list[tuple[str, Any]]:
+    """(name, module) of the modules that get marks: every module, or the
+    blocks: the model, its children, the items of a ModuleList or
+    ModuleDict held by a marked module, and the items of a marked
+    Sequential. Modules inside a compiled module are traced, not called,
+    and get none."""
+    if detail not in ("blocks", "modules"):
+        raise ValueError(f"detail must be 'blocks' or 'modules', not {detail!r}")
+    out: list[tuple[str, Any]] = []
+    marked: set[int] = set()
+    skip: set[int] = set()
+    parent_of: dict[int, Any] = {}
+    for name, module in root.named_modules():
+        for child in module.children():
+            parent_of.setdefault(id(child), module)
+        if id(module) in skip:
+            continue
+        if type(module).__name__ == "OptimizedModule":
+            skip.update(id(m) for m in module.modules() if m is not module)
+        parent = parent_of.get(id(module))
+        owner = parent  # the first module above that is called
+        while owner is not None and kind_of(owner) in _LISTS:
+            owner = parent_of.get(id(owner))
+        kind = kind_of(parent)
+        if kind_of(module) in _LISTS:
+            continue
+        if (detail == "modules" or module is root or parent is root
+                or (kind in _LISTS and id(owner) in marked)
+                or (kind == "Sequential" and id(parent) in marked)):
+            marked.add(id(module))
+            out.append((name, module))
+    return out
 
 
 class MetadataMarker(Marker):
@@ -123,8 +170,12 @@ class PhaseMarks:
     """The hooks on one model (and optimizer) that mark phases; ``install``
     and ``remove`` them. See the module docs."""
 
-    def __init__(self, model: Any, optimizer: Any = None, marker: Marker | None = None) -> None:
+    def __init__(self, model: Any, optimizer: Any = None, marker: Marker | None = None,
+                 detail: str = "blocks") -> None:
         self.torch = torch_module()
+        self.detail = detail
+        self._queued = False  # an end-of-backward callback is waiting
+        self._hooked: dict[int, Any] = {}  # id -> weak reference of the outputs hooked
         self.model = unwrap(model) if model is not None else None
         self.optimizer = optimizer
         self.marker = marker if marker is not None else choose_marker(self.torch)
@@ -165,24 +216,11 @@ class PhaseMarks:
     def _hook_modules(self) -> None:
         root = self.model
         always = "always_call" in inspect.signature(root.register_forward_hook).parameters
-        accumulate = None
-        skip: set[int] = set()  # modules inside a compiled module: traced, not called
-        for name, module in root.named_modules():
-            if id(module) in skip:
-                continue
-            if type(module).__name__ == "OptimizedModule":
-                skip.update(id(m) for m in module.modules() if m is not module)
+        for name, module in marked_modules(root, self.detail):
             pre, post = self._forward_hooks(clean_name(name), module is root)
             self.handles.append(module.register_forward_pre_hook(pre))
             self.handles.append(module.register_forward_hook(post, always_call=True) if always
                                 else module.register_forward_hook(post))
-        for p in root.parameters():
-            register = getattr(p, "register_post_accumulate_grad_hook", None)
-            if register is None or not p.requires_grad:
-                continue
-            if accumulate is None:
-                accumulate = self._guard(lambda _p: self.marker.set("memsight:bwd"))
-            self.handles.append(register(accumulate))
 
     def _hook_optimizer(self) -> None:
         opt = self.optimizer
@@ -216,6 +254,8 @@ class PhaseMarks:
             # exception is dropped, and no mark of ours outlives it (a forward
             # inside optimizer.step(closure) is not part of the step; on the
             # CPU, the backward's last mark stays on this thread).
+            self._queued = False
+            self._hooked.clear()
             if stack:
                 prev = stack[0]
                 stack.clear()
@@ -234,6 +274,7 @@ class PhaseMarks:
 
         def on_grad(_grad: Any) -> None:
             self.marker.set(bwd)
+            self._end_with_backward()
 
         on_grad = self._guard(on_grad)
 
@@ -247,15 +288,41 @@ class PhaseMarks:
                 return
             self._pop()
             if not in_backward() and self.torch.is_grad_enabled():
+                seen = self._hooked
+                if len(seen) > 4096:  # submodules run without the model: forget old outputs
+                    seen.clear()
                 for t in _grad_tensors(output):
                     # A tensor a submodule returned as it is (the model's
                     # output is often its last layer's) is that submodule's.
-                    if getattr(t, "_memsight_marked", False):
+                    ref = seen.get(id(t))
+                    if ref is not None and ref() is t:
                         continue
-                    t._memsight_marked = True
-                    t.register_hook(on_grad)
+                    seen[id(t)] = weakref.ref(t)
+                    # On the autograd node (C++, torch >= 2) rather than the
+                    # tensor (Python bookkeeping per hook): a few µs a module.
+                    prehook = getattr(t.grad_fn, "register_prehook", None)
+                    (prehook if prehook is not None else t.register_hook)(on_grad)
 
         return self._guard(pre), self._guard(post)
+
+    def _end_with_backward(self) -> None:
+        """Once per backward: when autograd finishes it, the last module's
+        mark gives way to ``memsight:bwd`` (gradients accumulated, hooks of
+        others) instead of lasting until the next step. Autograd may call
+        back on another thread than the hooks', so the flag is not per thread;
+        the model's next forward clears it, should a backward fail."""
+        if self._queued:
+            return
+        queue = getattr(getattr(self.torch.autograd.Variable, "_execution_engine", None), "queue_callback", None)
+        if queue is None:
+            return
+        self._queued = True
+
+        def done() -> None:
+            self._queued = False
+            self.marker.set("memsight:bwd")
+
+        queue(self._guard(done))
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """A hook that logs its first failure, turns the marks off, and never raises."""

@@ -28,6 +28,7 @@ written without (some) tags.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -109,6 +110,16 @@ def storage_tags(model: Any = None, optimizer: Any = None, device_type: str | No
     return list(out.values())
 
 
+def marks_detail() -> str:
+    """MEMSIGHT_PHASE_MARKS: "blocks" (the default), "modules" (every module:
+    finer names, more cost) or "off" (kinds inferred from stacks)."""
+    value = os.environ.get("MEMSIGHT_PHASE_MARKS", "blocks").strip().lower() or "blocks"
+    if value not in ("blocks", "modules", "off"):
+        log.warning("memsight: MEMSIGHT_PHASE_MARKS=%s is not blocks, modules or off; using blocks", value)
+        return "blocks"
+    return value
+
+
 class _Handed:
     """One model/optimizer pair handed over, with its phase marks."""
 
@@ -117,9 +128,10 @@ class _Handed:
         self.optimizer = optimizer
         self.refs = 0
         self.marks: PhaseMarks | None = None
-        if marks and (model is not None or optimizer is not None):
+        detail = marks_detail()
+        if marks and detail != "off" and (model is not None or optimizer is not None):
             try:
-                self.marks = PhaseMarks(model, optimizer).install()
+                self.marks = PhaseMarks(model, optimizer, detail=detail).install()
             except Exception:
                 log.exception("memsight: could not mark phases; memory kinds will be inferred")
 
