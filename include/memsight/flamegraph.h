@@ -20,6 +20,10 @@ struct FlamegraphOptions {
   // colours, library Python is muted, allocator and interpreter plumbing
   // grey, other native code blue. Unlisted: warm.
   FrameLabelKinds frame_kinds;
+  // A difference graph: the root's children are "grew" and "shrank", and
+  // every frame under them is coloured by which (reds, blues), its kind
+  // setting the shade.
+  bool difference = false;
 };
 
 // Throws memsight::Error on malformed input lines.

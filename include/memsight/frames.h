@@ -60,8 +60,11 @@ std::string frame_label(std::string_view name, std::string_view filename, int64_
 class FrameLabelKinds {
  public:
   void add(const Snapshot& snap, const UserCode& user_code = {});
+  // One label, copied (kinds kept after their snapshot is gone: memsight
+  // diff's moments). The first kind given for a label stays.
+  void add(std::string_view label, FrameKind kind);
   std::optional<FrameKind> find(std::string_view label) const;
-  bool empty() const { return kinds_.empty(); }
+  bool empty() const { return kinds_.empty() && owned_.empty(); }
 
  private:
   struct Hash {
@@ -76,6 +79,7 @@ class FrameLabelKinds {
     bool operator()(std::string_view a, const Label& b) const { return b.spells(a); }
   };
   std::unordered_map<Label, FrameKind, Hash, Eq> kinds_;
+  std::unordered_map<std::string, FrameKind, Hash, std::equal_to<>> owned_;
 };
 
 // The rule over a snapshot's interned frames, cached per frame.

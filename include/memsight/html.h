@@ -19,8 +19,8 @@
 namespace memsight {
 
 struct HtmlOptions {
-  // First view shown: "overview", "timeline", "segments-timeline", "state"
-  // or "flamegraph". Empty means "overview". Anything else throws Error.
+  // First view shown: "overview", "timeline", "segments-timeline", "state",
+  // "flamegraph" or "leaks". Empty means "overview". Anything else throws Error.
   std::string view = "overview";
   // Page title; empty means "memsight" (callers pass the snapshot's name).
   std::string title;

@@ -35,6 +35,8 @@ inline constexpr uint64_t kExpansionRatio = 100;
 inline constexpr uint64_t kExpansionAllowance = uint64_t{64} << 20;
 inline constexpr uint64_t kDefaultMaxExpanded = uint64_t{32} << 30;
 void set_max_expanded(uint64_t bytes);
+// The calling thread's setting (0: the defaults), to hand to helper threads.
+uint64_t max_expanded_setting();
 
 // Reads a snapshot pickle (protocols 2-5), plain or gzip/zstd/xz-compressed
 // (detected by magic bytes). Never runs code: opcodes that import or call

@@ -63,9 +63,10 @@ struct DeviceSummary {
   int64_t peak_allocated = 0, peak_allocated_event = -1, peak_allocated_time_us = 0;
   int64_t peak_active = 0, peak_active_event = -1, peak_active_time_us = 0;
   int64_t peak_reserved = 0, peak_reserved_event = -1, peak_reserved_time_us = 0;
-  int64_t peak_requested = 0;       // requested_bytes
-  std::vector<SiteStat> top_sites;  // live at the allocated peak, largest first (10)
-  int64_t sites_total = 0;          // number of sites before the cut to 10
+  int64_t peak_requested = 0;  // requested_bytes
+  std::vector<SiteStat>
+      top_sites;            // live at the allocated peak, largest first (SummaryOptions::top_sites)
+  int64_t sites_total = 0;  // number of sites before the cut
   // Allocated before the recording began, live at the allocated peak and
   // at the start of the trace.
   int64_t before_recording_bytes = 0, before_recording_count = 0;
@@ -116,6 +117,9 @@ struct SummaryOptions {
   UserCode user_code;
   // false: one group per device (the JSON reads the same either way).
   bool group_alike = true;
+  // Live sites kept per device (DeviceSummary::top_sites); `memsight ranks`
+  // keeps more to compare ranks by site.
+  size_t top_sites = 10;
 };
 
 Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});

@@ -10,6 +10,8 @@ Reading and analysing snapshots (no torch needed)::
         ...
     snap.to_html("oom.html")            # the interactive page, works offline
     snap.to_svg("segments.svg", "segments")
+    print(snap.leaks())                 # memory that grows from step to step
+    print(memsight.diff("a.pickle", "b.pickle"))  # what changed, by site, kind, module
 
 Capturing from training jobs: :mod:`memsight.torch` (imports torch lazily).
 """
@@ -18,7 +20,9 @@ from __future__ import annotations
 
 from ._errors import EngineNotBuiltError, MemsightError
 from ._version import __version__
+from .diff import Diff, diff
 from .profile import profile_html, profile_report, profile_timeline_html
+from .ranks import Ranks, ranks
 from .snapshot import (
     Comparison,
     FoldedStacks,
@@ -43,13 +47,16 @@ def load_ipython_extension(ipython: object) -> None:
 
 __all__ = [
     "Comparison",
+    "Diff",
     "EngineNotBuiltError",
     "FoldedStacks",
     "MemsightError",
+    "Ranks",
     "Snapshot",
     "Summary",
     "__version__",
     "compare",
+    "diff",
     "frame_kinds",
     "frame_site",
     "from_dict",
@@ -58,4 +65,5 @@ __all__ = [
     "profile_html",
     "profile_report",
     "profile_timeline_html",
+    "ranks",
 ]

@@ -35,6 +35,7 @@ HTML_VIEWS: dict[str, str] = {
     "segment_plot": "state",
     "Allocator State History": "state",
     "flamegraph": "flamegraph",
+    "leaks": "leaks",
 }
 
 # Flamegraph kinds: which folded stacks they draw and their default titles.
@@ -334,7 +335,8 @@ class Snapshot:
         """What kind of memory was allocated at one moment, and whose.
 
         ``at``: ``"peak"`` (the allocated peak), ``"snapshot"`` (the end of
-        the trace), ``"oom"`` (the first OOM), ``"oom:K"`` (the K-th, from 0)
+        the trace), ``"oom"`` (the first OOM), ``"oom:K"`` (the K-th, from 0),
+        ``"step:N"`` (the start of step N, as :meth:`leaks` finds the steps)
         or a trace entry index (the state after it; -1: before the first).
         ``device``: default the device with the longest trace. Returns a dict
         with attribute access: ``total``, ``by_category`` (for each of
@@ -356,6 +358,26 @@ class Snapshot:
         if isinstance(device, bool) or not isinstance(device, int) or device < 0:
             raise ValueError(f"device must be a device number, not {device!r}")
         return Summary(json.loads(self._snap.categories_json(device, str(at))))
+
+    # -- leaks ---------------------------------------------------------------------
+    def leaks(self, user_code: str | list[str] | None = None) -> Summary:
+        """``memsight leaks``: memory that grows from iteration to iteration.
+
+        Per device (``devices``): the iterations found (``iterations.source``:
+        memsight steps, profiler steps, optimizer steps or repeating
+        allocations), the ``verdict`` (``leak``, ``none``, ``too few
+        iterations``, ``no iterations``, ``no trace``) and its ``message``,
+        ``bytes_per_iteration``, the leaking ``sites`` (each with
+        ``bytes_per_iteration``, ``iterations_grown`` of ``measured``,
+        ``surviving_bytes``/``surviving_count``, ``category``, ``module``,
+        ``made_in``, ``stack``, ``frames`` and the ``newest`` survivors), the
+        line to ``fix`` and ``growth`` (live bytes at the start of each
+        iteration, of all memory and per site). ``str()`` is the text the CLI
+        prints. docs/leaks.md says what counts as a leak.
+        """
+        self._need_trace("leaks()")
+        text, js = self._snap.leaks_text_and_json(_user_code(user_code))
+        return Summary(json.loads(js), text)
 
     # -- rendering ---------------------------------------------------------------
     def html(self, view: str = "overview", title: str | None = None, with_summary: bool = True,

@@ -17,12 +17,15 @@
 
 #include "memsight/categories.h"
 #include "memsight/cli.h"
+#include "memsight/diff.h"
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
 #include "memsight/frames.h"
-#include "memsight/html.h"
-#include "memsight/profile.h"
 #include "memsight/from_raw.h"
+#include "memsight/html.h"
+#include "memsight/leaks.h"
+#include "memsight/profile.h"
+#include "memsight/ranks.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
 #include "memsight/summary.h"
@@ -270,6 +273,19 @@ PYBIND11_MODULE(_core, m) {
           py::arg("device"), py::arg("at"),
           "What kind of memory on `device` at a moment (memsight/categories.h), as JSON.")
       .def(
+          "leaks_text_and_json",
+          [](const Snapshot& s, const std::string& user_code) {
+            std::pair<std::string, std::string> out;
+            {
+              py::gil_scoped_release nogil;
+              memsight::Leaks leaks = memsight::find_leaks(s, memsight::UserCode::parse(user_code));
+              out = {memsight::leaks_text(s, leaks), memsight::leaks_json(s, leaks)};
+            }
+            return py::make_tuple(text(out.first), text(out.second));
+          },
+          py::arg("user_code") = "", "`memsight leaks`: (text, json).")
+      .def("default_device", [](const Snapshot& s) { return memsight::default_device(s).first; })
+      .def(
           "render_html",
           [](const Snapshot& s, const std::string& view, const std::string& title,
              const std::string& source_name, uint64_t source_bytes, const py::str& summary_json,
@@ -325,6 +341,79 @@ PYBIND11_MODULE(_core, m) {
           },
           "Each group of alike devices once, its devices in 'alike'.");
 
+  py::class_<memsight::RanksReport, std::shared_ptr<memsight::RanksReport>>(m, "RanksReport")
+      .def("text", [](const memsight::RanksReport& r) { return text(memsight::ranks_text(r)); })
+      .def("json", [](const memsight::RanksReport& r) { return text(memsight::ranks_json(r)); })
+      .def(
+          "write_html",
+          [](const memsight::RanksReport& r, const std::string& out, const std::string& pages,
+             const std::string& user_code, unsigned jobs, uint64_t max_expanded) {
+            py::gil_scoped_release nogil;
+            ExpansionLimit limit(max_expanded);
+            memsight::RanksOptions opts{memsight::UserCode::parse(user_code), jobs};
+            return memsight::write_ranks_page(r, out, pages, opts);
+          },
+          py::arg("out"), py::arg("pages") = "notable", py::arg("user_code") = "",
+          py::arg("jobs") = 0, py::arg("max_expanded") = 0,
+          "Writes the page and the rank pages `pages` names beside it; returns how many.");
+  m.def(
+      "ranks",
+      [](const std::vector<std::string>& inputs, const std::string& user_code, unsigned jobs,
+         uint64_t max_expanded) {
+        py::gil_scoped_release nogil;
+        ExpansionLimit limit(max_expanded);
+        memsight::RanksOptions opts{memsight::UserCode::parse(user_code), jobs};
+        return std::make_shared<memsight::RanksReport>(memsight::read_ranks(inputs, opts));
+      },
+      py::arg("inputs"), py::arg("user_code") = "", py::arg("jobs") = 0,
+      py::arg("max_expanded") = 0,
+      "`memsight ranks`: snapshots, directories, glob patterns or manifests, merged.");
+  // memsight diff: each side measured on its own, then compared.
+  py::class_<memsight::DiffMoment>(m, "DiffMoment")
+      .def_readonly("file", &memsight::DiffMoment::file)
+      .def_readonly("device", &memsight::DiffMoment::device)
+      .def_readonly("at", &memsight::DiffMoment::at);
+  py::class_<memsight::SnapshotDiff>(m, "SnapshotDiff")
+      .def("text",
+           [](const memsight::SnapshotDiff& d) {
+             return released([&] { return memsight::diff_text(d); });
+           })
+      .def("json",
+           [](const memsight::SnapshotDiff& d) {
+             return released([&] { return memsight::diff_json(d); });
+           })
+      .def("svg",
+           [](const memsight::SnapshotDiff& d) {
+             return released([&] { return memsight::diff_svg(d); });
+           })
+      .def("folded",
+           [](const memsight::SnapshotDiff& d) {
+             return released([&] { return memsight::diff_folded(d).text; });
+           })
+      .def(
+          "html",
+          [](const memsight::SnapshotDiff& d, const std::string& title) {
+            return released([&] { return memsight::diff_html(d, title); });
+          },
+          py::arg("title"));
+  m.def("diff_plan", &memsight::diff_plan, py::arg("two_snapshots"), py::arg("moments"));
+  m.def(
+      "measure_moments",
+      [](const Snapshot& s, const std::string& file, size_t device,
+         const std::vector<std::string>& at, const std::string& user_code) {
+        py::gil_scoped_release nogil;
+        return memsight::measure_moments(s, file, device, at, memsight::UserCode::parse(user_code));
+      },
+      py::arg("snapshot"), py::arg("file"), py::arg("device"), py::arg("at"),
+      py::arg("user_code") = "");
+  m.def("diff_mismatch", &memsight::mismatch, py::arg("before"), py::arg("after"));
+  m.def(
+      "diff_moments",
+      [](const memsight::DiffMoment& a, const memsight::DiffMoment& b) {
+        py::gil_scoped_release nogil;
+        return memsight::diff_moments(a, b);
+      },
+      py::arg("before"), py::arg("after"));
   m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
         py::arg("trace") = true, py::arg("max_expanded") = 0,
         "Reads a snapshot file (pickle, optionally gzip/zstd/xz-compressed); with "

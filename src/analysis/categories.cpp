@@ -382,6 +382,17 @@ void apply_tags(const std::vector<StorageTag>& tags, int64_t device, const repla
 
 }  // namespace
 
+std::string_view phase_name(Phase p) {
+  static constexpr std::string_view kNames[] = {"",
+                                                "outside forward, backward and optimizer step",
+                                                "moving the model",
+                                                "forward",
+                                                "backward",
+                                                "recomputed forward",
+                                                "optimizer step"};
+  return kNames[static_cast<size_t>(p)];
+}
+
 std::vector<StorageTag> read_tags(const Snapshot& snap) {
   std::vector<StorageTag> out;
   const PyValue* t = snap.top("memsight_tags");
@@ -424,6 +435,7 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
     ++bc.sources.allocs;
     found[i] = finder.at(begin + static_cast<uint32_t>(l.alloc_event));
     bc.blocks[i].module = found[i].module;
+    bc.blocks[i].phase = found[i].phase;
     if (!known(found[i].phase)) continue;
     ++bc.sources.phase_allocs;
     tl.add(found[i].phase, l.alloc_event, last);

@@ -7,10 +7,12 @@
 #include <unordered_map>
 
 #include "analysis/classify.h"
+#include "analysis/moment.h"
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
+#include "util/natural_order.h"
 
 namespace memsight {
 namespace {
@@ -23,28 +25,6 @@ constexpr Category kAll[kCategoryCount] = {
     Category::Parameter,        Category::Gradient,        Category::OptimizerState,
     Category::Buffer,           Category::Activation,      Category::Temporary,
     Category::AutogradInternal, Category::BeforeRecording, Category::Unknown};
-
-// "layers.2" before "layers.10": numbered components compare as numbers.
-bool natural_less(std::string_view a, std::string_view b) {
-  size_t i = 0, j = 0;
-  auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  while (i < a.size() && j < b.size()) {
-    if (digit(a[i]) && digit(b[j])) {
-      size_t i2 = i, j2 = j;
-      while (i2 < a.size() && digit(a[i2])) ++i2;
-      while (j2 < b.size() && digit(b[j2])) ++j2;
-      if (i2 - i != j2 - j) return i2 - i < j2 - j;
-      if (int c = a.substr(i, i2 - i).compare(b.substr(j, j2 - j)); c) return c < 0;
-      i = i2;
-      j = j2;
-    } else {
-      if (a[i] != b[j]) return a[i] < b[j];
-      ++i;
-      ++j;
-    }
-  }
-  return a.size() - i < b.size() - j;
-}
 
 // Modules by name, with every enclosing module, bytes added up the tree;
 // returned depth first, children largest first.
@@ -433,44 +413,13 @@ void append_category_sources_json(std::string& out, const CategorySources& s) {
 }
 
 CategoryView categories_at(const Snapshot& snap, size_t device, std::string_view at) {
-  size_t ndev = snap.device_count();
-  for (const Segment& s : snap.segments)
-    if (s.device >= 0) ndev = std::max(ndev, static_cast<size_t>(s.device) + 1);
+  const size_t ndev = devices_named(snap);
   if (device >= ndev)
     throw Error("the snapshot has no device " + std::to_string(device) + " (it lists " +
                 std::to_string(ndev) + ")");
   replay::Result rr = replay::run(snap, device, alloc::Settings::recorded(snap));
   BlockCategories bc = classify_blocks(snap, device, rr, read_tags(snap));
-  auto [begin, end] =
-      device < snap.device_count() ? snap.device_rows(device) : std::pair<uint32_t, uint32_t>{};
-  const int64_t entries = end - begin;
-  int64_t event = 0;
-  if (at == "peak") {
-    event = rr.peak_allocated_event;
-  } else if (at == "snapshot") {
-    event = entries - 1;
-  } else if (at == "oom" || at.starts_with("oom:")) {
-    int64_t k = 0;
-    std::string_view n = at.substr(std::min<size_t>(at.size(), 4));
-    if (at != "oom" &&
-        (!is_number(n) || std::from_chars(n.data(), n.data() + n.size(), k).ec != std::errc()))
-      throw Error("'" + std::string(at) + "' is not a moment: use oom or oom:K (K from 0)");
-    if (k >= static_cast<int64_t>(rr.ooms.size()))
-      throw Error("device " + std::to_string(device) + " has " + std::to_string(rr.ooms.size()) +
-                  " OOM" + (rr.ooms.size() == 1 ? "" : "s") + ", so there is no OOM " +
-                  std::to_string(k));
-    event = rr.ooms[static_cast<size_t>(k)].event;
-  } else {
-    auto r = std::from_chars(at.data(), at.data() + at.size(), event);
-    if (at.empty() || r.ec != std::errc() || r.ptr != at.data() + at.size())
-      throw Error("'" + std::string(at) +
-                  "' is not a moment: use peak, snapshot, oom, oom:K or a trace entry index");
-    if (event < -1 || event >= entries)
-      throw Error("trace entry " + std::string(at) + " is not in device " + std::to_string(device) +
-                  "'s trace (entries 0 to " + std::to_string(entries - 1) +
-                  ", or -1 for before the first)");
-  }
-  return view_at(bc, rr, event);
+  return view_at(bc, rr, moment_event(snap, device, rr, at));
 }
 
 }  // namespace memsight

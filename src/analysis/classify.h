@@ -34,8 +34,11 @@ std::vector<StorageTag> read_tags(const Snapshot& snap);
 struct BlockClass {
   Category category = Category::Unknown;
   bool tagged = false;
-  uint32_t module = 0;  // 0: none; else 1 + index into BlockCategories::modules
+  Phase phase = Phase::Unknown;  // when it was made (Unknown for blocks from before the trace)
+  uint32_t module = 0;           // 0: none; else 1 + index into BlockCategories::modules
 };
+// "forward", "backward", "optimizer step", ... ("" for Unknown).
+std::string_view phase_name(Phase p);
 
 struct BlockCategories {
   std::vector<BlockClass> blocks;    // parallel to replay::Result::blocks

@@ -174,10 +174,14 @@ void FrameLabelKinds::add(const Snapshot& snap, const UserCode& user_code) {
     kinds_.try_emplace(fc.frame_key(f), fc.kind(f));
 }
 
+void FrameLabelKinds::add(std::string_view label, FrameKind kind) {
+  if (!find(label)) owned_.emplace(std::string(label), kind);
+}
+
 std::optional<FrameKind> FrameLabelKinds::find(std::string_view label) const {
-  auto it = kinds_.find(label);
-  if (it == kinds_.end()) return std::nullopt;
-  return it->second;
+  if (auto it = kinds_.find(label); it != kinds_.end()) return it->second;
+  if (auto it = owned_.find(label); it != owned_.end()) return it->second;
+  return std::nullopt;
 }
 
 FrameClassifier::FrameClassifier(const Snapshot& snap, UserCode user_code)

@@ -2,6 +2,9 @@
 // goes where the trace says, sized by torch's rules.
 #include "analysis/replay.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "analysis/trace_start.h"
 
 namespace memsight::replay {
@@ -47,7 +50,8 @@ void free_segment(alloc::CachingAllocator& a, int64_t addr, int64_t size) {
 
 }  // namespace
 
-Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg) {
+Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
+           std::span<const int64_t> moments) {
   Result res;
   const TraceTable& t = snap.trace;
   alloc::TraceStart ts = alloc::trace_start(snap, device, cfg, 0);
@@ -67,6 +71,20 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg) {
   });
   res.estimated_blocks = ts.estimated;
   res.start = a.now;
+
+  // Moments asked for, by event; each is kept after its event is replayed.
+  std::vector<std::pair<int64_t, size_t>> wanted;
+  for (size_t i = 0; i < moments.size(); ++i)
+    if (moments[i] >= -1 && moments[i] < static_cast<int64_t>(ts.end - ts.begin))
+      wanted.emplace_back(moments[i], i);
+  std::sort(wanted.begin(), wanted.end());
+  std::vector<std::pair<size_t, OomState>> kept;
+  size_t next_wanted = 0;
+  auto keep_moments = [&](int64_t ev) {
+    for (; next_wanted < wanted.size() && wanted[next_wanted].first == ev; ++next_wanted)
+      kept.emplace_back(wanted[next_wanted].second, OomState{ev, a.now, a.free_space()});
+  };
+  keep_moments(-1);
 
   // Ends a block's life in the record (its allocated bytes stop at
   // `ev`; free_completed: its active bytes too).
@@ -151,8 +169,12 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg) {
         break;
     }
     a.observe(ev);
+    keep_moments(ev);
   }
   res.end = a.now;
+  std::sort(kept.begin(), kept.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (auto& [i, st] : kept) res.moments.push_back(std::move(st));
   res.peak = a.peak;
   res.peak.requested = a.peak_requested;
   res.peak_allocated_event = a.peak_allocated_event;

@@ -11,6 +11,7 @@
 // numbers").
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct Lifetime {
   bool freed = false;               // free_completed seen: active bytes stopped
 };
 
+// The allocator's state after one trace entry (-1: before the first).
 struct OomState {
   int64_t event = 0;
   Counters at;
@@ -47,6 +49,8 @@ struct Result {
   int64_t peak_allocated_event = -1, peak_active_event = -1, peak_reserved_event = -1;
   std::vector<Lifetime> blocks;  // every block of the trace, in alloc order (initial ones first)
   std::vector<OomState> ooms;
+  // The state after each event run() was asked for, in the order asked.
+  std::vector<OomState> moments;
   // Blocks whose size had to be estimated (freed in the trace, allocated
   // before it), and allocations whose free block was not where the replay
   // expected it (the starting state was incomplete).
@@ -56,6 +60,9 @@ struct Result {
   int64_t size_mismatches = 0;
 };
 
-Result run(const Snapshot& snap, size_t device, const alloc::Settings& settings);
+// `moments`: events (-1: before the first) whose state to keep in
+// Result::moments; events outside the trace are left out.
+Result run(const Snapshot& snap, size_t device, const alloc::Settings& settings,
+           std::span<const int64_t> moments = {});
 
 }  // namespace memsight::replay

@@ -92,6 +92,7 @@ struct DeviceInputs {
   const alloc::Settings& cfg;
   std::pair<bool, bool> overflow;  // overflow_flag(): known, overflowed
   const std::vector<StorageTag>& tags;
+  size_t top_sites;
 };
 
 // Peaks (and when), history, exactness, the live sites at the allocated peak
@@ -114,7 +115,7 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
   ds.history_wrapped =
       flag_known ? (flag_overflow ? "yes" : "no") : (ds.orphan_frees ? "possibly" : "no");
   judge_exactness(rr, ds);
-  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event, 10);
+  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event, in.top_sites);
   ds.sites_total = static_cast<int64_t>(g.total);
   ds.top_sites = std::move(g.sites);
   ds.before_recording_bytes = g.before_bytes;
@@ -201,7 +202,7 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   sum.input_notes = snapshot_input_notes(snap);
   alloc::Settings cfg = alloc::Settings::recorded(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
-  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags};
+  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags, opts.top_sites};
   // Devices are alike when their JSON (device number aside) and the time of
   // their first entry (from which the text counts) are the same; each group
   // keeps one summary, however many devices the snapshot lists.

@@ -7,6 +7,7 @@
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
+#include "util/lines.h"
 
 namespace memsight {
 namespace {
@@ -38,24 +39,6 @@ void all_frames(std::string& out, const FrameClassifier& fc, StackId stack, cons
     fc.frame_key(id).append_to(out);
     out += '\n';
   }
-}
-
-// Words of `text` in lines of at most `width` columns, each line indented.
-std::string wrapped(std::string_view text, const std::string& indent, size_t width = 100) {
-  std::string out, line;
-  while (!text.empty()) {
-    size_t sp = text.find(' ');
-    std::string_view word = text.substr(0, sp);
-    text = sp == std::string_view::npos ? std::string_view() : text.substr(sp + 1);
-    if (!line.empty() && indent.size() + line.size() + 1 + word.size() > width) {
-      out += indent + line + '\n';
-      line.clear();
-    }
-    if (!line.empty()) line += ' ';
-    line += word;
-  }
-  if (!line.empty()) out += indent + line + '\n';
-  return out;
 }
 
 // "Device 3", or for a group of alike devices "Devices 0-7, 9 (9 alike)":
@@ -140,7 +123,7 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
       if (!d.categories_peak.modules.empty())
         out += "  by module at the allocated peak (each with its submodules):\n" +
                module_text(d.categories_peak, "    ");
-      out += wrapped("what kind, at the snapshot: " + category_line(d.categories_now), "  ");
+      out += wrap_words("what kind, at the snapshot: " + category_line(d.categories_now), "  ");
     }
     for (const OomReport& o : d.ooms) {
       out += "  OUT OF MEMORY at trace entry " + std::to_string(o.event) + ": " + o.verdict;
@@ -149,15 +132,15 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         for (size_t i = 1; i < o.causes.size(); ++i) out += (i > 1 ? ", " : "") + o.causes[i];
         out += ")";
       }
-      out += '\n' + wrapped(o.explanation, "    ");
+      out += '\n' + wrap_words(o.explanation, "    ");
       if (o.categories.totals.total())
-        out += wrapped("By kind: " + category_line(o.categories) + ".", "    ");
+        out += wrap_words("By kind: " + category_line(o.categories) + ".", "    ");
       if (o.stack) {
         out += "    requested from: " + o.site + '\n';
         if (frames_all) all_frames(out, fc, o.stack, "        ");
       }
       for (const std::string& r : o.remedies) {
-        std::string w = wrapped(r, "      ");
+        std::string w = wrap_words(r, "      ");
         out += "    - " + w.substr(6);
       }
     }

@@ -65,9 +65,12 @@ std::string output_format(const std::string& command, const std::string& path,
 int cmd_text(const std::string& name, const std::vector<std::string>& argv);
 int cmd_compare(const std::vector<std::string>& argv);
 int cmd_summary(const std::vector<std::string>& argv);
+int cmd_diff(const std::vector<std::string>& argv);
+int cmd_leaks(const std::vector<std::string>& argv);
 int cmd_whatif(const std::vector<std::string>& argv);
 int cmd_view(const std::string& name, const std::vector<std::string>& argv);
 int cmd_convert(const std::vector<std::string>& argv);
 int cmd_profile(const std::vector<std::string>& argv);
+int cmd_ranks(const std::vector<std::string>& argv);
 
 }  // namespace memsight::cli

@@ -37,6 +37,12 @@ Beyond torch:
   summary SNAP [--json]      torch's peak counters, allocation sites in your
                              code, what kind of memory by module, fragmentation,
                              out-of-memory causes and fixes
+  diff BEFORE AFTER [-o FILE]
+                             what changed: live memory by site, kind and module,
+                             reserved and free memory; --at/--at-step compare
+                             two moments of one snapshot
+  leaks SNAP [--json]        memory that grows from iteration to iteration:
+                             the sites, bytes per iteration, the line to fix
   whatif SNAP [--set KEY:VALUE]
                              the recorded requests through torch's allocator,
                              simulated under other settings: peak reserved,
@@ -46,6 +52,9 @@ Beyond torch:
   segment-plot SNAP [-o FILE]
                              the report, opened on the allocator state history
   convert SNAP -o OUT        rewrite a snapshot (.gz/.zst/.xz names compress)
+  ranks SNAP... [--json] [-o report.html]
+                             many ranks' snapshots side by side: peaks, kinds,
+                             OOMs, the ranks that differ from the median
   profile TRACE [--json] [-o report.html]
                              torch.profiler Chrome trace: memory and time per step
   profile --timeline TIMELINE -o timeline.html
@@ -113,6 +122,47 @@ const char* command_help(const std::string& c) {
            "  --user-code PATS    comma-separated filename substrings that count as\n"
            "                      your code (e.g. torch/nn/ when debugging torch);\n"
            "                      !PAT takes matching files out of it\n";
+  if (c == "diff")
+    return "usage: memsight diff BEFORE AFTER [options]\n"
+           "       memsight diff SNAPSHOT --at MOMENT [--at MOMENT] [options]\n\n"
+           "What changed between two snapshots (each at its end), or two moments of\n"
+           "one: allocated, active, reserved and cached free memory and fragmentation\n"
+           "before and after (torch's counters, replayed); live memory by kind\n"
+           "(parameters, gradients, optimizer state, activations, ...), by module and\n"
+           "by allocation site (the innermost frame of your code), the sites that grew,\n"
+           "shrank, appeared and vanished, largest change first; the sites' changes add\n"
+           "up to the change in allocated memory.\n"
+           "  --at MOMENT       peak, snapshot (the end), oom, oom:K, step:N or a trace\n"
+           "                    entry index (the state after it; -1: before the first).\n"
+           "                    The first --at is BEFORE's moment, a second AFTER's; with\n"
+           "                    one snapshot AFTER defaults to its end, with two one --at\n"
+           "                    is both snapshots' moment\n"
+           "  --at-step N       the start of step N (as `memsight leaks` finds the steps:\n"
+           "                    mark_step, profiler or optimizer steps, a repeating\n"
+           "                    pattern); same as --at step:N\n"
+           "  --device D[,E]    the device of both (or BEFORE's D and AFTER's E); default:\n"
+           "                    each file's first device with a trace\n"
+           "  --allow-mismatch  compare snapshots of different devices, or of different\n"
+           "                    ranks (a rank is read from names like rank3_*.pickle),\n"
+           "                    which are refused otherwise\n"
+           "  --json            machine-readable output (or -o NAME.json)\n"
+           "  -o FILE           .txt, .json, .svg (a flamegraph of the difference:\n"
+           "                    growth red, shrinkage blue), .html (a page with the\n"
+           "                    tables and that flamegraph), .folded (its stacks)\n"
+           "  --user-code PATS  what counts as your code (as for `summary`)\n";
+  if (c == "leaks")
+    return "usage: memsight leaks SNAPSHOT [--json] [--user-code PATS] [-o FILE]\n\n"
+           "Finds the iterations of the recorded loop (memsight.torch.mark_step(),\n"
+           "torch.profiler's ProfilerStep#N, torch's Optimizer.step annotations, else\n"
+           "an allocation that recurs at a steady interval) and reports the allocation\n"
+           "sites whose memory outlives its iteration in every part of the run: bytes\n"
+           "per iteration, in how many iterations, the allocations still live with\n"
+           "their stacks and kind, and the line to fix. Memory made once and kept\n"
+           "(weights, optimizer state, a cache that fills up and stays) is not a leak.\n"
+           "It needs at least 5 complete iterations and says so when there are fewer.\n"
+           "  --json            machine-readable output (or -o NAME.json), with live\n"
+           "                    memory per site at the start of each iteration\n"
+           "  --user-code PATS  what counts as your code (as for `summary`)\n";
   if (c == "whatif")
     return "usage: memsight whatif SNAPSHOT [--set KEY:VALUE ...] [--device-memory SIZE]\n"
            "                       [--memory-fraction F] [--json] [-o FILE]\n\n"
@@ -171,6 +221,32 @@ const char* command_help(const std::string& c) {
            "                  category (parameter, optimizer state, input, temporary,\n"
            "                  activation, gradient, autograd detail, unknown)\n"
            "A FIFO with no writer blocks, as with cat.\n";
+  if (c == "ranks")
+    return "usage: memsight ranks SNAPSHOT|DIR|PATTERN|MANIFEST... [--json] [-o FILE]\n"
+           "                      [--pages notable|all|none] [--jobs N] [--user-code PATS]\n\n"
+           "Reads the snapshots of a distributed job's ranks (one file per rank, e.g.\n"
+           "memsight.torch.dump_all_ranks or OOMObserver's coordinated dumps) and\n"
+           "reports them side by side: per rank the peak allocated, active and reserved\n"
+           "memory and when, the state at the dump, fragmentation, what kind of memory,\n"
+           "and each OOM with its diagnosis; the median rank, the ranks that differ from\n"
+           "it and by what (kind, module, allocation site), whether an OOMed rank was\n"
+           "different or only the one that failed, and what does not match (torch\n"
+           "versions, devices, dump rounds, missing ranks), never fatal.\n\n"
+           "An input is a snapshot, a directory (its *.pickle and *.pkl files,\n"
+           "compressed or not), a glob pattern in quotes (\"run/oom_3_rank*.pickle\") or\n"
+           "a dump round's manifest (*_manifest.json). The rank of a file is the one\n"
+           "memsight.torch wrote into it, else the number after \"rank\" in its name,\n"
+           "else its place among the inputs. Files are read a few at a time, each\n"
+           "summarised and dropped: memory holds a few snapshots, not all of them.\n"
+           "  --json              machine-readable (or -o NAME.json)\n"
+           "  -o NAME.html        a self-contained page: a chart of every rank, the OOMs,\n"
+           "                      the ranks that differ, a table, each rank's details\n"
+           "  --pages WHICH       with -o NAME.html, also write NAME.ranks/rankN.html, the\n"
+           "                      full page of a rank, linked from the report: notable\n"
+           "                      (default: the OOMed, typical and differing ranks, at\n"
+           "                      most 16), all, or none\n"
+           "  --jobs N            files read at once (default: up to 4)\n"
+           "  --user-code PATS    what counts as your code (as for `summary`)\n";
   if (c == "convert")
     return "usage: memsight convert SNAPSHOT -o OUT\n\n"
            "Reads a snapshot and writes it back as a pickle that torch and pickle.load\n"
@@ -211,9 +287,12 @@ int run_command(const std::string& cmd, const std::vector<std::string>& rest) {
     return cmd_text(cmd, rest);
   if (cmd == "compare") return cmd_compare(rest);
   if (cmd == "summary") return cmd_summary(rest);
+  if (cmd == "diff") return cmd_diff(rest);
+  if (cmd == "leaks") return cmd_leaks(rest);
   if (cmd == "whatif") return cmd_whatif(rest);
   if (cmd == "view" || cmd == "trace-plot" || cmd == "segment-plot") return cmd_view(cmd, rest);
   if (cmd == "profile") return cmd_profile(rest);
+  if (cmd == "ranks") return cmd_ranks(rest);
   return cmd_convert(rest);
 }
 

@@ -23,7 +23,8 @@ constexpr Format kFormats[] = {
     {"html",
      {".html", ".htm"},
      "an HTML page (.html)",
-     "`memsight view` writes a snapshot's page, `memsight profile -o NAME.html` a trace's"},
+     "`memsight view` writes a snapshot's page, `memsight profile -o NAME.html` a trace's, "
+     "`memsight ranks -o NAME.html` many ranks'"},
     {"svg",
      {".svg", ""},
      "an SVG flamegraph (.svg)",
@@ -31,7 +32,7 @@ constexpr Format kFormats[] = {
     {"json",
      {".json", ""},
      "JSON (.json)",
-     "`memsight summary --json` and `profile --json` write it"},
+     "`memsight summary --json`, `ranks --json` and `profile --json` write it"},
     {"text", {".txt", ""}, "text (.txt)", "`memsight summary`, `stats` and `trace` write it"},
     {"folded",
      {".folded", ""},

@@ -388,6 +388,7 @@ std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
 }  // namespace
 
 void set_max_expanded(uint64_t bytes) { t_max_expanded = bytes; }
+uint64_t max_expanded_setting() { return t_max_expanded; }
 
 std::unique_ptr<ByteSource> open_source(const std::string& path) {
   if (path == "-") return wrap(std::make_unique<RawSource>(0, 0));

@@ -36,21 +36,7 @@ void json_list(std::string& out, const std::vector<T>& v, F&& f) {
 }
 
 std::string render_page(const std::string& title, const std::string& data) {
-  std::string page(viewer_asset("profile_page.html"));
-  if (page.empty()) throw Error("html: viewer assets missing (profile_page.html)");
-  std::string js = bundle_js("profile_bundle.txt");
-  replace_all(js, "</script", "<\\/script");
-  replace_all(page, "{{TITLE}}", html_escape(title));
-  size_t data_at = page.find("/*{{DATA}}*/");
-  size_t js_at = page.find("/*{{JS}}*/");
-  if (data_at == std::string::npos || js_at == std::string::npos || data_at > js_at)
-    throw Error("html: profile_page.html lacks its {{DATA}} or {{JS}} marker");
-  std::string out = page.substr(0, data_at);
-  out += data;
-  out.append(page, data_at + 12, js_at - data_at - 12);
-  out += js;
-  out.append(page, js_at + 10, std::string::npos);
-  return out;
+  return render_json_page("profile_page.html", "profile_bundle.txt", title, data);
 }
 
 }  // namespace

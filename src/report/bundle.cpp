@@ -48,6 +48,25 @@ std::string bundle_js(std::string_view list_file) {
   return out;
 }
 
+std::string render_json_page(std::string_view page_asset, std::string_view bundle_list,
+                             const std::string& title, const std::string& data) {
+  std::string page(viewer_asset(page_asset));
+  if (page.empty()) throw Error("html: viewer assets missing (" + std::string(page_asset) + ")");
+  std::string js = bundle_js(bundle_list);
+  replace_all(js, "</script", "<\\/script");
+  replace_all(page, "{{TITLE}}", html_escape(title));
+  size_t data_at = page.find("/*{{DATA}}*/");
+  size_t js_at = page.find("/*{{JS}}*/");
+  if (data_at == std::string::npos || js_at == std::string::npos || data_at > js_at)
+    throw Error("html: " + std::string(page_asset) + " lacks its {{DATA}} or {{JS}} marker");
+  std::string out = page.substr(0, data_at);
+  out += data;
+  out.append(page, data_at + 12, js_at - data_at - 12);
+  out += js;
+  out.append(page, js_at + 10, std::string::npos);
+  return out;
+}
+
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
     s.replace(p, from.size(), to);

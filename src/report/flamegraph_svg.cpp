@@ -31,6 +31,8 @@
 //   <gaps>                            lighter grey    rgb(228,228,228)   unaccounted in a segment
 //   <non-python>                      lavender        rgb(195,178,225)   block without Python stack
 //   only_before / only_after          sea green / rose (memsight compare)
+//   difference graphs (FlamegraphOptions::difference, memsight diff): "grew" and everything
+//     under it red, "shrank" blue; the user's frames deep, library and native ones pale
 //   code frames with a kind (FlamegraphOptions::frame_kinds, the frame rule of frames.h):
 //     library Python tan, allocator/interpreter plumbing grey, other native code blue;
 //     user code as below
@@ -389,6 +391,18 @@ Rgb frame_color(std::string_view name, bool root, const FrameLabelKinds& kinds) 
           20 + static_cast<int>(55 * unit(h, 10))};
 }
 
+// A difference graph's frames (FlamegraphOptions::difference): reds under "grew", blues
+// under "shrank"; the user's frames (and frames of no known kind) deep, the others pale.
+Rgb difference_color(std::string_view name, bool grew, bool family_root,
+                     const FrameLabelKinds& kinds) {
+  if (family_root) return grew ? Rgb{215, 60, 60} : Rgb{60, 100, 215};
+  const auto kind = kinds.find(name);
+  const bool pale = kind && *kind != FrameKind::User;
+  const int j = static_cast<int>(30 * unit(name_hash(name), 0));
+  if (grew) return pale ? Rgb{240, 175 + j, 165 + j} : Rgb{225 + j / 3, 85 + j, 75 + j};
+  return pale ? Rgb{170 + j, 190 + j, 240} : Rgb{85 + j, 125 + j, 225 + j / 3};
+}
+
 // ---- document ---------------------------------------------------------------------------
 
 constexpr std::string_view kStyle = R"(<style>
@@ -589,6 +603,7 @@ std::string render_samples(std::vector<Sample> samples, const FlamegraphOptions&
   std::string body;
   std::vector<uint64_t> cursor = {0};
   uint32_t max_depth = 0;
+  bool grew = false;  // a difference graph: under "grew" (else "shrank")
   for (uint32_t i = 0; i < nodes.size();) {
     const Node& n = nodes[i];
     if (cursor.size() < n.depth + 2u) cursor.resize(n.depth + 2u);
@@ -607,7 +622,10 @@ std::string render_samples(std::vector<Sample> samples, const FlamegraphOptions&
     // A frame name past kNameLimit bytes is cut, saying how much (one long
     // file name in every frame would otherwise repeat in every node).
     const std::string name = clean_utf8(cut_name(n.name), &cps);
-    const Rgb c = frame_color(n.name, i == 0, opts.frame_kinds);
+    if (n.depth == 1) grew = n.name == "grew";
+    const Rgb c = opts.difference && n.depth > 0
+                      ? difference_color(n.name, grew, n.depth == 1, opts.frame_kinds)
+                      : frame_color(n.name, i == 0, opts.frame_kinds);
 
     body += "<g class=\"f\" data-x=\"";
     append_uint(body, start);

@@ -9,6 +9,7 @@
 
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
+#include "memsight/leaks.h"
 #include "memsight/summary.h"
 #include "report/bundle.h"
 #include "report/page_data.h"
@@ -49,6 +50,20 @@ DeviceLoad device_load(const Snapshot& snap) {
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && static_cast<size_t>(s.device) < devices) ++load.segments[s.device];
   return load;
+}
+
+// `memsight leaks --json` of the devices the page holds (`keep`), names cut
+// as in the tables.
+std::string page_leaks(const Snapshot& snap, const UserCode& user_code, std::vector<size_t> keep) {
+  Leaks leaks = find_leaks(snap, user_code);
+  std::sort(keep.begin(), keep.end());
+  std::erase_if(leaks.devices, [&](const LeakReport& d) {
+    return d.device < 0 ||
+           !std::binary_search(keep.begin(), keep.end(), static_cast<size_t>(d.device));
+  });
+  std::string json = report::cut_json_strings(leaks_json(snap, leaks), kNameLimit);
+  while (!json.empty() && json.back() == '\n') json.pop_back();
+  return json;
 }
 
 }  // namespace
@@ -113,14 +128,14 @@ size_t devices_with_data(const Snapshot& snap) {
 
 bool is_html_view(std::string_view v) {
   return v == "overview" || v == "timeline" || v == "segments-timeline" || v == "state" ||
-         v == "flamegraph";
+         v == "flamegraph" || v == "leaks";
 }
 
 std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
   std::string view = opts.view.empty() ? "overview" : opts.view;
   if (!is_html_view(view))
     throw Error("unknown view '" + view +
-                "' (overview, timeline, segments-timeline, state, flamegraph)");
+                "' (overview, timeline, segments-timeline, state, flamegraph, leaks)");
   std::string title = opts.title.empty() ? "memsight" : opts.title;
 
   PhaseTimer phase;
@@ -177,33 +192,40 @@ std::string render_html(const Snapshot& snap, const HtmlOptions& opts) {
       opts.summary_json.empty()
           ? page_summary_json(snap, summarize(snap, {.user_code = opts.user_code}), packed)
           : opts.summary_json;
-  std::string meta = JsonObject()
-                         .reserve(devices.size() + summary.size() + settings.size() + 4096)
-                         .str("title", title)
-                         .str("view", view)
-                         .str("generator", "memsight 0.1.0")
-                         .str("sourceName", opts.source_name)
-                         .num("sourceBytes", static_cast<double>(opts.source_bytes))
-                         .num("defaultDevice", static_cast<double>(default_device))
-                         .num("deviceCount", static_cast<double>(ann.devices))
-                         .num("devicesWithData", static_cast<double>(devices_with_data(snap)))
-                         .raw("devices", devices)
-                         .raw("streams", streams)
-                         .raw("settings", settings)
-                         .raw("summary", summary)
-                         .num("entries", static_cast<double>(snap.trace.rows()))
-                         .num("segments", static_cast<double>(snap.segments.size()))
-                         .num("blocks", static_cast<double>(snap.blocks.size()))
-                         .num("annotations", std::stod(annotations))
-                         .num("strings", static_cast<double>(tables.strings()))
-                         .num("frames", static_cast<double>(tables.frames()))
-                         .num("stacks", static_cast<double>(tables.stacks()))
-                         .boolean("legacy", snap.legacy_segment_list)
-                         .raw("topKeys", top_keys)
-                         .done();
   phase("summary");
+  // The leaks view shows `memsight leaks --json`.
+  std::string leaks = page_leaks(snap, opts.user_code, packed);
+  phase("leaks");
+  std::string meta =
+      JsonObject()
+          .reserve(devices.size() + summary.size() + leaks.size() + settings.size() + 4096)
+          .str("title", title)
+          .str("view", view)
+          .str("generator", "memsight 0.1.0")
+          .str("sourceName", opts.source_name)
+          .num("sourceBytes", static_cast<double>(opts.source_bytes))
+          .num("defaultDevice", static_cast<double>(default_device))
+          .num("deviceCount", static_cast<double>(ann.devices))
+          .num("devicesWithData", static_cast<double>(devices_with_data(snap)))
+          .raw("devices", devices)
+          .raw("streams", streams)
+          .raw("settings", settings)
+          .raw("summary", summary)
+          .raw("leaks", leaks)
+          .num("entries", static_cast<double>(snap.trace.rows()))
+          .num("segments", static_cast<double>(snap.segments.size()))
+          .num("blocks", static_cast<double>(snap.blocks.size()))
+          .num("annotations", std::stod(annotations))
+          .num("strings", static_cast<double>(tables.strings()))
+          .num("frames", static_cast<double>(tables.frames()))
+          .num("stacks", static_cast<double>(tables.stacks()))
+          .boolean("legacy", snap.legacy_segment_list)
+          .raw("topKeys", top_keys)
+          .done();
+  phase("meta");
   std::string().swap(devices);  // held by meta now
   std::string().swap(summary);
+  std::string().swap(leaks);
   std::string raw = packer.finish(meta);
   std::string().swap(meta);
   std::string payload = opts.compress ? report::deflate_base64(raw, 4) : report::base64(raw);

@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "memsight/input_limits.h"
+#include "pickle/source.h"
+#include "profile/json_stream.h"
 #include "util/escape.h"
 
 namespace memsight::report {
@@ -94,6 +96,34 @@ void json_value(std::string& out, const PyValue& v, size_t end) {
 
 void pyvalue_json(std::string& out, const PyValue& v, size_t max_bytes) {
   json_value(out, v, out.size() + max_bytes);
+}
+
+std::string cut_json_strings(std::string json, size_t limit) {
+  std::string out;
+  size_t copied = 0;  // json[0, copied) is in out (or nothing was cut yet)
+  bool any = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    if (json[i] != '"') continue;
+    size_t j = i + 1;
+    while (j < json.size() && json[j] != '"') j += json[j] == '\\' ? 2 : 1;
+    if (j - i - 1 > limit) {
+      // The string's text, by the one JSON reader (escapes and all).
+      auto src = memory_source(std::string_view(json).substr(i, j - i + 1));
+      json::Reader r(*src);
+      std::string text;
+      r.string(text);
+      if (text.size() > limit) {
+        any = true;
+        out.append(json, copied, i - copied);
+        append_json_string(out, cut_name(text, limit));
+        copied = j + 1;
+      }
+    }
+    i = j;
+  }
+  if (!any) return json;
+  out.append(json, copied, std::string::npos);
+  return out;
 }
 
 JsonObject& JsonObject::key(std::string_view k) {

@@ -16,6 +16,11 @@ void json_number(std::string& out, double v);
 // few hundred bytes; a hostile file's can nest millions of references).
 void pyvalue_json(std::string& out, const PyValue& v, size_t max_bytes = 64 << 10);
 
+// `json` (valid JSON, as memsight writes it) with every string longer than
+// `limit` bytes cut by cut_name (memsight/input_limits.h): what a page embeds
+// of a report (leaks, ranks) holds no 100 MB name.
+std::string cut_json_strings(std::string json, size_t limit);
+
 class JsonObject {
  public:
   JsonObject& num(std::string_view k, double v);

@@ -1,5 +1,6 @@
 #pragma once
 // Splitting text into lines without copying it.
+#include <string>
 #include <string_view>
 
 namespace memsight {
@@ -14,6 +15,26 @@ void for_each_line(std::string_view text, F&& f) {
     f(text.substr(pos, nl - pos));
     pos = nl + 1;
   }
+}
+
+// The words of `text` in lines of at most `width` columns, each line
+// starting with `indent`.
+inline std::string wrap_words(std::string_view text, const std::string& indent,
+                              size_t width = 100) {
+  std::string out, line;
+  while (!text.empty()) {
+    size_t sp = text.find(' ');
+    std::string_view word = text.substr(0, sp);
+    text = sp == std::string_view::npos ? std::string_view() : text.substr(sp + 1);
+    if (!line.empty() && indent.size() + line.size() + 1 + word.size() > width) {
+      out += indent + line + '\n';
+      line.clear();
+    }
+    if (!line.empty()) line += ' ';
+    line += word;
+  }
+  if (!line.empty()) out += indent + line + '\n';
+  return out;
 }
 
 }  // namespace memsight

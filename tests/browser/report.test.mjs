@@ -40,7 +40,7 @@ async function shot(page, name) {
   if (SHOTS) await page.screenshot({ path: join(SHOTS, `${name}.png`) });
 }
 
-const VIEWS = ['overview', 'timeline', 'segments-timeline', 'state', 'flamegraph'];
+const VIEWS = ['overview', 'timeline', 'segments-timeline', 'state', 'flamegraph', 'leaks'];
 
 describe('every fixture opens in every view without errors or requests', () => {
   for (const snap of fixtures()) {

@@ -245,6 +245,7 @@ def test_a_page_of_thousands_of_devices_holds_the_busiest(run, tmp_path):
     summarised = sorted(i for d in m["summary"]["devices"]
                         for a, b in d.get("alike", [[d["device"], d["device"]]]) for i in range(a, b + 1))
     assert summarised == sorted(held)
+    assert sorted(d["device"] for d in m["leaks"]["devices"]) == sorted(held)
     assert len(raw) < 2_000_000
     # --device opens a page on a device past the 64 busiest
     assert run("view", f, "--device", "2999", "-o", out).returncode == 0

@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include "../common/scope_agreement.h"
+#include "memsight/diff.h"
+#include "memsight/leaks.h"
 #include "memsight/reader.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
@@ -26,6 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     apart.group_alike = false;
     std::string every = memsight::summary_json(full, memsight::summarize(full, apart));
     if (every != memsight::summary_json(full, memsight::summarize(full))) std::abort();
+    (void)memsight::leaks_json(full, memsight::find_leaks(full));
+    const size_t device = memsight::default_device(full).first;
+    auto moments = memsight::measure_moments(full, "fuzz", device, {"-1", "peak", "snapshot"});
+    (void)memsight::diff_json(memsight::diff_moments(moments[0], moments[2]));
+    const memsight::SnapshotDiff change = memsight::diff_moments(moments[1], moments[2]);
+    (void)memsight::diff_folded(change);
+    (void)memsight::diff_svg(change);
     (void)memsight::read_snapshot_bytes(memsight::pickle_snapshot(full));
   } catch (const memsight::Error&) {
   }

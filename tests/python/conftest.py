@@ -54,10 +54,20 @@ def _isolated_env(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def fake_torch(monkeypatch, data_dir):
+def fake_torch(fake_torch_with, data_dir):
     """Installs a fake ``torch`` whose allocator history holds tests/data/oom.pickle."""
     with open(data_dir / "oom.pickle", "rb") as f:
-        snap = pickle.load(f)
+        return fake_torch_with(pickle.load(f))
+
+
+@pytest.fixture
+def fake_torch_with(monkeypatch):
+    """``fake_torch_with(snapshot_dict)`` installs a fake ``torch`` whose
+    allocator history holds that snapshot; returns its allocator."""
+    return lambda snap: _install_fake_torch(monkeypatch, snap)
+
+
+def _install_fake_torch(monkeypatch, snap):
     alloc = FakeAllocator(snap)
     torch = make_fake_torch(alloc)
     monkeypatch.setitem(sys.modules, "torch", torch)
@@ -71,7 +81,7 @@ def fake_torch(monkeypatch, data_dir):
     monkeypatch.setattr(oom, "_armed", [])
     monkeypatch.setattr(recording, "recorder", recording._Recorder())
     monkeypatch.setattr(recording, "_started", [])
-    yield alloc
+    return alloc
 
 
 @pytest.fixture

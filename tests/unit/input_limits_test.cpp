@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -17,6 +17,7 @@
 #include "memsight/text_tools.h"
 #include "pickle/unpickler.h"
 #include "profile/trace_reader.h"
+#include "report/page_json.h"
 
 namespace memsight {
 namespace {
@@ -89,6 +90,20 @@ TEST(InputLimits, MemsightsSizesChooseTheUnitAfterRounding) {
   EXPECT_EQ(format_bytes(-2048), "-2.0KiB");
   // Below the boundary both rules agree.
   for (double v : {1.0, 1000.0, 5e6, 3.3e9, 7e12}) EXPECT_EQ(format_bytes(v), format_size(v)) << v;
+}
+
+TEST(InputLimits, PageReportStringsAreCut) {
+  std::string name(40000, 'n');
+  std::string json = "{\"site\":\"" + name + "\",\"short\":\"a\\\"b\",\"k\":1}";
+  std::string out = report::cut_json_strings(json, 100);
+  EXPECT_EQ(out, "{\"site\":\"" + std::string(100, 'n') +
+                     "\xE2\x80\xA6 [cut at 100 of 40000 bytes]\",\"short\":\"a\\\"b\",\"k\":1}");
+  // Escapes count as the characters they stand for, and survive the cut.
+  std::string escaped = "[\"" + std::string(60, 'q') + "\\n\\u00e9" + std::string(160, 'q') + "\"]";
+  out = report::cut_json_strings(escaped, 100);
+  EXPECT_EQ(out, "[\"" + std::string(60, 'q') + "\\n\xC3\xA9" + std::string(37, 'q') +
+                     "\xE2\x80\xA6 [cut at 100 of 223 bytes]\"]");
+  EXPECT_EQ(report::cut_json_strings(json, 1 << 20), json);  // nothing to cut: as it was
 }
 
 // Writes a trace of `n` steps with out-of-range numbers scattered through it.

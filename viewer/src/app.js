@@ -6,6 +6,7 @@ import { PageData, decodePayload, parseBlob } from './data.js';
 import { TimelineModel } from './timeline.js';
 import { Tooltip, h } from './ui.js';
 import { FlameView } from './view_flame.js';
+import { LeaksView } from './view_leaks.js';
 import { OverviewView } from './view_overview.js';
 import { StateView } from './view_state.js';
 import { TimelineView } from './view_timeline.js';
@@ -16,6 +17,7 @@ const VIEWS = [
   ['segments-timeline', 'Segment timeline'],
   ['state', 'Allocator state'],
   ['flamegraph', 'Flamegraph'],
+  ['leaks', 'Leaks'],
 ];
 
 class App {
@@ -118,6 +120,7 @@ class App {
       else if (name === 'segments-timeline') v = new TimelineView(this, dev, 'st');
       else if (name === 'state') v = new StateView(this, dev);
       else if (name === 'flamegraph') v = new FlameView(this, dev);
+      else if (name === 'leaks') v = new LeaksView(this, dev);
       else v = new OverviewView(this, dev);
       this.views.set(key, v);
     }

@@ -11,6 +11,12 @@ Recording::
         train_step()
         memsight.torch.dump("step.pickle.gz")
 
+Marking the steps of a loop (for ``memsight leaks`` and ``diff --at-step``)::
+
+    for batch in loader:
+        memsight.torch.mark_step()
+        train_step(batch)
+
 Training callbacks (plain loop, Lightning via ``memsight.torch.lightning``)::
 
     cbs = memsight.torch.Callbacks(OOMObserver(), MemorySnapshot(), MemoryMonitor())
@@ -19,6 +25,11 @@ Per-phase profiling of chosen calls (see docs/memprofiler.md)::
 
     prof = memsight.torch.MemProfiler(collect_funcs={"default": ["train_step"]}).connect(model)
     train_step = prof.profile(train_step)
+
+Every rank of a distributed job at the same moment (see docs/ranks.md)::
+
+    memsight.torch.watch_ranks("dumps")              # on every rank, after init_process_group
+    memsight.torch.dump_all_ranks("before_eval")     # on any rank: every rank writes its snapshot
 
 Which line took the memory, which tensors hold it, and lending the GPU::
 
@@ -54,7 +65,9 @@ from .memprofiler_config import (
 )
 from .memprofiler_mixin import MemProfilerMixin
 from .oom import OOMObserver
+from .phase_marks import mark_step
 from .profiler import ProfilerAction, TorchProfiler, TraceTime, cyclic_schedule
+from .rank_dumps import DumpRound, RankDumps, dump_all_ranks, unwatch_ranks, watch_ranks
 from .recording import (
     RecordOptions,
     Recording,
@@ -84,6 +97,7 @@ __all__ = [
     "CallbackProtocol",
     "Callbacks",
     "Courtesy",
+    "DumpRound",
     "LineProfiler",
     "MemReporter",
     "MemoryMonitor",
@@ -97,6 +111,7 @@ __all__ = [
     "MemProfilerSchedule",
     "OOMObserver",
     "ProfilerAction",
+    "RankDumps",
     "TorchProfiler",
     "TraceTime",
     "cyclic_schedule",
@@ -107,7 +122,9 @@ __all__ = [
     "clear_global_line_profiler",
     "dist_info",
     "dump",
+    "dump_all_ranks",
     "ensure_folder_is_empty",
+    "mark_step",
     "flush_uploads",
     "format_name_with_dist",
     "format_name_with_dist_and_time",
@@ -126,4 +143,6 @@ __all__ = [
     "start_recording",
     "stop_recording",
     "storage_tags",
+    "unwatch_ranks",
+    "watch_ranks",
 ]

@@ -31,10 +31,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .._engine import core
-from . import _native_dump
+from . import _native_dump, rank_dumps
 from ._cuda import torch_module
 from ._dist import dist_info
 from ._files import FileCallback
+from .phase_marks import mark_step
 from .recording import Recording
 from .state import TrainState
 from .tags import add_tags
@@ -110,6 +111,17 @@ def _disarm(obs: OOMObserver) -> None:
         _armed[:] = [r for r in _armed if r() is not None and r() is not obs]
 
 
+def _leak_text(snapshot: Callable[[], Any]) -> str:
+    """What ``memsight leaks`` says, when the dumped history shows a leak."""
+    try:
+        leaks = snapshot().leaks()
+        if any(d.get("verdict") == "leak" for d in leaks["devices"]):
+            return "\nMemory grew from step to step before the OOM (memsight leaks):\n" + leaks.text
+    except Exception as e:
+        log.debug("memsight: no leak check in the OOM diagnosis: %s: %s", type(e).__name__, e)
+    return ""
+
+
 class OOMObserver(FileCallback):
     """Writes the snapshot, two pages, two flamegraphs and a diagnosis when a
     CUDA OOM is about to be raised. Composer's parameters and defaults.
@@ -129,6 +141,11 @@ class OOMObserver(FileCallback):
         model, optimizer: tag their storages in the snapshot and mark their
             phases, so the diagnosis tells parameters, gradients, optimizer
             state and activations apart exactly (see ``record``).
+        all_ranks: in a distributed job, every rank writes its snapshot of the
+            moment too (``{tag}_{n}_rank{r}.pickle`` in its folder, through the
+            job's torch.distributed store; see ``rank_dumps``), and the
+            diagnosis compares this rank with them.
+        ranks_timeout: the longest this rank waits for the others at an OOM.
 
     Armed by ``fit_start`` (or :meth:`arm`), disarmed by ``close``.
     """
@@ -146,8 +163,15 @@ class OOMObserver(FileCallback):
         parallel: bool = True,
         model: Any = None,
         optimizer: Any = None,
+        all_ranks: bool = True,
+        ranks_timeout: float = 30.0,
     ) -> None:
         super().__init__(folder, filename, remote_file_name, overwrite)
+        self.all_ranks = all_ranks
+        self.ranks_timeout = float(ranks_timeout)
+        self._ranks: rank_dumps.RankDumps | None = None
+        #: The coordinated round of the last OOM, when there was one.
+        self.last_round: rank_dumps.DumpRound | None = None
         self.max_entries = int(max_entries)
         self._recording = Recording(max_entries, context, stacks, owner="OOMObserver", model=model,
                                     optimizer=optimizer)
@@ -181,11 +205,31 @@ class OOMObserver(FileCallback):
         self._recording.start()
         _arm(self)
         self.armed = True
+        if self.all_ranks and self._ranks is None and rank_dumps.default_store() is not None:
+            w = rank_dumps.watch_ranks(self.folder_name, state=state, timeout=self.ranks_timeout)
+            if w.coordinated:
+                self._ranks = w
+            else:
+                rank_dumps.unwatch_ranks()
+
+    def _on_batch_start(self, state: TrainState) -> None:
+        if self._ranks is not None:  # the step boundary's check for other ranks' OOMs
+            self._ranks.poll()
+
+    _on_batch_end = _on_batch_start
+
+    def _on_batch_start(self, state: TrainState) -> None:
+        # Each batch is a step of the history, so the diagnosis can tell a leak.
+        if self.armed:
+            mark_step(state.batch)
 
     def _on_close(self) -> None:
         if self.armed:
             _disarm(self)
             self.armed = False
+        if self._ranks is not None:
+            self._ranks = None
+            rank_dumps.unwatch_ranks()
         self._recording.stop()
         self._flush_uploads()
 
@@ -215,7 +259,12 @@ class OOMObserver(FileCallback):
         # The native path: the allocator's snapshot straight into the engine's model,
         # no Python object per entry (see _native_dump); torch's path when not ready.
         memory = [{"device": int(device), "total": total, "limit": limit}]
-        msnap: Any = _native_dump.take({"memsight_device_memory": memory})
+        extra: dict[str, Any] = {"memsight_device_memory": memory}
+        # Every other rank starts dumping now, while this one does.
+        rnd = self._announce_round(device, alloc, device_free)
+        if rnd is not None:
+            extra["memsight_rank"] = self._ranks.meta_for(rnd)  # type: ignore[union-attr]
+        msnap: Any = _native_dump.take(extra)
         self.last_path = "native" if msnap is not None else "torch"
         if msnap is not None:
             t = lap("snapshot", t0)
@@ -223,6 +272,7 @@ class OOMObserver(FileCallback):
                 self._warn_no_history(device)
                 return
             self._write(prefix + SNAPSHOT, msnap.pickle, "OOM snapshot")
+            self._answer_round(rnd, prefix + SNAPSHOT)
             t = lap("write_pickle", t)
         else:
             try:
@@ -232,7 +282,7 @@ class OOMObserver(FileCallback):
                 log.exception("memsight: OOM on device %d, but the memory snapshot could not be taken", device)
                 return
             try:  # beside torch's keys: the engine reads them to name a cap or other processes
-                snap["memsight_device_memory"] = memory
+                snap.update(extra)
             except Exception:
                 log.debug("memsight: could not note the device's memory in the snapshot", exc_info=True)
             if not any(snap.get("device_traces") or []):
@@ -246,6 +296,7 @@ class OOMObserver(FileCallback):
             t = lap("pickle", t)
             if raw is not None:
                 self._write(prefix + SNAPSHOT, lambda: raw, "OOM snapshot")
+                self._answer_round(rnd, prefix + SNAPSHOT)
             t = lap("write_pickle", t)
             del snap
             if raw is not None:
@@ -269,7 +320,7 @@ class OOMObserver(FileCallback):
                 body = need().summary_text()
             except Exception as e:
                 body = f"(the engine's diagnosis is unavailable: {type(e).__name__}: {e})\n"
-            return header + "\n" + body
+            return header + "\n" + body + _leak_text(need) + self._other_ranks(rnd)
 
         jobs: list[tuple[str, Callable[[], str], str]] = [
             (TRACE_PLOT, lambda: need().html("trace_plot"), "trace plot page"),
@@ -298,6 +349,47 @@ class OOMObserver(FileCallback):
         )
         for path in new:
             self._upload(path, state)
+
+    # -- the other ranks ----------------------------------------------------------
+    def _announce_round(self, device: int, alloc: int, device_free: int) -> rank_dumps.DumpRound | None:
+        if self._ranks is None:
+            return None
+        reason = (f"CUDA out of memory on rank {self._ranks.rank}, device {device}: "
+                  f"{_size(alloc)} requested, {_size(device_free)} free")
+        try:
+            rnd = self._ranks.announce("oom", reason, join_within=self.ranks_timeout)
+        except Exception:
+            log.exception("memsight: could not ask the other ranks for their snapshots")
+            return None
+        self.last_round = rnd
+        return rnd
+
+    def _answer_round(self, rnd: rank_dumps.DumpRound | None, written: str) -> None:
+        if rnd is not None and self._ranks is not None and written in self.written:
+            self._ranks.answer_own(rnd, written)
+
+    def _other_ranks(self, rnd: rank_dumps.DumpRound | None) -> str:
+        """The other ranks' state at this moment, from their dumps of the round:
+        waits for them (at most ranks_timeout; torchrun ends every rank once
+        this one raises), then `memsight ranks` over the files here."""
+        if rnd is None or self._ranks is None:
+            return ""
+        try:
+            self._ranks.finish(rnd, self.ranks_timeout)
+            here = rnd.local_files()
+            out = (f"\nEvery rank at this moment (dump round {rnd.seq}: {len(rnd.files)} of "
+                   f"{rnd.world_size} ranks wrote a snapshot, {len(here)} of them here"
+                   + (f"; manifest {rnd.manifest}" if rnd.manifest else "") + ")\n")
+            for r, why in sorted(rnd.missing.items()):
+                out += f"  rank {r}: no snapshot ({why})\n"
+            if len(here) > 1:
+                from ..ranks import ranks
+
+                out += "\n" + ranks(here).text
+            return out
+        except Exception as e:
+            log.exception("memsight: could not compare this rank with the others")
+            return f"\n(the other ranks' state is unavailable: {type(e).__name__}: {e})\n"
 
     def _warn_no_history(self, device: int) -> None:
         log.warning(

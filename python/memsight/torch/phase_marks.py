@@ -11,6 +11,14 @@ backward step of no module). Older torch records ``record_function``
 annotations with the allocator history instead: each mark is one START/END
 pair with the same name, matched to trace entries by time (approximate).
 
+Steps: ``mark_step()`` marks where each training step (an iteration of the
+loop) begins, as a ``record_function`` annotation ``memsight:step:N``: torch
+records it with the history (torch >= 2.5, whichever of the two above the
+phase marks use), and ``memsight leaks`` and ``diff --at-step`` read the
+iterations from it. A step is a moment, not a state of later entries: an
+annotation keeps its time even when no allocation follows it before the
+next phase mark, which ``user_metadata`` would not.
+
 The hooks, on the model's blocks by default (``detail="blocks"``: the
 model, its children, and the items of every ModuleList, ModuleDict or
 Sequential among them: a transformer's layers, a ResNet's bottlenecks), or
@@ -164,6 +172,45 @@ def choose_marker(torch: Any) -> Marker:
         except AttributeError:  # no record_function (a stand-in torch)
             pass
     return Marker()
+
+
+_step_lock = threading.Lock()
+_next_step = 0
+_step_failed = False
+
+
+def mark_step(step: int | None = None) -> int:
+    """Marks the start of a training step in torch's allocation history, for
+    ``memsight leaks`` (which step leaves memory behind) and ``memsight diff
+    --at-step N``. Call it once per iteration, before the step's work::
+
+        for batch in loader:
+            memsight.torch.mark_step()
+            train_step(batch)
+
+    ``step``: the step's number (default: one more than the last, from 0).
+    Returns the number used. Costs one ``record_function`` enter and exit;
+    recorded only while torch records the allocator history (torch >= 2.5).
+    Never raises: a failure is logged once and the loop goes on.
+    """
+    global _next_step, _step_failed
+    with _step_lock:
+        n = _next_step if step is None else int(step)
+        _next_step = n + 1
+    if _step_failed:
+        return n
+    try:
+        torch = torch_module()
+        rf = getattr(getattr(getattr(torch, "autograd", None), "profiler", None), "record_function", None)
+        if rf is None:  # a torch without the profiler's record_function: nothing to mark with
+            return n
+        with rf(f"memsight:step:{n}"):
+            pass
+    except Exception:
+        _step_failed = True
+        log.warning("memsight: mark_step() could not record the step; steps are not marked, training goes on",
+                    exc_info=True)
+    return n
 
 
 class PhaseMarks:

@@ -372,16 +372,19 @@ def _compress(path: str, data: bytes) -> bytes:
 
 
 
-def dump(path: str | os.PathLike[str], data: Any = None) -> str:
+def dump(path: str | os.PathLike[str], data: Any = None, *, extra: dict[str, Any] | None = None) -> str:
     """Writes a torch-compatible snapshot pickle (protocol 4) of ``data``
     (default: the allocator's state now, through the native dumper when it is
     ready, else :func:`snapshot`). ``.gz`` / ``.zst`` / ``.zstd`` / ``.xz``
     names are compressed. ``data`` may also be a :class:`memsight.Snapshot`.
-    Returns the path.
+    ``extra``: top-level keys (plain data) written beside torch's into a
+    snapshot taken here or given as a dict. Returns the path.
     """
     p = os.fspath(path)
     if data is None:
-        data = _native_dump.take() or snapshot()
+        data = _native_dump.take(extra) or {**snapshot(), **(extra or {})}
+    elif extra and isinstance(data, dict):
+        data = {**data, **extra}
     if hasattr(data, "to_pickle") and not isinstance(data, dict):
         os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
         return data.to_pickle(p)

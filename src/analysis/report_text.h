@@ -1,0 +1,20 @@
+#pragma once
+// Pieces of text and JSON the analyses' reports share (summary, diff,
+// leaks): sizes as torch prints them, stacks as JSON.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memsight/frames.h"
+
+namespace memsight {
+
+// torch's size format ("1.5GiB"), of an integer count of bytes.
+std::string size_text(int64_t bytes);
+// ["a", "b"]
+void json_strings(std::string& out, const std::vector<std::string>& v);
+// The stack's frames, innermost first, long names cut (cut_name):
+// [{"name", "filename", "line", "kind"}, ...].
+void json_stack(std::string& out, const FrameClassifier& fc, StackId stack);
+
+}  // namespace memsight

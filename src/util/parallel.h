@@ -1,0 +1,36 @@
+#pragma once
+// Work spread over a few threads: f(i) for every i in [0, n).
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
+#include <vector>
+
+namespace memsight {
+
+// Runs f(i) for i in [0, n) on `jobs` threads, the caller's among them.
+// After an exception no new i starts; the one of the lowest i is rethrown
+// once every thread has ended.
+template <typename F>
+void parallel_for(size_t n, unsigned jobs, F&& f) {
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(n);
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        f(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        next.store(n);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < std::min<size_t>(jobs, n); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace memsight
