@@ -1,12 +1,22 @@
-# Turns every file in DIR into a byte array in OUT, with a lookup function
-# memsight::viewer_asset(name) -> std::string_view (empty when missing).
-file(GLOB files RELATIVE ${DIR} ${DIR}/*)
+# Turns files into byte arrays in OUT, with a lookup function
+# memsight::FUNC(name) -> std::string_view (empty when missing). The files
+# are every file in DIR, or FILES (paths separated by '|', looked up by file
+# name); FUNC defaults to viewer_asset.
+if(NOT FUNC)
+  set(FUNC viewer_asset)
+endif()
+if(DIR)
+  file(GLOB files ${DIR}/*)
+else()
+  string(REPLACE "|" ";" files "${FILES}")
+endif()
 list(SORT files)
 set(body "#include <string_view>\n#include <cstring>\nnamespace memsight {\nnamespace {\n")
 set(table "")
 set(i 0)
-foreach(f ${files})
-  file(READ ${DIR}/${f} hex HEX)
+foreach(path ${files})
+  get_filename_component(f ${path} NAME)
+  file(READ ${path} hex HEX)
   string(LENGTH "${hex}" n)
   math(EXPR len "${n} / 2")
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," arr "${hex}")
@@ -16,7 +26,7 @@ foreach(f ${files})
 endforeach()
 string(APPEND body "struct Asset { const char* name; const unsigned char* data; unsigned long size; };\n")
 string(APPEND body "const Asset assets[] = {\n${table}  {nullptr, nullptr, 0}};\n}  // namespace\n")
-string(APPEND body "std::string_view viewer_asset(std::string_view name) {\n")
+string(APPEND body "std::string_view ${FUNC}(std::string_view name) {\n")
 string(APPEND body "  for (const Asset* a = assets; a->name; ++a)\n")
 string(APPEND body "    if (name == a->name) return {reinterpret_cast<const char*>(a->data), a->size};\n")
 string(APPEND body "  return {};\n}\n}  // namespace memsight\n")

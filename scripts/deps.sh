@@ -15,6 +15,7 @@ PKGS=(
   python3-pandas                                   # reference for the line profiler's tables
   nodejs chromium                                  # viewer tests
   xz-utils zstd
+  emscripten                                       # the standalone viewer's WebAssembly engine
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -29,6 +30,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Debian's sources of zlib, zstd and liblzma, compiled with emcc into the
+# standalone viewer's engine (build/wasm-deps; emscripten has no ports here).
+scripts/wasm_deps.sh
 # npm packages for the browser tests (playwright-core, pinned by its lock
 # file). The S3 test server installs itself on first use (tests/python/s3rver).
 if [ ! -d tests/browser/node_modules ]; then

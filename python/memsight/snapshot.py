@@ -34,7 +34,11 @@ HTML_VIEWS: dict[str, str] = {
     "state": "state",
     "segment_plot": "state",
     "Allocator State History": "state",
+    "pools": "pools",
+    "Allocated Memory (incl. Private Pools)": "pools",
     "flamegraph": "flamegraph",
+    "settings": "settings",
+    "Allocator Settings": "settings",
     "leaks": "leaks",
 }
 
@@ -153,14 +157,17 @@ class Summary(dict):
     """The engine's summary (peaks, top allocation sites, OOM diagnosis, ...)
     as a dict with attribute access; ``text`` is the plain-text report."""
 
-    def __init__(self, data: dict[str, Any], text: str = "") -> None:
+    def __init__(self, data: dict[str, Any], text: str | None = None) -> None:
         super().__init__(data)
-        self.text = text
+        if text is not None:  # else a "text" key of the data (a rank's OOM text) stays readable
+            self.text = text
 
     def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
+            if name == "text":
+                return ""
             raise AttributeError(name) from None
 
     def __getitem__(self, key: Any) -> Any:  # nested dicts have attribute access too
@@ -384,8 +391,8 @@ class Snapshot:
              user_code: str | list[str] | None = None) -> str:
         """The self-contained page (works offline from file://), opening on
         ``view``: ``overview``, ``timeline`` (torch's trace_plot),
-        ``segments-timeline``, ``state`` (torch's segment_plot) or
-        ``flamegraph``. With ``with_summary`` the overview shows the summary
+        ``segments-timeline``, ``state`` (torch's segment_plot), ``pools``
+        (private pools), ``flamegraph`` or ``settings`` (allocator settings). With ``with_summary`` the overview shows the summary
         (peaks, top sites, OOM diagnosis)."""
         if view not in HTML_VIEWS:
             raise ValueError(f"unknown view {view!r}: expected one of {sorted(set(HTML_VIEWS.values()))}")

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "memsight/error.h"
+#include "util/float_chars.h"
 
 namespace memsight::alloc {
 namespace {
@@ -41,8 +42,7 @@ int64_t to_int(const std::string& key, const std::string& v) {
 
 double to_double(const std::string& key, const std::string& v) {
   double x = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || p != v.data() + v.size() || !std::isfinite(x))
+  if (!parse_double(v, x) || !std::isfinite(x))
     throw Error("allocator setting " + key + ": '" + v + "' is not a number");
   return x;
 }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <map>
 
+#include "analysis/segment_addresses.h"
+
 namespace memsight::simulate {
 namespace {
 
@@ -32,7 +34,16 @@ class Simulator {
       top = std::max(top, e.addr + e.size);
       if (e.action == Action::SegmentAlloc) recorded_allocs_.push_back({e.addr, e.size});
     }
-    synthetic_ = (top + (int64_t{1} << 30)) / (int64_t{1} << 30) * (int64_t{1} << 30);
+    // New address spaces go above every address the recording used, new
+    // segments below (the driver reserves top-down).
+    synthetic_ = std::max((top + (int64_t{1} << 30)) / (int64_t{1} << 30) * (int64_t{1} << 30),
+                          int64_t{1} << 46);
+    int64_t floor = synthetic_;
+    for (const auto& [a, e] : segs_) floor = std::min(floor, a);
+    for (const alloc::AddressSpace& sp : a_.spaces) floor = std::min(floor, sp.base);
+    for (const SegmentEvent& e : p.recorded) floor = std::min(floor, e.addr);
+    addresses_ = alloc::SegmentAddresses(floor);
+    for (const auto& [a, e] : segs_) addresses_.taken(a, e - a);
     for (const auto& id : p.pool_ids)
       private_.push_back(a_.pool_of(false, id.first, id.second));  // large; small is + 1
     res_.unused_at_peak = a_.now.reserved - a_.now.allocated;
@@ -275,6 +286,7 @@ class Simulator {
     const Block& x = a_.blocks[b];
     log(Action::SegmentFree, x.addr, x.size);
     segs_.erase(x.addr);
+    addresses_.release(x.addr, x.size);
     a_.release_segment(b);
   }
 
@@ -283,8 +295,8 @@ class Simulator {
   }
 
   // Where cudaMalloc puts a new segment: the recorded address while the
-  // simulation makes the recording's segments in its order, else past
-  // every address the recording used.
+  // simulation makes the recording's segments in its order, else where the
+  // driver would (segment_addresses.h).
   int64_t segment_address(int64_t size) {
     if (lockstep_ && cursor_ < recorded_allocs_.size() &&
         recorded_allocs_[cursor_].second == size) {
@@ -294,13 +306,12 @@ class Simulator {
                       (it != segs_.begin() && std::prev(it)->second > addr);
       if (!overlaps) {
         ++cursor_;
+        addresses_.taken(addr, size);
         return addr;
       }
     }
     lockstep_ = false;
-    int64_t addr = synthetic_;
-    synthetic_ += (size + alloc::kRoundLarge - 1) / alloc::kRoundLarge * alloc::kRoundLarge;
-    return addr;
+    return addresses_.place(size);
   }
 
   uint32_t alloc_block(uint16_t pool, uint16_t stream, int64_t size, int64_t alloc_size) {
@@ -436,6 +447,7 @@ class Simulator {
   std::vector<uint32_t> pending_;    // blocks waiting for other streams' events
   std::vector<uint32_t> after_;      // requests the next request's release completes
   std::map<int64_t, int64_t> segs_;  // cudaMalloc'd segments: start -> end
+  alloc::SegmentAddresses addresses_{0};
   std::vector<std::pair<int64_t, int64_t>> recorded_allocs_;
   size_t cursor_ = 0;
   bool lockstep_ = true;

@@ -223,8 +223,13 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
   for (const auto& [addr, fb] : ts.final_live)
     if (!*final_touched.find(addr))
       ts.live.push_back({addr, fb.size, fb.requested, fb.stack, fb.pending, false, 0});
-  std::sort(ts.live.begin(), ts.live.end(),
-            [](const TraceStart::Live& x, const TraceStart::Live& y) { return x.addr < y.addr; });
+  // Stable: the trace can free one address before allocating it several
+  // times (a wrapped history); those blocks keep the trace's order, on every
+  // standard library (std::sort orders ties differently in libc++, which the
+  // standalone viewer's engine uses, and the replay then differs).
+  std::stable_sort(
+      ts.live.begin(), ts.live.end(),
+      [](const TraceStart::Live& x, const TraceStart::Live& y) { return x.addr < y.addr; });
   std::vector<uint32_t> renumber(static_cast<size_t>(ts.estimated));
   for (uint32_t k = 0; k < ts.live.size(); ++k) {
     if (ts.live[k].request & kOrphan) renumber[ts.live[k].request & ~kOrphan] = allocs + k;

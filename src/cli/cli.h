@@ -69,6 +69,7 @@ int cmd_diff(const std::vector<std::string>& argv);
 int cmd_leaks(const std::vector<std::string>& argv);
 int cmd_whatif(const std::vector<std::string>& argv);
 int cmd_view(const std::string& name, const std::vector<std::string>& argv);
+int cmd_viewer(const std::vector<std::string>& argv);
 int cmd_convert(const std::vector<std::string>& argv);
 int cmd_profile(const std::vector<std::string>& argv);
 int cmd_ranks(const std::vector<std::string>& argv);

@@ -31,7 +31,8 @@ int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
   if (a.has("--view")) opts.view = a.get("--view");
   if (!is_html_view(opts.view))
     throw Error("unknown view '" + opts.view +
-                "' (expected overview, timeline, segments-timeline, state, flamegraph or leaks)");
+                "' (expected overview, timeline, segments-timeline, state, pools, flamegraph, "
+                "settings or leaks)");
   if (a.has("--device")) {
     const std::string& d = a.get("--device");
     size_t used = 0;

@@ -51,6 +51,8 @@ Beyond torch:
   trace-plot SNAP [-o FILE]  the report, opened on the memory timeline
   segment-plot SNAP [-o FILE]
                              the report, opened on the allocator state history
+  viewer [-o FILE]           a standalone page that opens any snapshot dropped
+                             on it, offline (the engine runs in the browser)
   convert SNAP -o OUT        rewrite a snapshot (.gz/.zst/.xz names compress)
   ranks SNAP... [--json] [-o report.html]
                              many ranks' snapshots side by side: peaks, kinds,
@@ -197,9 +199,19 @@ const char* command_help(const std::string& c) {
            "timeline, segment timeline, allocator state history, flamegraphs and a\n"
            "summary. Default output: the snapshot name with .html.\n"
            "  --view NAME   first view: overview, timeline, segments-timeline, state,\n"
-           "                flamegraph (trace-plot: timeline; segment-plot: state)\n"
+           "                pools, flamegraph, settings, leaks (trace-plot: timeline;\n"
+           "                segment-plot: state)\n"
            "  --user-code PATS  what counts as your code, as for `summary` (the page\n"
            "                can change it too)\n";
+  if (c == "viewer")
+    return "usage: memsight viewer [-o FILE]\n\n"
+           "Writes the standalone viewer (default memsight-viewer.html): one self-contained\n"
+           "page, no server or network needed, that opens PyTorch memory snapshots\n"
+           "(.pickle, .gz, .zst, .xz) dropped on it or picked with its file chooser, and\n"
+           "shows the same views and summary as `memsight view`. memsight's engine runs\n"
+           "inside it, compiled to WebAssembly: the file is read on the computer that\n"
+           "opens the page, in pieces, with the same safe reader as this command (no code\n"
+           "from the file runs). Host it as a static file anywhere.\n";
   if (c == "profile")
     return "usage: memsight profile TRACE.json[.gz] [--json] [--user-code PATS] [-o FILE]\n"
            "       memsight profile --timeline TIMELINE.json[.gz] -o timeline.html\n\n"
@@ -292,6 +304,7 @@ int run_command(const std::string& cmd, const std::vector<std::string>& rest) {
   if (cmd == "whatif") return cmd_whatif(rest);
   if (cmd == "view" || cmd == "trace-plot" || cmd == "segment-plot") return cmd_view(cmd, rest);
   if (cmd == "profile") return cmd_profile(rest);
+  if (cmd == "viewer") return cmd_viewer(rest);
   if (cmd == "ranks") return cmd_ranks(rest);
   return cmd_convert(rest);
 }

@@ -32,6 +32,9 @@ std::atomic<unsigned> threads{0};
 std::atomic<uint64_t> parallel_walks{0};
 
 unsigned reader_threads() {
+#ifdef __EMSCRIPTEN__
+  return 1;  // the standalone viewer's engine runs in one Web Worker, without threads
+#endif
   if (unsigned n = threads.load()) return n;
   if (const char* env = std::getenv("MEMSIGHT_THREADS")) {
     char* end = nullptr;

@@ -34,7 +34,7 @@ class RawSource : public ByteSource {
   }
   size_t read(char* dst, size_t n) override {
     if (fd_ < 0) {
-      size_t k = std::min(n, mem_.size() - pos_);
+      size_t k = static_cast<size_t>(std::min<uint64_t>(n, mem_.size() - pos_));
       std::memcpy(dst, mem_.data() + pos_, k);
       pos_ += k;
       return k;
@@ -80,7 +80,7 @@ class MappedSource : public ByteSource {
     return ::pread(fd_, dst, n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n);
   }
   size_t read(char* dst, size_t n) override {
-    size_t k = std::min(n, size_ - pos_);
+    size_t k = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos_));
     std::memcpy(dst, data_ + pos_, k);
     pos_ += k;
     return k;
@@ -390,6 +390,10 @@ std::unique_ptr<ByteSource> wrap(std::unique_ptr<ByteSource> raw) {
 void set_max_expanded(uint64_t bytes) { t_max_expanded = bytes; }
 uint64_t max_expanded_setting() { return t_max_expanded; }
 
+std::unique_ptr<ByteSource> detect_compression(std::unique_ptr<ByteSource> raw) {
+  return wrap(std::move(raw));
+}
+
 std::unique_ptr<ByteSource> open_source(const std::string& path) {
   if (path == "-") return wrap(std::make_unique<RawSource>(0, 0));
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -412,7 +416,7 @@ class ViewSource : public ByteSource {
  public:
   explicit ViewSource(std::string_view data) : data_(data) {}
   size_t read(char* dst, size_t n) override {
-    size_t k = std::min(n, data_.size() - pos_);
+    size_t k = static_cast<size_t>(std::min<uint64_t>(n, data_.size() - pos_));
     std::memcpy(dst, data_.data() + pos_, k);
     pos_ += k;
     return k;

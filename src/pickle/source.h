@@ -44,6 +44,10 @@ class ByteSource {
 std::unique_ptr<ByteSource> open_source(const std::string& path);
 // A source over memory (also decompressing when the bytes are compressed).
 std::unique_ptr<ByteSource> memory_source(std::string_view data);
+// Any raw source (the standalone viewer's file, read in pieces), decompressed
+// when it starts with a gzip, zstd or xz magic number, under the same
+// expansion limit as files.
+std::unique_ptr<ByteSource> detect_compression(std::unique_ptr<ByteSource> raw);
 
 // Runs read() and starts any error it throws with the input's name ("-":
 // standard input), as every message about an input does.

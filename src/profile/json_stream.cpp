@@ -1,12 +1,12 @@
 #include "profile/json_stream.h"
 
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 
 #include "memsight/error.h"
 #include "util/escape.h"
+#include "util/float_chars.h"
 
 namespace memsight::json {
 namespace {
@@ -332,8 +332,7 @@ double Reader::number() {
   }
 done:
   double v = 0;
-  auto [p, ec] = std::from_chars(tmp, tmp + n, v);
-  if (ec != std::errc() || p != tmp + n || n == 0) fail("bad number");
+  if (n == 0 || !parse_double(std::string_view(tmp, n), v)) fail("bad number");
   return v;
 }
 
@@ -436,10 +435,7 @@ void Reader::scalar_text(std::string& out) {
       string(out);
       return;
     case Kind::Number: {
-      double v = number();
-      char b[32];
-      auto r = std::to_chars(b, b + sizeof b, v);
-      out.assign(b, r.ptr);
+      out = shortest_text(number());
       return;
     }
     case Kind::True:

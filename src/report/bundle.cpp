@@ -14,17 +14,21 @@ std::string html_escape(std::string_view s) {
   return out;
 }
 
-// The viewer's modules as one classic script: files in `list_file` order,
-// their `import` statements (at the start of a line) dropped and `export` keywords
-// removed (the files are ES modules for node's test runner; a file:// page
-// cannot load module files).
-std::string bundle_js(std::string_view list_file) {
-  std::string_view list = viewer_asset(list_file);
-  if (list.empty()) throw Error("html: viewer assets missing (" + std::string(list_file) + ")");
-  std::string out = "(() => {\n'use strict';\n";
+namespace {
+
+// Appends the modules `list` names (one file a line; "@other.txt" names the
+// modules of another list there), their `import` statements (at the start of
+// a line) dropped and `export` keywords removed.
+void append_modules(std::string& out, std::string_view list) {
   for_each_line(list, [&](std::string_view name) {
     while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.remove_suffix(1);
     if (name.empty() || name[0] == '#') return;
+    if (name[0] == '@') {  // "@other.txt": the modules of another list, here
+      std::string_view inner = viewer_asset(name.substr(1));
+      if (inner.empty()) throw Error("html: viewer asset missing: " + std::string(name.substr(1)));
+      append_modules(out, inner);
+      return;
+    }
     std::string_view src = viewer_asset(name);
     if (src.empty()) throw Error("html: viewer asset missing: " + std::string(name));
     out += "// ---- ";
@@ -44,6 +48,16 @@ std::string bundle_js(std::string_view list_file) {
       out += '\n';
     });
   });
+}
+}  // namespace
+
+// The viewer's modules as one classic script (the files are ES modules for
+// node's test runner; a file:// page cannot load module files).
+std::string bundle_js(std::string_view list_file) {
+  std::string_view list = viewer_asset(list_file);
+  if (list.empty()) throw Error("html: viewer assets missing (" + std::string(list_file) + ")");
+  std::string out = "(() => {\n'use strict';\n";
+  append_modules(out, list);
   out += "})();\n";
   return out;
 }

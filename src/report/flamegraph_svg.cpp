@@ -56,6 +56,7 @@
 #include "memsight/input_limits.h"
 #include "memsight/label.h"
 #include "util/escape.h"
+#include "util/float_chars.h"
 #include "util/lines.h"
 
 namespace memsight {
@@ -231,11 +232,7 @@ void append_uint(std::string& out, uint64_t v) {
 }
 
 // Locale-independent "%.{prec}f" (to_chars rounds like printf in the "C" locale).
-void append_fixed(std::string& out, double v, int prec) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, prec);
-  out.append(buf, r.ptr);
-}
+void append_fixed(std::string& out, double v, int prec) { out += fixed_text(v, prec); }
 
 // 402653184 -> "402,653,184"
 std::string with_commas(uint64_t v) {

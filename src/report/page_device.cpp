@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "report/page_annotations.h"
 #include "report/page_categories.h"
 #include "report/page_json.h"
 
@@ -60,47 +61,47 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
   const TraceTable& t = snap.trace;
   const size_t n = ev.row.size();
 
-  std::vector<int64_t> action(n), addr(n), size(n), stream(n), stack(n), dt(n), cc(n), meta(n),
-      other(n), entry(n);
+  // One column at a time: ten columns of n int64 at once would cost 80
+  // bytes an event, more than the model itself. (With one device each is
+  // packed and freed as it comes; with more, DeviceColumns gathers them.)
   const uint32_t first_row = d < snap.device_count() ? snap.device_rows(d).first : 0;
+  auto pack_column = [&](const char* name, auto value) {
+    std::vector<int64_t> col(n);
+    for (size_t i = 0; i < n; ++i) col[i] = value(i, ev.row[i]);
+    p.ints(name, std::move(col));
+  };
+  pack_column("ev.action", [&](size_t i, uint32_t) { return static_cast<int64_t>(ev.action[i]); });
+  // The trace entry index, as `memsight trace` and `summary` name events
+  // (a free_requested + free_completed pair shown as one event: the first).
+  pack_column("ev.entry", [&](size_t, uint32_t r) { return int64_t{r} - first_row; });
+  pack_column("ev.addr", [&](size_t, uint32_t r) { return t.addr[r]; });
+  pack_column("ev.size", [&](size_t, uint32_t r) { return t.size[r]; });
+  pack_column("ev.stream", [&](size_t, uint32_t r) { return int64_t{ann.stream(t.stream[r])}; });
+  pack_column("ev.stack", [&](size_t, uint32_t r) { return int64_t{tables.stack(t.stack[r])}; });
+  p.ints_of("ev.version", ev.version);
+  // Times only move forward on the page (the allocator's clock is an
+  // approximation); the tooltip shows the page time.
   int64_t t0 = n ? t.time_us[ev.row[0]] : 0, prev = t0;
   bool has_time = false;
-  size_t ooms = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t r = ev.row[i];
-    // The trace entry index, as `memsight trace` and `summary` name events
-    // (a free_requested + free_completed pair shown as one event: the first).
-    entry[i] = r - first_row;
-    action[i] = static_cast<int64_t>(ev.action[i]);
-    addr[i] = t.addr[r];
-    size[i] = t.size[r];
-    stream[i] = ann.stream(t.stream[r]);
-    stack[i] = tables.stack(t.stack[r]);
-    // Times only move forward on the page (the allocator's clock is an
-    // approximation); the tooltip shows the page time.
+  pack_column("ev.dt", [&](size_t, uint32_t r) {
     int64_t now = t.time_us[r];
     if (now) has_time = true;
     // Within 2^53 µs, the page adds the steps up exactly (in doubles).
-    dt[i] = std::clamp<int64_t>(now - prev, 0, int64_t{1} << 53);
+    int64_t dt = std::clamp<int64_t>(now - prev, 0, int64_t{1} << 53);
     prev = std::max(prev, now);
-    cc[i] = tables.str(t.compile_context[r]);
-    meta[i] = tables.str(t.user_metadata[r]);
-    if (ev.action[i] == report::PageAction::Other)
-      if (auto it = t.action_name.find(r); it != t.action_name.end())
-        other[i] = tables.str(it->second);
+    return dt;
+  });
+  pack_column("ev.cc",
+              [&](size_t, uint32_t r) { return int64_t{tables.str(t.compile_context[r])}; });
+  pack_column("ev.meta",
+              [&](size_t, uint32_t r) { return int64_t{tables.str(t.user_metadata[r])}; });
+  size_t ooms = 0;
+  pack_column("ev.other", [&](size_t i, uint32_t r) -> int64_t {
     if (ev.action[i] == report::PageAction::Oom) ++ooms;
-  }
-  p.ints("ev.action", std::move(action));
-  p.ints("ev.entry", std::move(entry));
-  p.ints("ev.addr", std::move(addr));
-  p.ints("ev.size", std::move(size));
-  p.ints("ev.stream", std::move(stream));
-  p.ints("ev.stack", std::move(stack));
-  p.ints_of("ev.version", ev.version);
-  p.ints("ev.dt", std::move(dt));
-  p.ints("ev.cc", std::move(cc));
-  p.ints("ev.meta", std::move(meta));
-  p.ints("ev.other", std::move(other));
+    if (ev.action[i] != report::PageAction::Other) return 0;
+    auto it = t.action_name.find(r);
+    return it == t.action_name.end() ? 0 : tables.str(it->second);
+  });
   phase("events");
 
   // Snapshot segments and blocks of this device (block ranges made device-relative).
@@ -199,6 +200,14 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
   pack_flame(p, tables, "fm.", report::build_flame_tree(snap, ann, d, false));
   pack_flame(p, tables, "fs.", report::build_flame_tree(snap, ann, d, true));
 
+  // record_function scopes and other annotations, drawn on the timelines.
+  report::AnnotationRanges an = report::annotation_ranges(snap, d);
+  std::vector<int64_t> an_name(an.name.size());
+  for (size_t i = 0; i < an.name.size(); ++i) an_name[i] = tables.text(an.name[i]);
+  p.ints("an.name", std::move(an_name));
+  p.ints("an.start", std::move(an.start));
+  p.ints("an.end", std::move(an.end));
+
   size_t free_only = 0;
   for (auto k : tl.kind) free_only += k == report::ElementKind::FreeOnly;
   auto [rb, re] =
@@ -213,6 +222,7 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
       .boolean("hasTime", has_time)
       .num("ooms", static_cast<double>(ooms))
       .num("freeOnly", static_cast<double>(free_only))
+      .num("annotations", static_cast<double>(an.name.size()))
       .raw("tl", timeline_meta(tl))
       .raw("cat", categories)
       .raw("st", timeline_meta(st))

@@ -27,10 +27,7 @@ std::string narrow(std::span<const In> v) {
 }  // namespace
 
 void PagePacker::add(const std::string& name, const char* type, size_t count, std::string bytes) {
-  size_t at = offset_;
-  bytes.resize((bytes.size() + 7) & ~size_t{7}, '\0');
-  offset_ += bytes.size();
-  data_.push_back(std::move(bytes));
+  size_t at = store(std::move(bytes));
   entry(name, "\"" + std::string(type) + "\"," + std::to_string(at) + ',' + std::to_string(count));
 }
 
@@ -67,12 +64,19 @@ std::string encode(std::string_view type, std::span<const In> v) {
 
 template <class T>
 std::string PagePacker::column(std::string_view type, std::span<const T> v) {
-  std::string bytes = encode(type, v);
+  size_t at = store(encode(type, v));
+  return "\"" + std::string(type) + "\"," + std::to_string(at);
+}
+
+size_t PagePacker::store(std::string bytes) {
   size_t at = offset_;
   bytes.resize((bytes.size() + 7) & ~size_t{7}, '\0');
   offset_ += bytes.size();
-  data_.push_back(std::move(bytes));
-  return "\"" + std::string(type) + "\"," + std::to_string(at);
+  if (sink_)
+    sink_(bytes);
+  else
+    data_.push_back(std::move(bytes));
+  return at;
 }
 
 void PagePacker::entry(const std::string& name, const std::string& spec) {
@@ -196,7 +200,7 @@ std::string PagePacker::finish(std::string_view meta_json) {
   size_t pad = ((8 + header + 7) & ~size_t{7}) - (8 + header);
   header += pad;
   std::string out;
-  out.reserve(8 + header + offset_);
+  out.reserve(8 + header + (sink_ ? 0 : offset_));
   out += "MSV1";
   uint32_t h = static_cast<uint32_t>(header);
   char le[4] = {static_cast<char>(h), static_cast<char>(h >> 8), static_cast<char>(h >> 16),

@@ -20,6 +20,7 @@
 // a typed array in place.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,10 +45,16 @@ class PagePacker {
   void u8(const std::string& name, std::string_view bytes);
 
   // The blob: magic, header (the columns plus `meta_json`, an object) and
-  // the column bytes.
+  // the column bytes; with a sink, only the magic and header.
   std::string finish(std::string_view meta_json);
 
+  // Hands each column's bytes (padded) to `sink` as it is packed, in blob
+  // order, instead of keeping them: the blob is then finish()'s result
+  // followed by every piece the sink got.
+  void set_sink(std::function<void(std::string_view)> sink) { sink_ = std::move(sink); }
+
  private:
+  size_t store(std::string bytes);  // returns the column's offset
   void add(const std::string& name, const char* type, size_t count, std::string bytes);
   // Appends one array; returns its `"type",offset` for a header entry.
   template <class T>
@@ -55,6 +62,7 @@ class PagePacker {
   void entry(const std::string& name, const std::string& spec);
   std::string header_;  // "name":[...], entries
   std::vector<std::string> data_;
+  std::function<void(std::string_view)> sink_;
   size_t offset_ = 0;
 };
 

@@ -1,11 +1,13 @@
 #include "memsight/pyvalue.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "util/escape.h"
+#include "util/float_chars.h"
 
 namespace memsight {
 
@@ -110,9 +112,7 @@ std::string py_float_repr(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   // Shortest round-trip digits, then Python's layout rules: positional for
   // exponents in [-4, 16), scientific otherwise, always with a '.' or 'e'.
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  std::string sci(buf, res.ptr);
+  std::string sci = shortest_scientific(v);
   bool neg = sci[0] == '-';
   if (neg) sci.erase(0, 1);
   size_t epos = sci.find('e');
@@ -146,6 +146,7 @@ std::string py_float_repr(double v) {
       out += '.';
       out += digits.substr(1);
     }
+    char buf[16];
     std::snprintf(buf, sizeof buf, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     out += buf;
   }

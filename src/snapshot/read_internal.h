@@ -1,8 +1,19 @@
 #pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
 #include "memsight/reader.h"
 #include "pickle/source.h"
 
 namespace memsight {
+// Reads a snapshot from the source `open` returns (called again when a read
+// must start over); errors name the input as `name: ...` ("-": standard
+// input), as for files, and a file of another kind is refused as such.
+using OpenSource = std::function<std::unique_ptr<ByteSource>()>;
+Snapshot read_snapshot_named(const OpenSource& open, const std::string& name,
+                             const Progress& progress, ReadScope scope);
+
 // `parallel`: a big trace may be decoded on several threads (parallel_decode.cpp).
 Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope,
                        bool parallel = true);

@@ -817,14 +817,26 @@ Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope
 }
 }  // namespace
 
+Snapshot read_snapshot_named(const OpenSource& open, const std::string& name,
+                             const Progress& progress, ReadScope scope) {
+  // Every message names the input once, here.
+  // A file of another kind is named with the command that reads it
+  // (input_kind.h), whoever opened it: the CLI or the standalone viewer.
+  return read_named(name, [&] {
+    return read_with_fallback(
+        [&] {
+          std::unique_ptr<ByteSource> src = open();
+          expect_input(src->head(), InputKind::Snapshot, name);
+          return src;
+        },
+        progress, scope);
+  });
+}
+
 Snapshot read_snapshot_file(const std::string& path, const Progress& progress, ReadScope scope) {
   // Standard input cannot be read twice, so it is always read in full.
   if (path == "-") scope = ReadScope::Everything;
-  // Every message names the input once, here.
-  return read_named(path, [&] {
-    return read_with_fallback([&] { return open_input(path, InputKind::Snapshot); }, progress,
-                              scope);
-  });
+  return read_snapshot_named([&] { return open_source(path); }, path, progress, scope);
 }
 
 Snapshot read_snapshot_bytes(std::string_view data, ReadScope scope) {

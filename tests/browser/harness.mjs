@@ -1,6 +1,7 @@
 // Shared plumbing of the browser tests and the page benchmark: Debian's
 // Chromium, headless, with every request that is not file:// aborted and
 // recorded, and every console error or page error recorded.
+import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,7 +10,8 @@ import { chromium } from 'playwright-core';
 
 export const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
-export async function launch() {
+// extraArgs: more Chromium switches (the benchmarks cap V8's heap).
+export async function launch(extraArgs = []) {
   const profile = mkdtempSync(join(tmpdir(), 'memsight-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -20,6 +22,7 @@ export async function launch() {
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
       '--disable-default-apps', '--disable-extensions', '--allow-file-access-from-files',
+      ...extraArgs,
     ],
   });
   const close = async () => {
@@ -53,4 +56,10 @@ export async function openReport(context, file, { hash = '', waitReady = true } 
   await page.goto(url);
   if (waitReady) await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 60000 });
   return { page, problems };
+}
+
+// Fails when a page asked the network for anything or logged an error.
+export function assertClean(problems) {
+  assert.deepEqual(problems.requests, [], 'network requests');
+  assert.deepEqual(problems.errors, [], 'console or page errors');
 }

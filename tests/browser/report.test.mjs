@@ -40,7 +40,7 @@ async function shot(page, name) {
   if (SHOTS) await page.screenshot({ path: join(SHOTS, `${name}.png`) });
 }
 
-const VIEWS = ['overview', 'timeline', 'segments-timeline', 'state', 'flamegraph', 'leaks'];
+const VIEWS = ['overview', 'timeline', 'segments-timeline', 'state', 'pools', 'flamegraph', 'settings', 'leaks'];
 
 describe('every fixture opens in every view without errors or requests', () => {
   for (const snap of fixtures()) {
@@ -258,6 +258,8 @@ describe('devices', () => {
     await page.selectOption('.device select', '1');
     await page.waitForFunction(() => location.hash === '#timeline/1');
     assert.ok(await count() < n0);
+    // The new device's timeline lays out its plot when it first renders.
+    await page.waitForFunction(() => +window.memsight.app.views.get('timeline:1').el.dataset.rendered > 0);
     const band = await peakBand(page);
     await page.mouse.move(band.x, band.y);
     assert.match(await page.textContent('.tooltip'), /^b8[0-9a-f]{11}_\d+/, 'device 1 addresses (shifted by 2**44)');

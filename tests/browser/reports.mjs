@@ -1,9 +1,10 @@
 // Finds the memsight binary and writes reports for the test fixtures.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PageData, decodePayload, parseBlob } from '../../viewer/src/data.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const FIXTURES = join(ROOT, 'tests/data');
@@ -35,4 +36,21 @@ export function report(snapshot, dir, command = 'view', args = []) {
   const out = join(dir, `${basename(snapshot).replace(/\.pickle.*$/, '')}.${command}.html`);
   execFileSync(memsightBinary(), [command, snapshot, '-o', out, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   return out;
+}
+
+// The memsight binary, or null when none is built (node's viewer tests skip).
+export function optionalBinary() {
+  try {
+    return memsightBinary();
+  } catch {
+    return null;
+  }
+}
+
+// The page data a report embeds, decoded as the page decodes it.
+export async function embeddedPageData(file) {
+  const html = readFileSync(file, 'utf8');
+  const m = /<script id="memsight-data" type="application\/octet-stream" data-encoding="(\w+)" data-size="(\d+)">([^<]*)<\/script>/.exec(html);
+  if (!m) throw new Error(`${file} embeds no page data`);
+  return new PageData(parseBlob(await decodePayload(m[3], m[1], +m[2])));
 }

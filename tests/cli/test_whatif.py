@@ -139,6 +139,72 @@ def test_fragmentation_oom_by_hand(run, tmp_path):
     assert "the recorded OOM at trace entry 50 (12.0MiB) is avoided: the request fits" in text
 
 
+def layout_recording(tmp_path: pathlib.Path, rounded: bool) -> pathlib.Path:
+    """One history of requests recorded twice: with the default settings
+    and with roundup_power2_divisions:4, which rounds only the first request
+    (30 MiB) differently. The segments sit where the driver puts them
+    (top-down: each new one below the others). A 20 MiB request then finds
+    two free 32 MiB blocks and takes the lower one: S2, the newer segment,
+    so that S1 is whole again once x is freed and holds the 64 MiB request;
+    in S1 it would have cost a new 64 MiB segment."""
+    top, trace, segments = 0x7F0000000000, [], []
+    p_seg = 32 * MiB if rounded else 30 * MiB
+    s0, s1, s2 = top, top - 64 * MiB, top - 96 * MiB
+
+    def e(action, addr, size):
+        trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                      "time_us": len(trace), "frames": []})
+
+    def free(addr, size):
+        e("free_requested", addr, size)
+        e("free_completed", addr, size)
+
+    for seg, seg_size, size in ((s0, p_seg, 30 * MiB), (s1, 64 * MiB, 64 * MiB), (s2, 32 * MiB, 32 * MiB)):
+        e("segment_alloc", seg, seg_size)  # p, q, w: a segment each
+        e("alloc", seg, size)
+    free(s1, 64 * MiB)
+    e("alloc", s1, 32 * MiB)  # x: S1 split
+    free(s2, 32 * MiB)
+    e("alloc", s2, 20 * MiB)  # r: the lower of two free 32 MiB blocks
+    free(s1, 32 * MiB)
+    e("alloc", s1, 64 * MiB)  # S1 whole again
+    for addr, size in ((s1, 64 * MiB), (s2, 20 * MiB), (s0, 30 * MiB)):
+        free(addr, size)
+    for addr, size in ((s2, 32 * MiB), (s1, 64 * MiB), (s0, p_seg)):
+        segments.append({"device": 0, "address": addr, "total_size": size, "allocated_size": 0,
+                         "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
+                         "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+                         "blocks": [{"address": addr, "size": size, "requested_size": 0,
+                                     "state": "inactive", "frames": []}]})
+    divisions = {str(2**i): 4 if rounded else 0 for i in range(16)}
+    settings = {"PYTORCH_CUDA_ALLOC_CONF": "roundup_power2_divisions:4" if rounded else "",
+                "max_split_size": -1, "garbage_collection_threshold": 0.0, "expandable_segments": False,
+                "roundup_power2_divisions": divisions}
+    f = tmp_path / f"layout-{'round_4' if rounded else 'default'}.pickle"
+    f.write_bytes(pickle.dumps({"segments": segments, "device_traces": [trace],
+                                "allocator_settings": settings}, protocol=4))
+    return f
+
+
+def test_same_requests_same_settings_same_prediction(run, tmp_path):
+    """The prediction depends on the requests and the settings, not on the
+    recording's own segments: simulated under rounding, the default run's
+    history must predict what the rounded run recorded. Its segment sizes
+    part from the recording at the first request, so every segment's
+    address is the simulation's own; placed above the recorded ones they
+    put the newer segment higher, r went into S1 and the 64 MiB request
+    needed a fourth segment (192 MiB reserved instead of 128)."""
+    default, rounded = layout_recording(tmp_path, False), layout_recording(tmp_path, True)
+    rnd = ["--set", "defaults,roundup_power2_divisions:4"]
+    (own,) = whatif(run, rounded, *rnd)["devices"]
+    assert own["self_check"]["ok"] and own["self_check"]["peak_reserved_recorded"] == 128 * MiB
+    assert own["results"][0]["peak_reserved"] == 128 * MiB
+    (dev,) = whatif(run, default, *rnd)["devices"]
+    assert dev["self_check"]["ok"] and dev["self_check"]["peak_reserved_recorded"] == 126 * MiB
+    (res,) = dev["results"]
+    assert res["peak_reserved"] == 128 * MiB and res["segments_created"] == 3
+
+
 def test_summary_cites_the_simulation(run, tmp_path):
     f = frag_recording(tmp_path)
     (oom,) = json.loads(run("summary", "--json", f).stdout)["devices"][0]["ooms"]

@@ -1,5 +1,5 @@
-"""A 2-rank FSDP2 job on two GPUs with NCCL (run by test_two_gpus_gpu.py
-through torchrun). Each rank arms an OOMObserver with its model and
+"""A 2-rank FSDP2 job on two GPUs with NCCL, or sharing one GPU through
+gloo (run by test_two_gpus_gpu.py through torchrun). Each rank arms an OOMObserver with its model and
 optimizer; rank 1 runs under a memory cap and runs out of memory while rank
 0 waits for it in an NCCL barrier; both ranks write the snapshot of that
 moment through torchrun's store. Then rank 1 stops dead (SIGSTOP: the
@@ -53,9 +53,17 @@ def local_storages(tensors) -> dict[int, int]:
 
 
 def main(out: str) -> None:
+    # A rank per GPU with NCCL; where there are fewer GPUs than ranks, the
+    # ranks share GPU 0 and talk through gloo (NCCL refuses two ranks on one GPU).
     local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", timeout=timedelta(seconds=180), device_id=torch.device("cuda", local))
+    shared = torch.cuda.device_count() < int(os.environ["LOCAL_WORLD_SIZE"])
+    if shared:
+        local = 0
+        torch.cuda.set_device(0)
+        dist.init_process_group("gloo", timeout=timedelta(seconds=180))
+    else:
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", timeout=timedelta(seconds=180), device_id=torch.device("cuda", local))
     rank, world = dist.get_rank(), dist.get_world_size()
     store = rank_dumps.default_store()
     store.set(f"test/pid{rank}", str(os.getpid()))
@@ -78,7 +86,7 @@ def main(out: str) -> None:
     obs = OOMObserver(folder=os.path.join(out, "rank{rank}"), remote_file_name=None, ranks_timeout=60.0,
                       model=model, optimizer=opt)
     obs.arm(TrainState(run_name="fsdp2-ranks"))
-    result: dict = {"rank": rank, "device": local, "watching": rank_dumps.shared_watcher() is not None,
+    result: dict = {"rank": rank, "device": local, "backend": dist.get_backend(), "watching": rank_dumps.shared_watcher() is not None,
                     "oom_raised": False, "expected_shard_bytes": expected}
     for _ in range(3):
         obs.batch_start()
@@ -105,7 +113,7 @@ def main(out: str) -> None:
                       round={"seq": rnd.seq, "files": {str(k): v for k, v in rnd.files.items()},
                              "missing": {str(k): v for k, v in rnd.missing.items()}, "waited": rnd.waited,
                              "manifest": rnd.manifest} if rnd else None)
-    dist.barrier()  # NCCL: rank 0 waits here for rank 1; its watcher thread answers meanwhile
+    dist.barrier()  # rank 0 waits here for rank 1; its watcher thread answers meanwhile
 
     # A rank that stops answering: rank 1 stops itself, rank 0 asks for a round.
     if rank == 1:

@@ -10,4 +10,7 @@ cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMSIGHT_TESTS=OFF
 cmake --build build/gpu --target memsight _core _linehook
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" MEMSIGHT_BIN="$PWD/build/gpu/memsight"
 "$PY" -c "import memsight._core, memsight._linehook"  # fail loudly if a module did not build
-exec "$PY" -m pytest -q -rs tests/gpu "$@"
+# Test files or folders named on the command line replace the whole suite.
+where=(tests/gpu)
+for a in "$@"; do [[ "$a" == tests/* ]] && where=() && break; done
+exec "$PY" -m pytest -q -rs "${where[@]}" "$@"

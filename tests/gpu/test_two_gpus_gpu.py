@@ -30,16 +30,28 @@ def _two_gpus():
 
 def test_fsdp2_two_devices_oom_dumps_report_and_categories(tmp_path):
     _two_gpus()
+    fsdp2_ranks(tmp_path, devices=(0, 1), backend="nccl")
+
+
+def test_fsdp2_two_ranks_sharing_one_gpu(tmp_path):
+    """The same job where only one GPU is lent: both ranks on GPU 0, gloo."""
+    fsdp2_ranks(tmp_path, devices=(0, 0), backend="gloo", visible="0")
+
+
+def fsdp2_ranks(tmp_path, devices, backend, visible=None):
     import memsight
 
     env = dict(os.environ, NCCL_NVLS_ENABLE="0")
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
     env["PYTHONPATH"] = str(Path(memsight.__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
     job = Path(__file__).with_name("fsdp_ranks_job.py")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                            str(job), str(tmp_path)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     r0, r1 = (json.loads((tmp_path / f"result{r}.json").read_text()) for r in (0, 1))
-    assert (r0["device"], r1["device"]) == (0, 1) and r0["watching"] and r1["watching"]
+    assert (r0["device"], r1["device"]) == devices and r0["backend"] == backend
+    assert r0["watching"] and r1["watching"]
     assert r1["oom_raised"] and not r0["oom_raised"]
 
     # 1. both ranks wrote the OOM's moment, rank 0 from its watcher while blocked in NCCL
@@ -64,13 +76,13 @@ def test_fsdp2_two_devices_oom_dumps_report_and_categories(tmp_path):
         truth = res["truth"]
         assert truth["parameter"] == want and truth["gradient"] == want, (r, truth, want)
         assert truth["optimizer_state"] == 2 * want, (r, truth, want)  # exp_avg, exp_avg_sq
-        summary = memsight.load(rnd["files"][str(r)]).summary().devices[r]
+        summary = memsight.load(rnd["files"][str(r)]).summary().devices[devices[r]]
         at = summary.categories.at_snapshot.by_category
         for kind in ("parameter", "gradient", "optimizer_state"):
             got = at[kind]
             assert got.requested == truth[kind], (r, kind, got.requested, truth[kind])
             assert got.tagged == got.bytes, (r, kind, got.tagged, got.bytes)
-        print(f"\nrank {r} on cuda:{r}: parameters {at['parameter'].requested} B, gradients "
+        print(f"\nrank {r} on cuda:{devices[r]} ({backend}): parameters {at['parameter'].requested} B, gradients "
               f"{at['gradient'].requested} B, optimizer state {at['optimizer_state'].requested} B "
               f"(sharded: {want} B each, 2x for the moments)")
 

@@ -32,6 +32,8 @@ def test_the_report_as_python_objects(four_ranks, core):
     assert two.peak_allocated.bytes == memsight.load(four_ranks / "rank2.pickle").summary()["devices"][0][
         "peak_allocated"]
     assert rep.typical_rank == 0 and [o.rank for o in rep.differ] == [2]
+    # a "text" of the report's own data reads as an attribute too (the OOM's explanation)
+    assert rep.ooms[0].text == rep["ooms"][0]["text"] and rep.ooms[0].text.startswith("Rank 2 was different")
     assert rep.text.startswith("4 ranks, 1 ran out of memory\n")
     with pytest.raises(KeyError):
         rep.rank(7)

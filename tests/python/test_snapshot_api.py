@@ -117,6 +117,11 @@ def test_html_pages(core, data_dir, tmp_path):
         assert text.lstrip().lower().startswith("<!doctype html") and "<script" in text
         assert "cdn.jsdelivr" not in text  # works offline
     assert open(a).read() != open(b).read()  # a different start view
+    # memory_viz's names of the pools and settings views open those views
+    pools = snap.html("Allocated Memory (incl. Private Pools)")
+    settings = snap.html("Allocator Settings")
+    assert pools == snap.html("pools") and settings == snap.html("settings")
+    assert pools != settings
 
 
 def test_html_leaves_empty_devices_out(core):

@@ -62,8 +62,9 @@ TEST(Summary, AllEmptyDevicesAreListedAndCostOneSummary) {
   EXPECT_EQ(once.devices_listed, 3u);
   EXPECT_EQ(json_once(snap), json_every(snap));
   EXPECT_NE(json_once(snap).find("{\"device\":2,"), std::string::npos);
-  // Without every_device only groups with something on them (none) are listed.
-  EXPECT_NE(summary_json(snap, once, DeviceListing::Page).find("\"devices\":[]"), std::string::npos);
+  // The page's listing holds only groups with something on them (none here).
+  EXPECT_NE(summary_json(snap, once, DeviceListing::Page).find("\"devices\":[]"),
+            std::string::npos);
   EXPECT_EQ(summary_text(snap, once),
             "The snapshot has no segments and no trace: nothing to report.\n");
 }

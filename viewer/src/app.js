@@ -3,11 +3,14 @@
 
 import { AllocatorStateModel } from './state.js';
 import { PageData, decodePayload, parseBlob } from './data.js';
+import { RangeControl, TraceRange } from './filters.js';
 import { TimelineModel } from './timeline.js';
 import { Tooltip, h } from './ui.js';
 import { FlameView } from './view_flame.js';
 import { LeaksView } from './view_leaks.js';
 import { OverviewView } from './view_overview.js';
+import { PoolsView } from './view_pools.js';
+import { SettingsView } from './view_settings.js';
 import { StateView } from './view_state.js';
 import { TimelineView } from './view_timeline.js';
 
@@ -16,7 +19,9 @@ const VIEWS = [
   ['timeline', 'Memory timeline'],
   ['segments-timeline', 'Segment timeline'],
   ['state', 'Allocator state'],
+  ['pools', 'Pools'],
   ['flamegraph', 'Flamegraph'],
+  ['settings', 'Settings'],
   ['leaks', 'Leaks'],
 ];
 
@@ -28,6 +33,7 @@ class App {
     this.device = page.meta.defaultDevice;
     this.current = null;
     this.timing = {};
+    this.range = new TraceRange();
   }
 
   timeline(dev, mode) {
@@ -55,6 +61,7 @@ class App {
       'aria-label': 'device',
       onchange: () => {
         this.device = +this.deviceSelect.value;
+        this.rangeControl.refresh();
         this.show(this.current);
       },
     }, (usable.length ? usable : meta.devices).map((d) => h('option', { value: d.index },
@@ -80,13 +87,16 @@ class App {
       onchange: applyFrames,
     });
     this.host = h('main', { class: 'host' });
+    this.rangeControl = new RangeControl(this);
     root.replaceChildren(
       h('header', { class: 'top' },
         h('div', { class: 'brand' }, h('span', { class: 'logo' }, '▤'), 'memsight'),
         h('div', { class: 'doc-title', title: meta.title }, meta.sourceName || meta.title),
         h('nav', { class: 'tabs', role: 'tablist' }, this.tabs),
         h('label', { class: 'frames' }, 'Stacks ', this.framesSelect, ' ', this.userCodeInput),
+        this.rangeControl.button,
         h('label', { class: 'device' }, 'Device ', this.deviceSelect)),
+      this.rangeControl.panel,
       this.host);
     root.classList.remove('loading');
     const fromHash = this.parseHash();
@@ -95,14 +105,21 @@ class App {
       this.deviceSelect.value = String(this.device);
     }
     this.show(fromHash ? fromHash.view : meta.view);
-    window.addEventListener('hashchange', () => {
+    this.onHash = () => {
       const hsh = this.parseHash();
       if (hsh && (hsh.view !== this.current || (hsh.device ?? this.device) !== this.device)) {
         if (hsh.device !== undefined && this.page.deviceMeta(hsh.device)) this.device = hsh.device;
         this.deviceSelect.value = String(this.device);
         this.show(hsh.view);
       }
-    });
+    };
+    window.addEventListener('hashchange', this.onHash);
+  }
+
+  // Lets go of the page (the standalone viewer opening another file).
+  dispose() {
+    window.removeEventListener('hashchange', this.onHash);
+    this.tooltip.el.remove();
   }
 
   parseHash() {
@@ -120,6 +137,8 @@ class App {
       else if (name === 'segments-timeline') v = new TimelineView(this, dev, 'st');
       else if (name === 'state') v = new StateView(this, dev);
       else if (name === 'flamegraph') v = new FlameView(this, dev);
+      else if (name === 'pools') v = new PoolsView(this, dev);
+      else if (name === 'settings') v = new SettingsView(this, dev);
       else if (name === 'leaks') v = new LeaksView(this, dev);
       else v = new OverviewView(this, dev);
       this.views.set(key, v);
@@ -149,26 +168,36 @@ class App {
   }
 }
 
+// Shows the page for one blob of page data (docs/formats.md) in root:
+// `memsight view` embeds the blob, the standalone viewer's engine computes
+// it from a dropped file. Returns the app; the page is ready once the first
+// view has painted (document.body.dataset.ready).
+export function startApp(buffer, root, timing = {}) {
+  const t1 = performance.now();
+  const page = new PageData(parseBlob(buffer));
+  const app = new App(page);
+  app.start(root);
+  Object.assign(app.timing, timing);
+  app.timing.start = performance.now() - t1;
+  window.memsight = { app, page, timing: app.timing };
+  requestAnimationFrame(() => requestAnimationFrame(() => {
+    app.timing.ready = performance.now();
+    document.body.dataset.ready = '1';
+  }));
+  return app;
+}
+
 async function boot() {
+  // The standalone viewer has no data until a file is opened (and node's
+  // tests, which import the modules, no document).
+  const el = typeof document !== 'undefined' && document.getElementById('memsight-data');
+  if (!el) return;
   const t0 = performance.now();
   const root = document.getElementById('app');
   try {
-    const el = document.getElementById('memsight-data');
     const buffer = await decodePayload(el.textContent, el.dataset.encoding, +el.dataset.size);
     el.remove();  // the text is no longer needed; let it go
-    const t1 = performance.now();
-    const page = new PageData(parseBlob(buffer));
-    const app = new App(page);
-    app.start(root);
-    const t2 = performance.now();
-    app.timing.decode = t1 - t0;
-    app.timing.start = t2 - t1;
-    window.memsight = { app, page, timing: app.timing };
-    // Ready once the first view has painted.
-    requestAnimationFrame(() => requestAnimationFrame(() => {
-      window.memsight.timing.ready = performance.now();
-      document.body.dataset.ready = '1';
-    }));
+    startApp(buffer, root, { decode: performance.now() - t0 });
   } catch (err) {
     root.classList.remove('loading');
     root.replaceChildren(h('div', { class: 'fatal' },

@@ -376,3 +376,29 @@ export class DeviceData {
 
   segmentFrames(s) { return this.page.stack(this.seg.stack[s]); }
 }
+
+// Case-insensitive substring tests of the page's strings and stacks (by
+// id), cached: the searches ask the same ids many times.
+export function textMatcher(page, q) {
+  const strHit = new Map();
+  const stackHit = new Map();
+  return {
+    str(id) {
+      if (!id) return false;
+      let v = strHit.get(id);
+      if (v === undefined) {
+        v = page.str(id).toLowerCase().includes(q);
+        strHit.set(id, v);
+      }
+      return v;
+    },
+    stack(st) {
+      let v = stackHit.get(st);
+      if (v === undefined) {
+        v = page.stack(st).some((f) => `${f.filename}:${f.line}:${f.name}`.toLowerCase().includes(q));
+        stackHit.set(st, v);
+      }
+      return v;
+    },
+  };
+}

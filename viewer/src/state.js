@@ -134,12 +134,13 @@ export class AllocatorStateModel {
       return {
         addr, size: dev.ev.size[e], requested: dev.ev.size[e], version: dev.ev.version[e],
         stack: dev.ev.stack[e], pending: b.pending, userMetadata: dev.page.str(dev.ev.meta[e]),
+        compileContext: dev.page.str(dev.ev.cc[e]), src: e,
       };
     }
     const k = ~b.src;
     return {
       addr, size: dev.blk.size[k], requested: dev.blk.req[k], version: dev.blk.version[k],
-      stack: dev.blk.stack[k], pending: b.pending, userMetadata: '',
+      stack: dev.blk.stack[k], pending: b.pending, userMetadata: '', compileContext: '', src: b.src,
     };
   }
 
@@ -162,9 +163,12 @@ export class AllocatorStateModel {
 
 // Segments packed into rows as MemoryViz draws them: sorted by (size,
 // address), left to right in rows as wide as the largest segment, with a
-// small gap. Blocks sit inside their segment at their offset.
-export function layoutState(model, st, gap = 0) {
-  const segs = [...st.segs.values()].map((s) => model.segmentInfo(s));
+// small gap. Blocks sit inside their segment at their offset. `keep`
+// (optional) chooses the segments shown; the others and their blocks are
+// left out, totals included.
+export function layoutState(model, st, gap = 0, keep = null) {
+  let segs = [...st.segs.values()].map((s) => model.segmentInfo(s));
+  if (keep) segs = segs.filter(keep);
   segs.sort((a, b) => a.size - b.size || a.addr - b.addr);
   const rowWidth = segs.reduce((m, s) => Math.max(m, s.size), 0);
   const byAddr = [...segs].sort((a, b) => a.addr - b.addr);
@@ -188,8 +192,9 @@ export function layoutState(model, st, gap = 0) {
   const orphans = [];
   for (const [addr, b] of st.blocks) {
     const info = model.blockInfo(addr, b);
-    allocated += info.requested;
     const seg = findSegment(byAddr, addr);
+    if (!seg && keep) continue;  // a block of a segment filtered out
+    allocated += info.requested;
     if (!seg) {
       orphans.push(info);
       continue;

@@ -11,12 +11,19 @@
 // turns the stack into pixel spans. Cost: O(events in view + columns x live
 // elements), whatever the zoom or the snapshot's size.
 
+import { textMatcher } from './data.js';
 import { A, TABLEAU10, formatAddr, formatSize, formatTimestamp } from './format.js';
 
 export const KIND_ALLOC = 0;
 export const KIND_FREE_ONLY = 1;
 export const KIND_LIVE = 2;
 export const SUMMARY_ID = -2;
+
+// memory_viz's "ghost block": what the page says about a live block of the
+// snapshot that the trace never allocated.
+export const GHOST_TEXT = '[Ghost block] Live in the snapshot\'s segments but absent from the trace: allocated ' +
+  'before _record_memory_history() began, or its alloc event fell out of the history ring buffer ' +
+  '(max_entries). It is still allocated at the snapshot.';
 
 export class TimelineModel {
   constructor(dev, mode) {
@@ -66,6 +73,8 @@ export class TimelineModel {
       total[i + 1] = t;
     }
     this.total = total;
+    this.totalAll = total;
+    this.include = null;  // Uint8Array over elements (1: shown) while a filter is on
     this.rank = new Uint32Array(m);
     for (let r = 0; r < m; r++) this.rank[this.bysize[r]] = r;
     this.setColors(null, null);
@@ -123,6 +132,52 @@ export class TimelineModel {
   }
 
   get states() { return this.n + 1; }
+
+  // Shows only the elements with include[e] = 1 (a pool or stream filter);
+  // null shows all. The totals (y axis, minimap, peaks) follow the filter.
+  setFilter(include) {
+    this.include = include;
+    this._envelope = null;
+    if (!include) {
+      this.total = this.totalAll;
+      return;
+    }
+    const total = new Float64Array(this.n + 1);
+    let t = 0;
+    for (let e = 0; e < this.initial; e++) if (include[e]) t += this.size[e];
+    total[0] = t;
+    const code = this.code;
+    for (let i = 0; i < this.n; i++) {
+      const c = code[i];
+      if (c > 0) {
+        if (include[c - 1]) t += this.size[c - 1];
+      } else if (c < 0 && include[-c - 1]) t -= this.size[-c - 1];
+      total[i + 1] = t;
+    }
+    this.total = total;
+  }
+
+  // The minimap's curve: the engine's maxima per bucket of events when all
+  // is shown, else the same from the filtered totals.
+  envelope() {
+    if (!this.include && !this.underlay) {
+      return { env: this.envmax, bucket: this.meta.envBucket, peak: this.meta.peak };
+    }
+    if (!this._envelope) {
+      const bucket = this.meta.envBucket;
+      const nb = Math.ceil(this.n / bucket);
+      const env = new Float64Array(nb);
+      let peak = this.total[0];
+      for (let i = 0; i < this.n; i++) {
+        const v = this.total[i + 1];
+        const b = Math.floor(i / bucket);
+        if (v > env[b]) env[b] = v;
+        if (v > peak) peak = v;
+      }
+      this._envelope = { env, bucket, peak };
+    }
+    return this._envelope;
+  }
 
   // Time of state s in µs (state s begins with event s-1).
   stateTime(s) {
@@ -232,6 +287,17 @@ export class TimelineModel {
       const len = live.len;
       let acc = 0;
       let py = 0;
+      // Bands drawn below the elements (the private pools' capacity).
+      if (this.underlay) {
+        for (const [id, bytes] of this.underlay(s)) {
+          acc += bytes;
+          const ny = Math.floor(acc * pxPerByte);
+          if (ny > py) {
+            push(id, py, Math.min(ny, height));
+            py = Math.min(ny, height);
+          }
+        }
+      }
       for (let j = 0; j < len; j++) {
         const id = list[j];
         if (id < 0) continue;
@@ -265,6 +331,8 @@ export class TimelineModel {
     const summaryFaded = mix(summary, 0xffffffff, 0.6);
     const summaryLight = mix(summary, 0xffffffff, 0.5);
     const tidx = this.tidx;
+    const kind = this.kind;
+    const ghosts = !this.segments;
     const colorOf = this.colorOf;
     const n = colors.length;
     for (let c = 0; c < width; c++) {
@@ -275,6 +343,9 @@ export class TimelineModel {
         let edge;
         if (id === SUMMARY_ID) {
           col = edge = dim ? summaryFaded : summary;
+        } else if (id < SUMMARY_ID) {
+          col = this.underlayColor(id);
+          edge = mix(col, 0xff000000, 0.45);
         } else {
           const ci = colorOf ? colorOf[id] % n : tidx[id] % n;
           if (dim && dim[id]) col = edge = faded[ci];
@@ -286,7 +357,7 @@ export class TimelineModel {
         const a = y0[k];
         const b = y1[k];
         // A darker top row separates neighbouring bands of the same colour.
-        const lc = b <= lf ? col
+        const lc = b <= lf || id < SUMMARY_ID ? col
           : id === SUMMARY_ID ? summaryLight : (dim && dim[id] ? col : light[colorOf ? colorOf[id] % n : tidx[id] % n]);
         let p = (height - b) * width + c;
         let y = b - 1;
@@ -294,6 +365,13 @@ export class TimelineModel {
           pixels[p] = y >= lf ? lc : edge;
           p += width;
           y--;
+        }
+        if (ghosts && id >= 0 && kind[id] === KIND_LIVE) {
+          // Ghost blocks (live in the snapshot, never allocated in the
+          // trace) are hatched.
+          const hatch = mix(col, 0xffffffff, 0.6);
+          for (; y >= a; y--, p += width) pixels[p] = ((c + y) & 7) < 3 ? hatch : (y >= lf ? lc : col);
+          continue;
         }
         for (; y >= a && y >= lf; y--, p += width) pixels[p] = lc;
         for (; y >= a; y--, p += width) pixels[p] = col;
@@ -386,29 +464,21 @@ export class TimelineModel {
     if (i.compileContext && i.compileContext !== 'N/A') lines.push(`Compile context: ${i.compileContext}`);
     if (i.userMetadata) lines.push(`User metadata: ${i.userMetadata}`);
     if (i.kind === KIND_FREE_ONLY) lines.push('', 'Its allocation is not in the trace; stack of the free:');
+    else if (i.kind === KIND_LIVE && !this.segments) lines.push('', GHOST_TEXT, 'Stack of its allocation, as the snapshot keeps it:');
     else if (i.kind === KIND_LIVE) {
       lines.push('', 'Not in the trace: recorded only in the snapshot\'s state. Stack of its last allocation:');
     }
     return { info: i, head: lines.join('\n'), frames: dev.page.stack(i.stack) };
   }
 
-  // Elements whose name, size or stack text contains `query`
-  // (case-insensitive): a Uint8Array over elements, 1 = match.
+  // Elements whose address, stack text, user metadata or compile context
+  // contains `query` (case-insensitive): a Uint8Array over elements, 1 = match.
   search(query) {
     const q = query.trim().toLowerCase();
     const out = new Uint8Array(this.m);
     if (!q) return out;
-    const page = this.dev.page;
-    const stackHit = new Map();
-    const stackMatches = (st) => {
-      let v = stackHit.get(st);
-      if (v === undefined) {
-        v = page.stack(st).some((f) =>
-          `${f.filename}:${f.line}:${f.name}`.toLowerCase().includes(q));
-        stackHit.set(st, v);
-      }
-      return v;
-    };
+    // Stacks, user metadata and compile contexts are the page's tables.
+    const match = textMatcher(this.dev.page, q);
     const hexq = q.replace(/^0x/, '').replace(/^[bs](?=[0-9a-f])/, '');
     const ev = this.dev.ev;
     for (let e = 0; e < this.m; e++) {
@@ -427,7 +497,7 @@ export class TimelineModel {
         st = this.dev.blk.stack[~src];
       }
       if ((hexq && /^[0-9a-f_]+$/.test(hexq) && addr.toString(16).includes(hexq.split('_')[0])) ||
-          stackMatches(st)) out[e] = 1;
+          match.stack(st) || (k !== KIND_LIVE && (match.str(ev.meta[src]) || match.str(ev.cc[src])))) out[e] = 1;
     }
     return out;
   }
@@ -482,7 +552,9 @@ export class LiveStack {
   }
 
   push(id) {
-    if (this.model.rank[id] >= this.detail && !(this.force && this.force[id])) return;
+    const md = this.model;
+    if (md.include && !md.include[id]) return;
+    if (md.rank[id] >= this.detail && !(this.force && this.force[id])) return;
     if (this.len === this.ids.length) this.ids = grow(this.ids, this.len * 2);
     this.pos[id] = this.len;
     this.ids[this.len++] = id;
@@ -540,7 +612,7 @@ export function parseColor(hexColor) {
   return (0xff000000 | ((v & 0xff) << 16) | (v & 0xff00) | ((v >> 16) & 0xff)) >>> 0;
 }
 
-function mix(a, b, t) {
+export function mix(a, b, t) {
   const ch = (x, s) => (x >>> s) & 0xff;
   const m = (s) => Math.round(ch(a, s) * (1 - t) + ch(b, s) * t) << s;
   return (0xff000000 | m(16) | m(8) | m(0)) >>> 0;

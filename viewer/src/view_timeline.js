@@ -4,6 +4,8 @@
 import {
   formatCount, formatDuration, formatDurationTick, formatSize, niceByteStep, niceStep,
 } from './format.js';
+import { AnnotationStrip } from './annotations.js';
+import { elementMask, poolStreamControls } from './filters.js';
 import { SUMMARY_ID } from './timeline.js';
 import { fitCanvas, frameScheduler, h, segmented, setText } from './ui.js';
 import { Categories, KIND_COLORS, breakdownView, categoryLegend } from './categories.js';
@@ -15,11 +17,11 @@ const MARGIN = { left: 78, right: 14, top: 10, bottom: 26 };
 const DEFAULT_DETAIL = 500000;
 
 export class TimelineView {
-  constructor(app, dev, mode) {
+  constructor(app, dev, mode, model = null) {
     this.app = app;
     this.dev = dev;
     this.mode = mode;
-    this.model = app.timeline(dev, mode);
+    this.model = model || app.timeline(dev, mode);
     const md = this.model;
     this.noun = mode === 'st' ? 'segments' : 'allocations';
     this.axis = 'event';
@@ -38,14 +40,25 @@ export class TimelineView {
     this.schedule = frameScheduler(() => this.render());
     this.scheduleOverlay = frameScheduler(() => this.drawOverlay());
     this.build();
+    if (app.range) {
+      app.range.onChange((d) => {
+        if (d !== dev) return;
+        this.resetView();
+        this.schedule();
+      });
+    }
   }
 
+  // The x range of everything there is to see: the whole trace, or the
+  // range of entries the page is limited to (states r0 to r1+1).
   domain() {
+    const r = this.app.range ? this.app.range.events(this.dev) : null;
     if (this.axis === 'time') {
       const t = this.dev.times;
-      return [t[0], Math.max(t[0] + 1, t[this.dev.n - 1])];
+      const a = t[r ? r[0] : 0];
+      return [a, Math.max(a + 1, t[r ? r[1] : this.dev.n - 1])];
     }
-    return [0, this.model.states];
+    return r ? [r[0], r[1] + 2] : [0, this.model.states];
   }
 
   resetView() {
@@ -85,6 +98,11 @@ export class TimelineView {
       timer = setTimeout(() => this.runSearch(), 180);
     });
 
+    this.filters = poolStreamControls(this.dev, (pool, stream) => {
+      this.model.setFilter(elementMask(this.model, pool, stream));
+      this.schedule();
+    });
+    this.strip = new AnnotationStrip(this);
     this.canvas = h('canvas', { class: 'plot' });
     this.overlay = h('canvas', { class: 'plot-overlay', tabindex: 0, 'aria-label': 'memory timeline' });
     this.minimap = h('canvas', { class: 'minimap', 'aria-label': 'overview of the whole timeline; drag to select' });
@@ -103,15 +121,16 @@ export class TimelineView {
       this.momentPane = h('section', { class: 'moment' });
     }
 
-    const title = this.mode === 'st' ? 'Active Cached Segment Timeline' : 'Active Memory Timeline';
+    const title = md.title || (this.mode === 'st' ? 'Active Cached Segment Timeline' : 'Active Memory Timeline');
     this.el = h('div', { class: `view timeline-view mode-${this.mode}` },
       h('div', { class: 'toolbar' },
         h('h2', null, title),
         this.axisCtl,
         h('label', { class: 'detail-ctl' }, this.detailInput, this.detailLabel),
-        this.searchInput, this.searchInfo, this.kindCtl,
+        this.searchInput, this.searchInfo, this.filters, this.kindCtl,
         h('span', { class: 'spacer' }),
         h('button', { type: 'button', onclick: () => { this.resetView(); this.schedule(); } }, 'Reset zoom')),
+      this.strip.canvas,
       h('div', { class: 'plot-wrap' }, this.canvas, this.overlay),
       h('div', { class: 'minimap-wrap' }, this.minimap),
       this.details, this.cats ? this.momentPane : null);
@@ -248,6 +267,7 @@ export class TimelineView {
     this.renderMs = performance.now() - t0;
     if (!this.app.timing.firstRender) this.app.timing.firstRender = this.renderMs;
     this.drawMinimap();
+    this.strip.draw();
     this.el.dataset.rendered = String((+this.el.dataset.rendered || 0) + 1);
   }
 
@@ -350,6 +370,7 @@ export class TimelineView {
       }
       flush(g.pw);
     };
+    this.strip.drawMarkers(ctx);
     if (this.pinned !== -1) mark(this.pinned, 'rgba(10,20,40,0.45)');
     if (this.hover !== -1 && this.hover !== this.pinned) mark(this.hover, 'rgba(10,20,40,0.28)');
     if (this.mouse && this.mouse.inPlot) {
@@ -374,11 +395,10 @@ export class TimelineView {
     ctx.setTransform(1, 0, 0, 1, 0, 0);
     ctx.clearRect(0, 0, W, H);
     const md = this.model;
-    const env = md.envmax;
+    const { env, bucket, peak: top } = md.envelope();
     const [d0, d1] = this.domain();
-    const peak = Math.max(1, md.meta.peak);
+    const peak = Math.max(1, top);
     const xOf = (x) => L + (x - d0) / (d1 - d0) * pw;
-    const bucket = md.meta.envBucket;
     ctx.fillStyle = '#e9eef5';
     ctx.fillRect(L, 0, pw, H);
     ctx.beginPath();
@@ -583,7 +603,7 @@ export class TimelineView {
     const total = formatSize(md.total[s], false);
     // What the bands add up to: segment sizes, or (as memory_viz draws them)
     // the requested sizes of the allocations not yet free_completed.
-    const label = this.mode === 'st' ? 'in segments' : 'requested';
+    const label = this.mode === 'st' ? 'in segments' : this.mode === 'pp' ? 'requested or held by private pools' : 'requested';
     if (s === 0) return `before the first trace entry: ${total} ${label}`;
     const t = md.stateTime(s) - this.dev.times[0];
     return `after trace entry ${formatCount(this.dev.entry(s - 1))} (+${formatDuration(t)}): ${total} ${label}`;
@@ -608,6 +628,13 @@ export class TimelineView {
     let peak;
     if (!sum) {
       peak = ['Nothing recorded on this device. '];
+    } else if (this.mode === 'pp') {
+      // Private pools count with all they reserve: neither torch counter.
+      const at = md.meta.peakEvent >= 0 ? this.dev.entry(md.meta.peakEvent) : -1;
+      peak = ['Peak of the bands: ', h('b', null, formatSize(md.meta.peak)), entry(at),
+        ' (each private pool with all it reserves, its allocated part darker; the allocations outside ',
+        "private pools on top, as requested sizes). The summary's peak allocated: ",
+        `${formatSize(sum.peak_allocated, false)}${entry(sum.peak_allocated_event)}. `];
     } else if (this.mode === 'st') {
       peak = ['Peak reserved: ', h('b', null, formatSize(sum.peak_reserved)), entry(sum.peak_reserved_event),
         " (torch's max_memory_reserved). The bands are segments (cudaMalloc calls); ",

@@ -7,30 +7,25 @@
 // 856k-entry benchmark input).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync, rmSync, statSync } from 'node:fs';
+import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { PageData, decodePayload, parseBlob } from '../src/data.js';
 import { FlameTree } from '../src/flame.js';
 import { AllocatorStateModel, layoutState } from '../src/state.js';
 import { LiveStack, TimelineModel } from '../src/timeline.js';
 import { CATEGORIES, Categories } from '../src/categories.js';
-import { ROOT, fixtures, memsightBinary, outDir, report } from '../../tests/browser/reports.mjs';
+import {
+  ROOT, embeddedPageData, fixtures, optionalBinary, outDir, report,
+} from '../../tests/browser/reports.mjs';
 
-let binary = null;
-try {
-  binary = memsightBinary();
-} catch {
-  binary = null;
-}
+const binary = optionalBinary();
 const dir = binary ? outDir() : null;
 after(() => dir && rmSync(dir, { recursive: true, force: true }));
 
 async function load(file) {
-  const html = readFileSync(file, 'utf8');
-  const m = /<script id="memsight-data" type="application\/octet-stream" data-encoding="(\w+)" data-size="(\d+)">([^<]*)<\/script>/.exec(html);
-  assert.ok(m, 'the page embeds its data');
-  return new PageData(parseBlob(await decodePayload(m[3], m[1], +m[2])));
+  const page = await embeddedPageData(file);
+  assert.ok(page, 'the page embeds its data');
+  return page;
 }
 
 function checkTimeline(dev, mode) {

@@ -110,7 +110,7 @@ test('element details: MemoryViz names, lifetime, totals', () => {
   assert.match(a.head, /still live at the snapshot/);
   assert.equal(a.frames[0].name, 'forward');
   assert.match(md.describe(1).head, /stack of the free/);
-  assert.match(md.describe(0).head, /snapshot's state/);
+  assert.match(md.describe(0).head, /\[Ghost block\] Live in the snapshot's segments but absent from the trace/);
   assert.deepEqual(md.lifetime(3), [3, 5]);
   assert.deepEqual(md.liveAt(9), [0, 2, 4, 5]);
 });

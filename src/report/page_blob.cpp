@@ -1,0 +1,239 @@
+// render_page_data: the page's data of page_data.cpp packed into columns
+// (page_pack.h: the tables of page_tables.h, each device by page_device.cpp)
+// with the page's metadata and summary. `memsight view` compresses and embeds
+// it (html.cpp); the standalone viewer's WebAssembly engine hands it to the
+// page as is.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "memsight/error.h"
+#include "memsight/html.h"
+#include "memsight/input_limits.h"
+#include "memsight/leaks.h"
+#include "memsight/summary.h"
+#include "report/page_data.h"
+#include "report/page_device.h"
+#include "report/page_json.h"
+#include "report/page_pack.h"
+#include "report/page_tables.h"
+#include "report/phase_timer.h"
+#include "util/escape.h"
+
+namespace memsight {
+
+using report::JsonObject;
+using report::PagePacker;
+using report::PageTables;
+using report::PhaseTimer;
+using report::pyvalue_json;
+
+namespace {
+
+// Trace entries and segments per device, over the devices a page knows
+// (annotate's: the traces, and segment devices below 4096; at least one).
+struct DeviceLoad {
+  std::vector<size_t> rows, segments;
+  bool used(size_t d) const { return rows[d] || segments[d]; }
+};
+
+DeviceLoad device_load(const Snapshot& snap) {
+  size_t devices = snap.device_count();
+  for (const Segment& s : snap.segments)
+    if (s.device >= 0 && s.device < 4096) devices = std::max<size_t>(devices, s.device + 1);
+  devices = std::max<size_t>(devices, 1);
+  DeviceLoad load{std::vector<size_t>(devices), std::vector<size_t>(devices)};
+  for (size_t d = 0; d < snap.device_count(); ++d) {
+    auto [begin, end] = snap.device_rows(d);
+    load.rows[d] = end - begin;
+  }
+  for (const Segment& s : snap.segments)
+    if (s.device >= 0 && static_cast<size_t>(s.device) < devices) ++load.segments[s.device];
+  return load;
+}
+
+// `memsight leaks --json` of the devices the page holds (`keep`), names cut
+// as in the tables.
+std::string page_leaks(const Snapshot& snap, const UserCode& user_code, std::vector<size_t> keep) {
+  Leaks leaks = find_leaks(snap, user_code);
+  std::sort(keep.begin(), keep.end());
+  std::erase_if(leaks.devices, [&](const LeakReport& d) {
+    return d.device < 0 ||
+           !std::binary_search(keep.begin(), keep.end(), static_cast<size_t>(d.device));
+  });
+  std::string json = report::cut_json_strings(leaks_json(snap, leaks), kNameLimit);
+  while (!json.empty() && json.back() == '\n') json.pop_back();
+  return json;
+}
+
+}  // namespace
+
+std::vector<size_t> page_devices(const Snapshot& snap, int device) {
+  DeviceLoad load = device_load(snap);
+  const size_t n = load.rows.size();
+  if (device >= 0 && static_cast<size_t>(device) >= n)
+    throw Error("device " + std::to_string(device) + " is not in the snapshot: it lists " +
+                (n == 1 ? std::string("device 0") : "devices 0 to " + std::to_string(n - 1)));
+  if (device < -1) throw Error("device " + std::to_string(device) + " is not a device number");
+  // The busiest devices with data, the first one most rows (ties: lower index).
+  std::vector<size_t> used;
+  for (size_t d = 0; d < n; ++d)
+    if (load.used(d)) used.push_back(d);
+  size_t keep = std::min(used.size(), kPageDevices);
+  std::partial_sort(used.begin(), used.begin() + static_cast<ptrdiff_t>(keep), used.end(),
+                    [&](size_t a, size_t b) {
+                      return load.rows[a] != load.rows[b] ? load.rows[a] > load.rows[b] : a < b;
+                    });
+  used.resize(keep);
+  size_t first = device >= 0 ? static_cast<size_t>(device) : used.empty() ? 0 : used.front();
+  std::erase(used, first);
+  if (used.size() == kPageDevices) used.pop_back();  // room for the one asked for
+  std::sort(used.begin(), used.end());
+  used.insert(used.begin(), first);
+  return used;
+}
+
+std::string page_summary_json(const Snapshot& snap, Summary s, std::vector<size_t> devices) {
+  std::sort(devices.begin(), devices.end());
+  // Each group keeps the devices of its that the page holds (a group of
+  // 100,000 alike devices keeps at most kPageDevices); groups with none go.
+  size_t kept = 0;
+  for (size_t g = 0; g < s.devices.size(); ++g) {
+    std::vector<std::pair<int, int>> ranges;
+    for (auto [a, b] : s.members[g])
+      for (auto it = std::lower_bound(devices.begin(), devices.end(), static_cast<size_t>(a));
+           it != devices.end() && *it <= static_cast<size_t>(b); ++it) {
+        const int d = static_cast<int>(*it);
+        if (!ranges.empty() && ranges.back().second == d - 1)
+          ranges.back().second = d;
+        else
+          ranges.emplace_back(d, d);
+      }
+    if (ranges.empty()) continue;
+    if (kept != g) s.devices[kept] = std::move(s.devices[g]);
+    s.devices[kept].device = ranges.front().first;
+    s.members[kept++] = std::move(ranges);
+  }
+  s.devices.resize(kept);
+  s.members.resize(kept);
+  return summary_json(snap, s, DeviceListing::Page);
+}
+
+size_t devices_with_data(const Snapshot& snap) {
+  DeviceLoad load = device_load(snap);
+  size_t n = 0;
+  for (size_t d = 0; d < load.rows.size(); ++d) n += load.used(d);
+  return n;
+}
+
+bool is_html_view(std::string_view v) {
+  return v == "overview" || v == "timeline" || v == "segments-timeline" || v == "state" ||
+         v == "pools" || v == "flamegraph" || v == "settings" || v == "leaks";
+}
+
+std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
+  std::string view = opts.view.empty() ? "overview" : opts.view;
+  if (!is_html_view(view))
+    throw Error("unknown view '" + view +
+                "' (overview, timeline, segments-timeline, state, pools, flamegraph, settings, "
+                "leaks)");
+  std::string title = opts.title.empty() ? "memsight" : opts.title;
+
+  PhaseTimer phase;
+  // A device with no events and no segments is left out of the page (its
+  // columns, about 60 header entries, and its metadata would cost kilobytes
+  // each, and a snapshot can list 100,000 empty device traces): the page
+  // knows them from meta.deviceCount. So are devices with data past the
+  // kPageDevices busiest (meta.devicesWithData counts them). The default
+  // device is packed whatever it holds, so that an all-empty snapshot still
+  // has a device to show.
+  std::vector<size_t> packed = page_devices(snap, opts.device);
+  const size_t default_device = packed.front();
+  // The overview shows `memsight summary` of the devices the page holds;
+  // callers that computed it pass it in. Its names are cut already, piece
+  // by piece (a site joins a cut name to a file and line: cut again as a
+  // whole, it would lose the length the first cut said). First, with the
+  // leaks, so that their replays' memory is free again before the page's
+  // data is built (the standalone viewer's engine has at most 4 GiB).
+  std::string summary =
+      opts.summary_json.empty()
+          ? page_summary_json(snap, summarize(snap, {.user_code = opts.user_code}), packed)
+          : opts.summary_json;
+  phase("summary");
+  // The leaks view shows `memsight leaks --json`.
+  std::string leaks = page_leaks(snap, opts.user_code, packed);
+  phase("leaks");
+  report::Annotated ann = report::annotate(snap);
+  phase("annotate");
+  PagePacker packer;
+  if (opts.column_sink) packer.set_sink(opts.column_sink);
+  PageTables tables(snap, opts.user_code);
+  std::vector<size_t> in_order = packed;
+  std::sort(in_order.begin(), in_order.end());
+  report::DeviceColumns columns(packer, in_order.size());
+  std::string devices = "[";
+  for (size_t d : in_order) {
+    if (devices.size() > 1) devices += ',';
+    devices += pack_device(columns, tables, snap, ann, d, phase);
+  }
+  devices += ']';
+  columns.finish();
+  tables.pack(packer);
+  phase("page data");
+
+  std::string streams = "[";
+  for (size_t i = 0; i < ann.stream_raw.size(); ++i) {
+    if (i) streams += ',';
+    append_json_string(streams, std::to_string(ann.stream_raw[i]));
+  }
+  streams += ']';
+  std::string settings = "null", annotations = "0", top_keys = "[";
+  if (const PyValue* v = snap.top("allocator_settings")) {
+    settings.clear();
+    pyvalue_json(settings, *v);
+  }
+  if (const PyValue* v = snap.top("external_annotations"); v && v->kind == PyValue::Kind::List)
+    annotations = std::to_string(v->items.size());
+  for (size_t i = 0; i < snap.top_keys.size(); ++i) {
+    if (i) top_keys += ',';
+    append_json_string(top_keys, snap.top_keys[i]);
+  }
+  top_keys += ']';
+
+  std::string meta =
+      JsonObject()
+          .reserve(devices.size() + summary.size() + leaks.size() + settings.size() + 4096)
+          .str("title", title)
+          .str("view", view)
+          .str("generator", "memsight 0.1.0")
+          .str("sourceName", opts.source_name)
+          .num("sourceBytes", static_cast<double>(opts.source_bytes))
+          .num("defaultDevice", static_cast<double>(default_device))
+          .num("deviceCount", static_cast<double>(ann.devices))
+          .num("devicesWithData", static_cast<double>(devices_with_data(snap)))
+          .raw("devices", devices)
+          .raw("streams", streams)
+          .raw("settings", settings)
+          .raw("summary", summary)
+          .raw("leaks", leaks)
+          .num("entries", static_cast<double>(snap.trace.rows()))
+          .num("segments", static_cast<double>(snap.segments.size()))
+          .num("blocks", static_cast<double>(snap.blocks.size()))
+          .num("annotations", std::stod(annotations))
+          .num("strings", static_cast<double>(tables.strings()))
+          .num("frames", static_cast<double>(tables.frames()))
+          .num("stacks", static_cast<double>(tables.stacks()))
+          .boolean("legacy", snap.legacy_segment_list)
+          .raw("topKeys", top_keys)
+          .done();
+  phase("meta");
+  std::string().swap(devices);  // held by meta now
+  std::string().swap(summary);
+  std::string().swap(leaks);
+  std::string raw = packer.finish(meta);
+  std::string().swap(meta);
+  phase("pack");
+  return raw;
+}
+
+}  // namespace memsight
