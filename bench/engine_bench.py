@@ -3,13 +3,16 @@
 torch tool (each starts by unpickling the snapshot).
 
     bench/engine_bench.py [--memsight build/release/memsight] [--repeat 5] [--scale 10]
+                          [--baseline OTHER/memsight]
 
 Uses ../shared/fixtures/large/large.pickle.xz (856,152 trace entries),
 decompressed once into bench/.data/, and a K-times copy made with
 ../shared/tools/scale_snapshot.py. For every command it reports the median
 wall time over --repeat runs, alternating memsight and Python runs so both
 see the same machine load, the ratio, and peak RSS (getrusage of the child).
-Prints a Markdown table for bench/README.md.
+Prints a Markdown table for bench/README.md. With --baseline, another
+memsight build (the one before a change) runs in the same rotation, and the
+table adds its median, its peak RSS and the ratio of the two.
 """
 import argparse
 import lzma
@@ -72,14 +75,18 @@ def main():
     ap.add_argument("--commands", default="stats,memory,summary,trace,view")
     ap.add_argument("--scaled-repeat", type=int, default=1,
                     help="repeats on the scaled copy (pickle.load of it takes ~20 s)")
+    ap.add_argument("--baseline", default=None,
+                    help="another memsight binary to time in the same rotation (before/after)")
     ap.add_argument("--large", type=pathlib.Path, default=None,
                     help="large.pickle.xz (default: ../shared/fixtures/large/large.pickle.xz)")
     args = ap.parse_args()
     files = prepare(args.scale, args.large)
     commands = args.commands.split(",")
     print(f"machine: {os.cpu_count()} cpus; memsight: {args.memsight}; repeats: {args.repeat}\n")
-    print("| input | size | command | memsight (median s) | pickle.load (median s) | ratio | memsight peak RSS | RSS / file |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    base_cols = " baseline (median s) | baseline peak RSS | baseline / memsight |" if args.baseline else ""
+    print("| input | size | command | memsight (median s) | pickle.load (median s) | ratio | "
+          "memsight peak RSS | RSS / file |" + base_cols)
+    print("| --- " * (8 + (3 if args.baseline else 0)) + "|")
     for f in files:
         size = f.stat().st_size
         warm(f)
@@ -87,16 +94,24 @@ def main():
         for c in commands:
             out = {"stats": [], "memory": ["-o", "/dev/null"], "summary": [], "trace": [],
                    "view": ["-o", "/dev/null"]}[c]
-            ms, py, rss = [], [], 0
+            ms, py, bs, rss, brss = [], [], [], 0, 0
             repeat = args.repeat if f == files[0] else args.scaled_repeat
-            for _ in range(repeat):  # alternate so both see the same load
+            for _ in range(repeat):  # alternate so all see the same load
                 w, r = run_rss([args.memsight, c, str(f), *out])
                 ms.append(w)
                 rss = max(rss, r)
                 py.append(run_rss(py_cmd)[0])
+                if args.baseline:
+                    w, r = run_rss([args.baseline, c, str(f), *out])
+                    bs.append(w)
+                    brss = max(brss, r)
             m, p = statistics.median(ms), statistics.median(py)
-            print(f"| {f.name} | {size / 1e6:.1f} MB | {c} | {m:.3f} | {p:.3f} | {p / m:.1f}x "
-                  f"| {rss / 1e6:.1f} MB | {rss / size:.2f} |", flush=True)
+            row = (f"| {f.name} | {size / 1e6:.1f} MB | {c} | {m:.3f} | {p:.3f} | {p / m:.1f}x "
+                   f"| {rss / 1e6:.1f} MB | {rss / size:.2f} |")
+            if args.baseline:
+                b = statistics.median(bs)
+                row += f" {b:.3f} | {brss / 1e6:.1f} MB | {b / m:.2f}x |"
+            print(row, flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@
 
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 #include "memsight/frames.h"
 #include "memsight/text_tools.h"
@@ -17,10 +16,10 @@ struct FlamegraphOptions {
   std::string count_name = "bytes";  // unit shown in hover text
   int width = 1200;
   bool bytes = true;  // format counts as sizes (KiB, MiB, ...) in labels
-  // Frame label ("file.py:12:name") -> kind, from frame_label_kinds(): user
-  // code keeps the warm colours, library Python is muted, allocator and
-  // interpreter plumbing grey, other native code blue. Unlisted: warm.
-  std::unordered_map<std::string, FrameKind> frame_kinds;
+  // Frame label ("file.py:12:name") -> kind: user code keeps the warm
+  // colours, library Python is muted, allocator and interpreter plumbing
+  // grey, other native code blue. Unlisted: warm.
+  FrameLabelKinds frame_kinds;
   // A difference graph: the root's children are "grew" and "shrank", and
   // every frame under them is coloured by which (reds, blues), its kind
   // setting the shade.

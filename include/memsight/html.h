@@ -15,6 +15,7 @@
 
 #include "memsight/frames.h"
 #include "memsight/snapshot.h"
+#include "memsight/summary.h"
 
 namespace memsight {
 
@@ -67,6 +68,9 @@ inline constexpr size_t kPageDevices = 64;
 // the one with the most trace entries), then the others in index order.
 // Throws Error when `device` is not one of the snapshot's devices.
 std::vector<size_t> page_devices(const Snapshot& snap, int device = -1);
+// The summary JSON a page embeds (HtmlOptions::summary_json): summary_json's
+// page form of `s`, with only the `devices` the page holds (page_devices).
+std::string page_summary_json(const Snapshot& snap, Summary s, std::vector<size_t> devices);
 // How many devices the snapshot has trace entries or segments on.
 size_t devices_with_data(const Snapshot& snap);
 

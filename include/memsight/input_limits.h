@@ -51,6 +51,8 @@ inline constexpr size_t kNameLimit = 16384;
 // it), else its first `limit` bytes (back to a UTF-8 boundary) and
 // "… [cut at LIMIT of N bytes]", which says how long it was.
 std::string cut_name(std::string_view s, size_t limit = kNameLimit);
+// The same, appended to `out` (no copy of a long `s`).
+void append_cut_name(std::string& out, std::string_view s, size_t limit = kNameLimit);
 
 // Why a record was dropped or a value changed: the thing counted, in the
 // singular and the plural, and the reason ("[memory] event", "[memory]

@@ -6,8 +6,8 @@
 // active_bytes, reserved_bytes), replayed block by block.
 
 #include <cstdint>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memsight/categories.h"
@@ -63,9 +63,10 @@ struct DeviceSummary {
   int64_t peak_allocated = 0, peak_allocated_event = -1, peak_allocated_time_us = 0;
   int64_t peak_active = 0, peak_active_event = -1, peak_active_time_us = 0;
   int64_t peak_reserved = 0, peak_reserved_event = -1, peak_reserved_time_us = 0;
-  int64_t peak_requested = 0;       // requested_bytes
-  std::vector<SiteStat> top_sites;  // live at the allocated peak, largest first (10)
-  int64_t sites_total = 0;          // number of sites before the cut to 10
+  int64_t peak_requested = 0;  // requested_bytes
+  std::vector<SiteStat>
+      top_sites;            // live at the allocated peak, largest first (SummaryOptions::top_sites)
+  int64_t sites_total = 0;  // number of sites before the cut
   // Allocated before the recording began, live at the allocated peak and
   // at the start of the trace.
   int64_t before_recording_bytes = 0, before_recording_count = 0;
@@ -96,24 +97,26 @@ struct DeviceSummary {
 };
 
 struct Summary {
+  // One summary per group of alike devices (devices whose summaries are the
+  // same but for the device number: every device with nothing on it, or
+  // 100,000 devices of one allocation each), in the order of each group's
+  // first device, which DeviceSummary::device names.
   std::vector<DeviceSummary> devices;
+  // The devices of each group: ranges [first, last], ascending.
+  std::vector<std::vector<std::pair<int, int>>> members;
   size_t total_entries = 0;
   std::vector<std::string> user_code;  // the --user-code patterns in force
   // How many devices the snapshot lists (its traces, and the devices of its
-  // segments), and, when empty ones were left out of `devices`, what each of
-  // them summarises to (all of them alike but for the device number).
+  // segments).
   size_t devices_listed = 0;
-  std::optional<DeviceSummary> empty_device;
   // Numbers of the snapshot outside memsight's rule (snapshot_input_notes).
   InputNotes input_notes;
 };
 
 struct SummaryOptions {
   UserCode user_code;
-  // false: leave out the devices with no trace entries and no segments (a
-  // snapshot can list 100,000 empty device traces, and each device's summary
-  // costs hundreds of bytes); summary_json can still list them.
-  bool empty_devices = true;
+  // false: one group per device (the JSON reads the same either way).
+  bool group_alike = true;
   // Live sites kept per device (DeviceSummary::top_sites); `memsight ranks`
   // keeps more to compare ranks by site.
   size_t top_sites = 10;
@@ -124,10 +127,14 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts = {});
 // (memsight/input_limits.h): sizes outside 0..2^53, times that go back.
 InputNotes snapshot_input_notes(const Snapshot& snap);
 // frames_all: every frame of each site and OOM stack, tagged by kind.
+// Groups of alike devices are printed once, named by their devices.
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all = false);
-// every_device: list every device the snapshot lists, empty ones left out of
-// the Summary included (the same bytes as a Summary that kept them); false:
-// only those in s.devices.
-std::string summary_json(const Snapshot& snap, const Summary& s, bool every_device = true);
-
+// How summary_json lists devices: Every device the snapshot lists, each in
+// its place (the same bytes however the devices were grouped); the Page's
+// form, each group with something on it once, its devices in "alike" when
+// several; or every group once, "alike" always (Groups, for Python, which
+// shares one group's values among its devices).
+enum class DeviceListing { Every, Page, Groups };
+std::string summary_json(const Snapshot& snap, const Summary& s,
+                         DeviceListing listing = DeviceListing::Every);
 }  // namespace memsight

@@ -214,22 +214,6 @@ def _parse_comparison(text: str) -> dict[str, list[int]]:
     return out
 
 
-def _page_summary(js: str, page_devices: list[int]) -> str:
-    """The summary JSON as the page embeds it (``memsight view`` does the
-    same): only the devices the page holds (``page_devices``), since a
-    snapshot can list 100,000 device traces at some 600 bytes each."""
-    data = json.loads(js)
-    devices = data.get("devices")
-    if not isinstance(devices, list):
-        return js
-    held = set(page_devices)
-    kept = [d for d in devices if d.get("device") in held and (d.get("entries") or d.get("segments_now"))]
-    if len(kept) == len(devices):
-        return js
-    data["devices"] = kept
-    return json.dumps(data, separators=(",", ":"))
-
-
 class Snapshot:
     """A PyTorch CUDA memory snapshot, read by memsight's engine.
 
@@ -241,7 +225,7 @@ class Snapshot:
     def __init__(self, core_snapshot: Any, source: str | None = None) -> None:
         self._snap = core_snapshot
         self.source = source
-        self._summary: tuple[str, str] | None = None  # (text, json), computed once
+        self._summary: Any = None  # the engine's summary (default user code), computed once
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -323,17 +307,16 @@ class Snapshot:
         )
 
     # -- summary ---------------------------------------------------------------
-    def _summary_pair(self, user_code: str | list[str] | None = None, frames: str = "user") -> tuple[str, str]:
+    def _summary_of(self, user_code: str | list[str] | None = None) -> Any:
+        """The engine's summary, which writes its text and JSON on demand."""
         self._need_trace("the summary")
-        if frames not in ("user", "all"):
-            raise ValueError(f"frames must be 'user' or 'all', not {frames!r}")
         uc = _user_code(user_code)
-        if uc or frames != "user":
-            return tuple(self._snap.summary_text_and_json(uc, frames == "all"))  # type: ignore[return-value]
+        if uc:
+            return self._snap.summarize(uc)
         with self._lock:
             if self._summary is None:
-                self._summary = tuple(self._snap.summary_text_and_json())  # type: ignore[assignment]
-            return self._summary  # type: ignore[return-value]
+                self._summary = self._snap.summarize()
+            return self._summary
 
     def summary_text(self, user_code: str | list[str] | None = None, frames: str = "user") -> str:
         """``memsight summary``: torch's peak counters, allocation sites in your
@@ -341,16 +324,18 @@ class Snapshot:
         and fixes. ``frames="all"`` lists every frame of each stack;
         ``user_code`` widens or narrows what counts as your code (filename
         substrings, ``"!PATTERN"`` to exclude), as ``--user-code`` does."""
-        return self._summary_pair(user_code, frames)[0]
+        if frames not in ("user", "all"):
+            raise ValueError(f"frames must be 'user' or 'all', not {frames!r}")
+        return self._summary_of(user_code).text(frames == "all")
 
     def summary_json(self, user_code: str | list[str] | None = None) -> str:
         """``memsight summary --json``."""
-        return self._summary_pair(user_code)[1]
+        return self._summary_of(user_code).json()
 
     def summary(self, user_code: str | list[str] | None = None) -> Summary:
         """The summary as a Python object (the JSON the CLI prints, as a dict)."""
-        text, js = self._summary_pair(user_code)
-        return Summary(json.loads(js), text)
+        s = self._summary_of(user_code)
+        return Summary(_every_device(json.loads(s.groups_json())), s.text())
 
     # -- what kind of memory ----------------------------------------------------
     def categories(self, at: str | int = "peak", device: int | None = None) -> Summary:
@@ -415,7 +400,9 @@ class Snapshot:
         summary = ""
         if with_summary:
             try:
-                summary = _page_summary(self.summary_json(user_code), self._snap.page_devices())
+                # as `memsight view` embeds it: the devices the page holds
+                # (those with something on them), alike devices once
+                summary = self._summary_of(user_code).page_json()
             except Exception:  # the page shows its own basic facts instead
                 summary = ""
         source_name = os.path.basename(self.source) if self.source else ""
@@ -466,6 +453,21 @@ class Snapshot:
         """The snapshot as the plain dicts and lists ``torch.cuda.memory._snapshot()`` returns."""
         # Our own pickle holds data opcodes only, so loading it runs no code.
         return pickle.loads(self.pickle())
+
+
+def _every_device(data: dict[str, Any]) -> dict[str, Any]:
+    """The summary with every device in its place, from each group of alike
+    devices: the devices of a group share its values (a snapshot may list
+    100,000 alike devices), each with its own "device"."""
+    devices: list[Any] = []
+    for group in data["devices"]:
+        for first, last in group.pop("alike"):
+            for d in range(first, last + 1):
+                if len(devices) <= d:
+                    devices.extend([None] * (d + 1 - len(devices)))
+                devices[d] = group if d == group["device"] else {**group, "device": d}
+    data["devices"] = devices
+    return data
 
 
 def _user_code(user_code: str | list[str] | tuple[str, ...] | None) -> str:

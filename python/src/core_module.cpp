@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -21,10 +22,10 @@
 #include "memsight/flamegraph.h"
 #include "memsight/frames.h"
 #include "memsight/from_raw.h"
-#include "memsight/ranks.h"
 #include "memsight/html.h"
 #include "memsight/leaks.h"
 #include "memsight/profile.h"
+#include "memsight/ranks.h"
 #include "memsight/reader.h"
 #include "memsight/snapshot.h"
 #include "memsight/summary.h"
@@ -105,11 +106,17 @@ SnapshotPtr load_bytes(const py::buffer& data, uint64_t max_expanded) {
 // Folded stacks as the package keeps them: the torch-identical text and, per
 // line, its stack ("frame;frame") and count. torch writes a frame name as
 // is, so one with a newline makes the text ambiguous; the stacks are not.
+// Lines of one stack (every block of one allocation site) share its str.
 py::tuple folded_with_stacks(const std::string& folded,
                              const std::vector<memsight::FoldedLine>& lines) {
   py::list stacks(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i)
-    stacks[i] = py::make_tuple(text(folded.substr(lines[i].begin, lines[i].size)), lines[i].count);
+  std::unordered_map<std::string_view, py::str> made;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string_view stack = std::string_view(folded).substr(lines[i].begin, lines[i].size);
+    auto it = made.find(stack);
+    if (it == made.end()) it = made.emplace(stack, text(std::string(stack))).first;
+    stacks[i] = py::make_tuple(it->second, lines[i].count);
+  }
   return py::make_tuple(text(folded), std::move(stacks));
 }
 
@@ -140,7 +147,7 @@ py::list device_trace_lengths(const Snapshot& s) {
 memsight::FlamegraphOptions flame_options(const std::string& title, const std::string& count_name,
                                           int width, bool bytes, const Snapshot* kinds_of) {
   memsight::FlamegraphOptions opts;
-  if (kinds_of) opts.frame_kinds = memsight::frame_label_kinds(*kinds_of);
+  if (kinds_of) opts.frame_kinds.add(*kinds_of);
   opts.title = title;
   opts.count_name = count_name;
   opts.width = width;
@@ -149,6 +156,13 @@ memsight::FlamegraphOptions flame_options(const std::string& title, const std::s
 }
 
 }  // namespace
+
+// A summary with the snapshot it describes: its text and JSON are written on
+// demand (the JSON of 100,000 devices is 80 MB; the page needs another form).
+struct SummaryOf {
+  SnapshotPtr snap;
+  memsight::Summary summary;
+};
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "memsight's C++ engine (use the memsight package, not this module directly)";
@@ -226,7 +240,7 @@ PYBIND11_MODULE(_core, m) {
             memsight::FlamegraphOptions opts;
             opts.title = title;
             opts.width = width;
-            opts.frame_kinds = memsight::frame_label_kinds(s);
+            opts.frame_kinds.add(s);
             return released([&] {
               return memsight::render_flamegraph_svg(kind == "segments"
                                                          ? memsight::folded_segments_lines(s)
@@ -236,21 +250,17 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("kind"), py::arg("title"), py::arg("width") = 1200)
       .def(
-          "summary_text_and_json",
-          [](const Snapshot& s, const std::string& user_code, bool frames_all) {
-            std::pair<std::string, std::string> out;
-            {
-              py::gil_scoped_release nogil;
-              memsight::SummaryOptions opts;
-              opts.user_code = memsight::UserCode::parse(user_code);
-              opts.empty_devices = false;  // summarised once; the JSON still lists them
-              memsight::Summary sum = memsight::summarize(s, opts);
-              out.first = memsight::summary_text(s, sum, frames_all);
-              out.second = memsight::summary_json(s, sum);
-            }
-            return py::make_tuple(text(out.first), text(out.second));
+          "summarize",
+          [](const SnapshotPtr& s, const std::string& user_code) {
+            auto out = std::make_shared<SummaryOf>();
+            out->snap = s;
+            py::gil_scoped_release nogil;
+            memsight::SummaryOptions opts;
+            opts.user_code = memsight::UserCode::parse(user_code);
+            out->summary = memsight::summarize(*s, opts);
+            return out;
           },
-          py::arg("user_code") = "", py::arg("frames_all") = false)
+          py::arg("user_code") = "")
       .def(
           "categories_json",
           [](const Snapshot& s, size_t device, const std::string& at) {
@@ -299,6 +309,37 @@ PYBIND11_MODULE(_core, m) {
           py::arg("device") = -1,
           "The devices a page holds (render_html): the one it opens on first, then the others "
           "by number.");
+
+  py::class_<SummaryOf, std::shared_ptr<SummaryOf>>(m, "Summary")
+      .def(
+          "text",
+          [](const SummaryOf& s, bool frames_all) {
+            return released([&] { return memsight::summary_text(*s.snap, s.summary, frames_all); });
+          },
+          py::arg("frames_all") = false)
+      .def("json",
+           [](const SummaryOf& s) {
+             return released([&] { return memsight::summary_json(*s.snap, s.summary); });
+           })
+      .def(
+          "page_json",
+          [](const SummaryOf& s, int device) {
+            return released([&] {
+              return memsight::page_summary_json(*s.snap, s.summary,
+                                                 memsight::page_devices(*s.snap, device));
+            });
+          },
+          py::arg("device") = -1,
+          "The page's form (render_html): the devices the page opening on `device` holds, "
+          "those with something on them, alike ones once.")
+      .def(
+          "groups_json",
+          [](const SummaryOf& s) {
+            return released([&] {
+              return memsight::summary_json(*s.snap, s.summary, memsight::DeviceListing::Groups);
+            });
+          },
+          "Each group of alike devices once, its devices in 'alike'.");
 
   py::class_<memsight::RanksReport, std::shared_ptr<memsight::RanksReport>>(m, "RanksReport")
       .def("text", [](const memsight::RanksReport& r) { return text(memsight::ranks_text(r)); })

@@ -67,10 +67,11 @@ Settings Settings::recorded(const Snapshot& snap) {
   // Not a field of its own: only the configuration string says it.
   if (const PyValue* v = st->get("PYTORCH_CUDA_ALLOC_CONF"); v && v->kind == K::Str) {
     constexpr std::string_view kKey = "max_non_split_rounding_mb:";
-    if (size_t at = v->s.find(kKey); at != std::string::npos) {
+    const std::string& conf = v->s;
+    if (size_t at = conf.find(kKey); at != std::string::npos) {
       int64_t mb = 0;
-      for (size_t i = at + kKey.size(); i < v->s.size() && v->s[i] >= '0' && v->s[i] <= '9'; ++i)
-        mb = std::min<int64_t>(mb * 10 + (v->s[i] - '0'), kNoLimit / kMiB);
+      for (size_t i = at + kKey.size(); i < conf.size() && conf[i] >= '0' && conf[i] <= '9'; ++i)
+        mb = std::min<int64_t>(mb * 10 + (conf[i] - '0'), kNoLimit / kMiB);
       if (mb >= kLargeBuffer / kMiB) c.max_non_split_rounding = mb * kMiB;
     }
   }

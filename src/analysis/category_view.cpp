@@ -9,6 +9,7 @@
 #include "analysis/classify.h"
 #include "analysis/moment.h"
 #include "memsight/error.h"
+#include "memsight/input_limits.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
 #include "util/natural_order.h"
@@ -79,7 +80,10 @@ std::vector<ModuleNode> module_tree(
   return out;
 }
 
-std::string display(const std::string& module) { return module.empty() ? "(model)" : module; }
+// Module names come from the file (tags, frame names): cut as every name is.
+std::string display(const std::string& module) {
+  return module.empty() ? "(model)" : cut_name(module);
+}
 
 // "a" of "a.b.c" relative to the parent "a.b": the last component.
 std::string_view last_part(std::string_view name) {
@@ -384,7 +388,7 @@ void append_category_view_json(std::string& out, const CategoryView& v) {
     const ModuleNode& m = v.modules[i];
     if (i) out += ',';
     out += "{\"name\":";
-    append_json_string(out, m.name);
+    append_json_string(out, cut_name(m.name));
     out += ",\"parent\":" + num(m.parent) + ",\"total\":" + num(m.total) + ",\"by_category\":{";
     bool first = true;
     for (size_t c = 0; c < kCategoryCount; ++c) {

@@ -41,6 +41,17 @@ std::string note_of(const replay::Result& rr) {
   return note;
 }
 
+// The kinds of a stack's frames by their whole labels, as the diff's
+// flamegraph names frames; copied, since a moment outlives its snapshot.
+void add_frame_kinds(DiffMoment& m, const FrameClassifier& fc, StackId stack,
+                     std::vector<bool>& seen) {
+  for (FrameId f : fc.snapshot().frames.stack(stack)) {
+    if (seen[f]) continue;
+    seen[f] = true;
+    m.frame_kinds.try_emplace(fc.frame_key(f).text(SIZE_MAX), fc.kind(f));
+  }
+}
+
 DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay::Result& rr,
                    const BlockCategories& bc, const replay::OomState& st, uint32_t begin,
                    StackFormatter& fmt) {
@@ -59,6 +70,8 @@ DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay
     m.fragmentation = 1.0 - static_cast<double>(m.largest_free) / static_cast<double>(m.free_bytes);
   std::map<std::string, SiteAmount> sites;
   std::unordered_map<StackId, std::string> labels;
+  std::vector<bool> frame_seen(snap.frames.frame_count());
+  std::string folded_key;
   std::vector<int64_t> module_bytes(bc.modules.size() + 1, 0);
   for (size_t i = 0; i < rr.blocks.size(); ++i) {
     const replay::Lifetime& l = rr.blocks[i];
@@ -68,8 +81,10 @@ DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay
     const bool unnamed = l.alloc_event == replay::Lifetime::kBefore && l.stack == 0;
     const StackId key = unnamed ? kUnnamed : l.stack;
     auto it = labels.find(key);
-    if (it == labels.end())
+    if (it == labels.end()) {
       it = labels.emplace(key, unnamed ? std::string(kBeforeRecording) : fc.site_label(key)).first;
+      if (!unnamed) add_frame_kinds(m, fc, key, frame_seen);
+    }
     const std::string& label = it->second;
     SiteAmount& s = sites[label];
     if (s.count == 0) {
@@ -86,7 +101,12 @@ DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay
     s.bytes += l.size;
     ++s.count;
     module_bytes[bc.blocks[i].module] += l.size;
-    m.folded[unnamed ? std::string(kBeforeRecording) : fmt.fragment(l.stack)] += l.size;
+    folded_key.clear();
+    if (unnamed)
+      folded_key = kBeforeRecording;
+    else
+      fmt.append(folded_key, l.stack);
+    m.folded[folded_key] += l.size;
   }
   m.categories = view_at(bc, rr, event).totals;
   for (auto& [label, s] : sites) m.sites.push_back(std::move(s));
@@ -163,7 +183,6 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
   StackFormatter fmt(snap);
   const uint32_t begin = device < snap.device_count() ? snap.device_rows(device).first : 0;
   std::vector<DiffMoment> out;
-  auto kinds = frame_label_kinds(snap, user_code);
   for (size_t i = 0; i < at.size(); ++i) {
     auto st = std::find_if(rr.moments.begin(), rr.moments.end(),
                            [&](const replay::OomState& s) { return s.event == events[i]; });
@@ -180,7 +199,6 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
     m.entries = device < snap.device_count()
                     ? snap.device_rows(device).second - snap.device_rows(device).first
                     : 0;
-    m.frame_kinds = kinds;
     out.push_back(std::move(m));
   }
   return out;

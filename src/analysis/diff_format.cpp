@@ -4,6 +4,7 @@
 #include "analysis/report_text.h"
 #include "memsight/diff.h"
 #include "util/escape.h"
+#include "util/lines.h"
 
 namespace memsight {
 namespace {
@@ -160,8 +161,8 @@ std::string diff_text(const SnapshotDiff& d) {
          (sum == b.allocated - a.allocated
               ? ", the change in allocated memory\n"
               : " (allocated memory changed by " + signed_size(b.allocated - a.allocated) + ")\n");
-  if (!a.note.empty()) out += wrapped("note (BEFORE): " + a.note, "  ");
-  if (!b.note.empty()) out += wrapped("note (AFTER): " + b.note, "  ");
+  if (!a.note.empty()) out += wrap_words("note (BEFORE): " + a.note, "  ");
+  if (!b.note.empty()) out += wrap_words("note (AFTER): " + b.note, "  ");
   return out;
 }
 

@@ -29,8 +29,8 @@ std::string pyvalue_frames_fragment(const PyValue& frames) {
     const PyValue* n = f.get("name");
     const PyValue* fn = f.get("filename");
     const PyValue* ln = f.get("line");
-    std::string name = n && n->kind == PyValue::Kind::Str ? n->s : "";
-    std::string file = fn && fn->kind == PyValue::Kind::Str ? fn->s : "";
+    std::string name = n && n->kind == PyValue::Kind::Str ? n->s.str() : "";
+    std::string file = fn && fn->kind == PyValue::Kind::Str ? fn->s.str() : "";
     std::string line = ln ? py_repr(*ln) : "0";
     if (!keep_frame(name, file)) continue;
     if (!first) out += ';';
@@ -40,11 +40,16 @@ std::string pyvalue_frames_fragment(const PyValue& frames) {
   return out;
 }
 
-// Appends "head + tail count\n" and records the line.
-void add_line(Folded& out, const std::string& head, std::string_view tail, int64_t count) {
+// Appends "head + tail count\n" and records the line; the tail is a text
+// or a stack's fragment.
+void add_line(Folded& out, const std::string& head, std::string_view tail, int64_t count,
+              StackFormatter* fmt = nullptr, StackId stack = 0) {
   size_t begin = out.text.size();
   out.text += head;
-  out.text += tail;
+  if (fmt)
+    fmt->append(out.text, stack);
+  else
+    out.text += tail;
   out.lines.push_back({begin, out.text.size() - begin, count});
   out.text += ' ' + std::to_string(count) + '\n';
 }
@@ -59,7 +64,7 @@ void write_blocks(Folded& out, const std::string& prefix, const Snapshot& snap, 
     if (!history) {
       if (shape_has(snap, b.shape, Field::Frames)) {
         accounted = b.requested_size;
-        add_line(out, head, fmt.fragment(b.stack), accounted);
+        add_line(out, head, {}, accounted, &fmt, b.stack);
       } else {
         accounted = shape_has(snap, b.shape, Field::RequestedSize) ? b.requested_size : b.size;
         add_line(out, head, "<non-python>", accounted);

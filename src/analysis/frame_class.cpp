@@ -39,8 +39,8 @@ bool names_namespace(std::string_view head, std::string_view ns) {
   return false;
 }
 
-bool is_internal_native(std::string_view name, std::string_view file) {
-  if (file.empty() || file == "??") return true;  // nothing a person could open
+// Allocator, dispatcher and interpreter plumbing, by the function's name.
+bool is_internal_name(std::string_view name) {
   std::string_view head = name.substr(0, name.find('('));
   static constexpr std::string_view kNamespaces[] = {
       "c10::", "at::", "torch::", "caffe2::", "pybind11::", "std::", "c10d::", "unwind::"};
@@ -53,6 +53,12 @@ bool is_internal_native(std::string_view name, std::string_view file) {
                                                 "wrap_kernel_functor", "boxed_kernel"};
   for (auto n : kNames)
     if (contains(head, n)) return true;
+  return false;
+}
+
+// ... and by its file.
+bool is_internal_file(std::string_view file) {
+  if (file.empty() || file == "??") return true;  // nothing a person could open
   static constexpr std::string_view kFiles[] = {
       "CUDACachingAllocator", "core/boxing",  "/Register",      "Register",
       "Redispatch",           "VariableType", "python_",        "ceval.c",
@@ -61,6 +67,54 @@ bool is_internal_native(std::string_view name, std::string_view file) {
   for (auto f : kFiles)
     if (contains(file, f)) return true;
   return false;
+}
+
+// What the rule reads from a file name, as bits (found once per file: one
+// long name may be shared by every frame of a snapshot).
+enum FileBits : uint8_t {
+  kKnown = 1,
+  kPython = 2,
+  kLibrary = 4,
+  kInternalFile = 8,
+  // The --user-code patterns that match, in effect (later ones win): some
+  // "PAT" puts the frame in user code; a "!PAT" after it takes it out
+  // again; "!PAT" alone takes user code out.
+  kUserIn = 16,
+  kUserInThenOut = 32,
+  kUserOut = 64,
+};
+
+uint8_t file_bits(std::string_view file, const UserCode& user_code) {
+  uint8_t b = kKnown;
+  if (is_python_file(file)) {
+    b |= kPython;
+    if (is_library_python(file)) b |= kLibrary;
+  } else if (is_internal_file(file)) {
+    b |= kInternalFile;
+  }
+  uint8_t effect = 0;
+  for (const std::string& p : user_code.patterns) {
+    bool narrow = p.starts_with('!');
+    std::string_view pat = narrow ? std::string_view(p).substr(1) : std::string_view(p);
+    if (!contains(file, pat)) continue;
+    if (!narrow)
+      effect = kUserIn;
+    else
+      effect = effect & (kUserIn | kUserInThenOut) ? kUserInThenOut : kUserOut;
+  }
+  return b | effect;
+}
+
+FrameKind kind_of(uint8_t file, bool internal_name) {
+  FrameKind k;
+  if (file & kPython)
+    k = file & kLibrary ? FrameKind::Library : FrameKind::User;
+  else
+    k = (file & kInternalFile) || internal_name ? FrameKind::Internal : FrameKind::Native;
+  if (file & kUserIn) return FrameKind::User;
+  if (file & kUserInThenOut) return FrameKind::Library;
+  if ((file & kUserOut) && k == FrameKind::User) return FrameKind::Library;
+  return k;
 }
 
 }  // namespace
@@ -93,19 +147,8 @@ UserCode UserCode::parse(std::string_view list) {
 
 FrameKind classify_frame(std::string_view name, std::string_view filename,
                          const UserCode& user_code) {
-  FrameKind k;
-  if (is_python_file(filename))
-    k = is_library_python(filename) ? FrameKind::Library : FrameKind::User;
-  else
-    k = is_internal_native(name, filename) ? FrameKind::Internal : FrameKind::Native;
-  for (const std::string& p : user_code.patterns) {
-    bool narrow = p.starts_with('!');
-    std::string_view pat = narrow ? std::string_view(p).substr(1) : std::string_view(p);
-    if (!contains(filename, pat)) continue;
-    if (narrow && k == FrameKind::User) k = FrameKind::Library;
-    if (!narrow) k = FrameKind::User;
-  }
-  return k;
+  uint8_t file = file_bits(filename, user_code);
+  return kind_of(file, !(file & kPython) && is_internal_name(name));
 }
 
 int site_index(std::span<const FrameKind> kinds) {
@@ -125,27 +168,44 @@ std::string frame_label(std::string_view name, std::string_view filename, int64_
   return out;
 }
 
-std::unordered_map<std::string, FrameKind> frame_label_kinds(const Snapshot& snap,
-                                                             const UserCode& user_code) {
-  std::unordered_map<std::string, FrameKind> out;
-  for (FrameId f = 0; f < snap.frames.frame_count(); ++f) {
-    const Frame& fr = snap.frames.frame(f);
-    std::string_view name = snap.str(fr.name), file = snap.str(fr.filename);
-    out.emplace(frame_label(name, file, fr.line), classify_frame(name, file, user_code));
-  }
-  return out;
+void FrameLabelKinds::add(const Snapshot& snap, const UserCode& user_code) {
+  FrameClassifier fc(snap, user_code);
+  for (FrameId f = 0; f < snap.frames.frame_count(); ++f)
+    kinds_.try_emplace(fc.frame_key(f), fc.kind(f));
+}
+
+void FrameLabelKinds::add(std::string_view label, FrameKind kind) {
+  if (!find(label)) owned_.emplace(std::string(label), kind);
+}
+
+std::optional<FrameKind> FrameLabelKinds::find(std::string_view label) const {
+  if (auto it = kinds_.find(label); it != kinds_.end()) return it->second;
+  if (auto it = owned_.find(label); it != owned_.end()) return it->second;
+  return std::nullopt;
 }
 
 FrameClassifier::FrameClassifier(const Snapshot& snap, UserCode user_code)
-    : snap_(snap), user_code_(std::move(user_code)), kinds_(snap.frames.frame_count(), 0) {}
+    : snap_(snap),
+      user_code_(std::move(user_code)),
+      kinds_(snap.frames.frame_count(), 0),
+      file_bits_(snap.strings.size(), 0),
+      name_bits_(snap.strings.size(), 0) {}
 
 FrameKind FrameClassifier::kind(FrameId f) const {
   uint8_t& k = kinds_[f];
   if (!k) {
+    // The facts of each name and file are found once, however many frames
+    // share them.
     const Frame& fr = snap_.frames.frame(f);
-    k = static_cast<uint8_t>(
-            classify_frame(snap_.str(fr.name), snap_.str(fr.filename), user_code_)) +
-        1;
+    uint8_t& file = file_bits_[fr.filename];
+    if (!file) file = file_bits(snap_.str(fr.filename), user_code_);
+    bool internal_name = false;
+    if (!(file & kPython)) {
+      uint8_t& name = name_bits_[fr.name];  // 1: plain, 2: plumbing
+      if (!name) name = is_internal_name(snap_.str(fr.name)) ? 2 : 1;
+      internal_name = name == 2;
+    }
+    k = static_cast<uint8_t>(kind_of(file, internal_name)) + 1;
   }
   return static_cast<FrameKind>(k - 1);
 }
@@ -162,8 +222,8 @@ std::optional<FrameId> FrameClassifier::site(StackId s) const {
 // A stack of native plumbing only (the autograd engine's thread records no
 // Python frames): named by the autograd node and the operator, innermost
 // first, when the stack has them.
-std::string FrameClassifier::plumbing_label(StackId s) const {
-  std::string node, op;
+Label FrameClassifier::plumbing_label(StackId s) const {
+  std::string_view node, op;
   for (FrameId id : snap_.frames.stack(s)) {
     std::string_view name = snap_.str(snap_.frames.frame(id).name);
     name = name.substr(0, name.find('('));
@@ -179,17 +239,39 @@ std::string FrameClassifier::plumbing_label(StackId s) const {
       if (rest != "details") node = rest;  // helpers: the node is further out
     }
   }
-  if (!node.empty()) return "<backward: " + node + (op.empty() ? "" : ", op " + op) + ">";
-  if (!op.empty()) return "<op " + op + ", no Python frames>";
-  return "<only allocator and interpreter frames>";
+  Label l;
+  if (!node.empty()) {
+    l.add("<backward: ").add(node);
+    if (!op.empty()) l.add(", op ").add(op);
+    return l.add(">");
+  }
+  if (!op.empty()) return l.add("<op ").add(op).add(", no Python frames>");
+  return l.add("<only allocator and interpreter frames>");
 }
 
-std::string FrameClassifier::site_label(StackId s) const {
-  if (snap_.frames.stack(s).empty()) return "<no stack recorded>";
+Label FrameClassifier::frame_key(FrameId f) const {
+  const Frame& fr = snap_.frames.frame(f);
+  std::string_view file = snap_.str(fr.filename), name = snap_.str(fr.name);
+  auto [base, added] = base_.try_emplace(fr.filename, Base{0, 0});
+  if (added) {
+    auto slash = file.find_last_of("/\\");
+    base->second.at = slash == std::string_view::npos ? 0 : slash + 1;
+    base->second.hash = Label::hash_text(file.substr(base->second.at));
+  }
+  auto [nh, named] = name_hash_.try_emplace(fr.name, 0);
+  if (named) nh->second = Label::hash_text(name);
+  Label l;
+  return l.add(file.substr(base->second.at), base->second.hash)
+      .add(":")
+      .add(fr.line)
+      .add(":")
+      .add(name, nh->second);
+}
+
+Label FrameClassifier::site_key(StackId s) const {
+  if (snap_.frames.stack(s).empty()) return Label().add("<no stack recorded>");
   auto f = site(s);
-  if (!f) return plumbing_label(s);
-  const Frame& fr = snap_.frames.frame(*f);
-  return frame_label(snap_.str(fr.name), snap_.str(fr.filename), fr.line);
+  return f ? frame_key(*f) : plumbing_label(s);
 }
 
 std::string FrameClassifier::describe(StackId s, size_t max_frames) const {
@@ -197,10 +279,7 @@ std::string FrameClassifier::describe(StackId s, size_t max_frames) const {
   std::vector<FrameKind> kinds(frames.size());
   for (size_t i = 0; i < frames.size(); ++i) kinds[i] = kind(frames[i]);
   if (site_index(kinds) < 0) return site_label(s);
-  return describe_kinds(kinds, max_frames, [&](size_t i) {
-    const Frame& fr = snap_.frames.frame(frames[i]);
-    return frame_label(snap_.str(fr.name), snap_.str(fr.filename), fr.line);
-  });
+  return describe_kinds(kinds, max_frames, [&](size_t i) { return frame_key(frames[i]).text(); });
 }
 
 std::string describe_kinds(std::span<const FrameKind> kinds, size_t max_frames,

@@ -197,7 +197,7 @@ void growth_of(LeakReport& rep, const FrameClassifier& fc, const replay::Result&
   for (const LeakSite& s : rep.sites)
     if (shown.size() < kMaxSeries) shown.push_back(s.site);
   const size_t leaking = shown.size();
-  for (const SiteStat& s : group_sites(fc, rr, its.starts.back() - 1).sites) {
+  for (const SiteStat& s : group_sites(fc, rr, its.starts.back() - 1, kMaxSeries).sites) {
     if (shown.size() >= kMaxSeries) break;
     if (std::find(shown.begin(), shown.end(), s.site) == shown.end()) shown.push_back(s.site);
   }

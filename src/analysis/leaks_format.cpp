@@ -5,6 +5,7 @@
 #include "analysis/report_text.h"
 #include "memsight/leaks.h"
 #include "util/escape.h"
+#include "util/lines.h"
 
 namespace memsight {
 namespace {
@@ -60,14 +61,15 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
   out += "Device " + num(r.device) + " - " + count_text(static_cast<int64_t>(r.entries)) +
          " trace entries; " + source_text(fc, r.iterations) + '\n';
   if (r.verdict != "leak") {
-    out += wrapped(r.message, "  ");
+    out += wrap_words(r.message, "  ");
     if (r.verdict == "none")
-      out += wrapped(
+      out += wrap_words(
           "Memory made once and kept (weights, optimizer state, a cache that fills up and then "
           "stays) and memory one iteration keeps for the next are not leaks.",
           "  ");
   } else {
-    out += wrapped("LEAK: " + size_text(r.bytes_per_iteration) +
+    out +=
+        wrap_words("LEAK: " + size_text(r.bytes_per_iteration) +
                        " more stays allocated after each iteration: allocations made in the " +
                        num(r.measured) +
                        " iterations checked that are still live at the end of the trace, from "
@@ -99,7 +101,7 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
         "Look for where its result is kept past the iteration (a list, a dict, an attribute, a "
         "global): keep loss.item() or tensor.detach() instead of the tensor, or clear the "
         "container.";
-    out += wrapped(fix, "  ");
+    out += wrap_words(fix, "  ");
   }
   if (!r.growth.empty() && r.growth[0].live.size() >= 2) {
     const auto& live = r.growth[0].live;

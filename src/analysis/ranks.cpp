@@ -22,7 +22,7 @@ int64_t int_of(const PyValue* d, std::string_view key) {
 
 std::string str_of(const PyValue* d, std::string_view key) {
   const PyValue* v = d ? d->get(key) : nullptr;
-  return v && v->kind == PyValue::Kind::Str ? v->s : std::string();
+  return v && v->kind == PyValue::Kind::Str ? v->s.str() : std::string();
 }
 
 RankOrigin read_origin(const Snapshot& snap) {
@@ -180,14 +180,17 @@ RankSummary summarize_rank(const Snapshot& snap, const std::string& path,
   }
   for (const std::string& k : snap.top_keys)
     if (k.rfind("memsight_", 0) != 0) r.layout += (r.layout.empty() ? "" : ",") + k;
-  Summary s =
-      summarize(snap, {.user_code = user_code, .empty_devices = false, .top_sites = kRankSites});
-  r.devices = s.devices.size();
+  Summary s = summarize(snap, {.user_code = user_code, .top_sites = kRankSites});
+  // The busiest device: alike devices are one group, named by its first.
   const DeviceSummary* d = nullptr;
-  for (const DeviceSummary& ds : s.devices)
+  for (size_t g = 0; g < s.devices.size(); ++g) {
+    const DeviceSummary& ds = s.devices[g];
+    if (ds.entries == 0 && ds.segments_now == 0) continue;
+    for (auto [first, last] : s.members[g]) r.devices += static_cast<size_t>(last - first) + 1;
     if (!d || ds.peak_reserved > d->peak_reserved ||
         (ds.peak_reserved == d->peak_reserved && ds.entries > d->entries))
       d = &ds;
+  }
   r.device_total = r.origin.device_total;
   if (!d) return r;
   r.device = d->device;

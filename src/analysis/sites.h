@@ -11,12 +11,15 @@
 namespace memsight {
 
 struct SiteGroups {
-  std::vector<SiteStat> sites;  // largest first
+  std::vector<SiteStat> sites;  // the largest `keep`, largest first
+  size_t total = 0;             // sites in all
   int64_t before_bytes = 0, before_count = 0;
 };
 
 // Blocks allocated (not yet free_requested) after trace entry `event`
-// (-1: before the first entry).
-SiteGroups group_sites(const FrameClassifier& fc, const replay::Result& rr, int64_t event);
+// (-1: before the first entry). Only the `keep` largest sites are labelled
+// and returned (ties: by label).
+SiteGroups group_sites(const FrameClassifier& fc, const replay::Result& rr, int64_t event,
+                       size_t keep);
 
 }  // namespace memsight

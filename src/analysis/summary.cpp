@@ -4,11 +4,13 @@
 #include "memsight/summary.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "analysis/classify.h"
 #include "analysis/oom_diagnosis.h"
 #include "analysis/replay.h"
 #include "analysis/sites.h"
+#include "analysis/summary_json.h"
 #include "analysis/whatif.h"
 
 namespace memsight {
@@ -113,9 +115,8 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
   ds.history_wrapped =
       flag_known ? (flag_overflow ? "yes" : "no") : (ds.orphan_frees ? "possibly" : "no");
   judge_exactness(rr, ds);
-  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event);
-  ds.sites_total = static_cast<int64_t>(g.sites.size());
-  if (g.sites.size() > in.top_sites) g.sites.resize(in.top_sites);
+  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event, in.top_sites);
+  ds.sites_total = static_cast<int64_t>(g.total);
   ds.top_sites = std::move(g.sites);
   ds.before_recording_bytes = g.before_bytes;
   ds.before_recording_count = g.before_count;
@@ -155,7 +156,7 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     o.stack = t.stack[r];
     o.site = o.stack ? in.fc.describe(o.stack, 3) : "";
     // The live site that holds most at the OOM: what to checkpoint or shrink.
-    SiteGroups at = group_sites(in.fc, rr, st.event);
+    SiteGroups at = group_sites(in.fc, rr, st.event, 1);
     diagnose_oom(o, at.sites.empty() ? SiteStat{} : at.sites.front(), in.cfg.expandable_segments);
     // What kind of memory held it; when the verdict is demand, that is the
     // first thing to change.
@@ -197,31 +198,39 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   size_t ndev = snap.device_count();
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && s.device < 1024) ndev = std::max(ndev, static_cast<size_t>(s.device + 1));
-  std::vector<uint32_t> segments_of(ndev);
-  for (const Segment& s : snap.segments)
-    if (s.device >= 0 && static_cast<size_t>(s.device) < segments_of.size())
-      ++segments_of[s.device];
   sum.devices_listed = ndev;
   sum.input_notes = snapshot_input_notes(snap);
   alloc::Settings cfg = alloc::Settings::recorded(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
   const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags, opts.top_sites};
+  // Devices are alike when their JSON (device number aside) and the time of
+  // their first entry (from which the text counts) are the same; each group
+  // keeps one summary, however many devices the snapshot lists.
+  std::unordered_map<std::string, size_t> group_of;
+  std::string key;
   for (size_t d = 0; d < ndev; ++d) {
-    uint32_t begin = 0, end = 0;
-    if (d < snap.device_count()) std::tie(begin, end) = snap.device_rows(d);
-    // Every empty device summarises alike: without empty_devices, the first
-    // is kept as the template and the others are skipped.
-    const bool empty = begin == end && segments_of[d] == 0;
-    if (!opts.empty_devices && empty) {
-      if (!sum.empty_device) {
-        sum.empty_device = summarize_device(in, d);
-        sum.empty_device->device = -1;
-      }
-      continue;
-    }
     DeviceSummary ds = summarize_device(in, d);
     sum.total_entries += ds.entries;
+    const int dev = ds.device;
+    if (opts.group_alike) {
+      key.clear();
+      ds.device = 0;
+      device_json(key, fc, ds);
+      ds.device = dev;
+      if (ds.entries) key += std::to_string(snap.trace.time_us[snap.device_rows(d).first]);
+      auto it = group_of.find(key);
+      if (it != group_of.end()) {
+        auto& ranges = sum.members[it->second];
+        if (ranges.back().second == dev - 1)
+          ranges.back().second = dev;
+        else
+          ranges.emplace_back(dev, dev);
+        continue;
+      }
+      group_of.emplace(key, sum.devices.size());
+    }
     sum.devices.push_back(std::move(ds));
+    sum.members.push_back({{dev, dev}});
   }
   return sum;
 }

@@ -1,10 +1,9 @@
-// summary_text / summary_json. Events are named by their trace entry index
-// within the device's trace ("trace entry 205"), as `memsight trace`, the page
-// and the JSON number them.
+// summary_text. Events are named by their trace entry index within the
+// device's trace ("trace entry 205"), as `memsight trace`, the page and the
+// JSON number them.
 #include <cstdio>
 
 #include "analysis/classify.h"
-#include "analysis/report_text.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
@@ -33,107 +32,42 @@ std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, in
 void all_frames(std::string& out, const FrameClassifier& fc, StackId stack, const char* indent) {
   const Snapshot& snap = fc.snapshot();
   for (FrameId id : snap.frames.stack(stack)) {
-    const Frame& f = snap.frames.frame(id);
     char tag[16];
     std::snprintf(tag, sizeof tag, "%-9s", std::string(frame_kind_name(fc.kind(id))).c_str());
     out += indent;
     out += tag;
-    out += frame_label(snap.str(f.name), snap.str(f.filename), f.line);
+    fc.frame_key(id).append_to(out);
     out += '\n';
   }
 }
 
-std::string num(int64_t v) { return std::to_string(v); }
-
-void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummary& d) {
-  char frag[32];
-  std::snprintf(frag, sizeof frag, "%.6f", d.fragmentation);
-  out += "{\"device\":" + std::to_string(d.device) + ",\"entries\":" + std::to_string(d.entries) +
-         ",\"peak_allocated\":" + num(d.peak_allocated) +
-         ",\"peak_allocated_event\":" + num(d.peak_allocated_event) +
-         ",\"peak_allocated_time_us\":" + num(d.peak_allocated_time_us) +
-         ",\"peak_active\":" + num(d.peak_active) +
-         ",\"peak_active_event\":" + num(d.peak_active_event) +
-         ",\"peak_active_time_us\":" + num(d.peak_active_time_us) +
-         ",\"peak_reserved\":" + num(d.peak_reserved) +
-         ",\"peak_reserved_event\":" + num(d.peak_reserved_event) +
-         ",\"peak_reserved_time_us\":" + num(d.peak_reserved_time_us) +
-         ",\"peak_requested\":" + num(d.peak_requested) +
-         ",\"allocated_now\":" + num(d.allocated_now) + ",\"active_now\":" + num(d.active_now) +
-         ",\"requested_now\":" + num(d.requested_now) + ",\"reserved_now\":" + num(d.reserved_now) +
-         ",\"segments_now\":" + num(d.segments_now) + ",\"free_now\":" + num(d.free_now) +
-         ",\"free_blocks_now\":" + num(d.free_blocks_now) +
-         ",\"largest_free_now\":" + num(d.largest_free_now) + ",\"fragmentation\":" + frag +
-         ",\"orphan_frees\":" + num(d.orphan_frees) + ",\"history_wrapped\":";
-  append_json_string(out, d.history_wrapped);
-  out += std::string(",\"exact\":") + (d.exact ? "true" : "false") + ",\"exactness\":";
-  append_json_string(out, d.exactness);
-  out += ",\"before_recording\":{\"bytes\":" + num(d.before_recording_start_bytes) +
-         ",\"count\":" + num(d.before_recording_start_count) +
-         ",\"bytes_at_peak\":" + num(d.before_recording_bytes) +
-         ",\"count_at_peak\":" + num(d.before_recording_count) + "}";
-  out += ",\"sites_total\":" + num(d.sites_total) + ",\"top_sites\":[";
-  for (size_t i = 0; i < d.top_sites.size(); ++i) {
-    const SiteStat& site = d.top_sites[i];
-    if (i) out += ',';
-    out += "{\"bytes\":" + num(site.bytes) + ",\"count\":" + num(site.count) + ",\"site\":";
-    append_json_string(out, site.site);
-    out += ",\"site_kind\":\"";
-    out += frame_kind_name(site.kind);
-    out += "\",\"stack\":";
-    append_json_string(out, fc.describe(site.stack));
-    out += ",\"frames\":";
-    json_stack(out, fc, site.stack);
-    out += '}';
+// "Device 3", or for a group of alike devices "Devices 0-7, 9 (9 alike)":
+// at most 8 ranges are named.
+std::string devices_named(int device, const std::vector<std::pair<int, int>>& ranges) {
+  size_t count = 0;
+  for (auto [a, b] : ranges) count += static_cast<size_t>(b - a) + 1;
+  if (count <= 1) return "Device " + std::to_string(device);
+  std::string out = "Devices ";
+  constexpr size_t kNamed = 8;
+  for (size_t i = 0; i < ranges.size() && i < kNamed; ++i) {
+    auto [a, b] = ranges[i];
+    if (i) out += ", ";
+    out += std::to_string(a);
+    if (b > a) out += (b == a + 1 ? ", " : "-") + std::to_string(b);
   }
-  out += "],\"ooms\":[";
-  for (size_t i = 0; i < d.ooms.size(); ++i) {
-    const OomReport& o = d.ooms[i];
-    if (i) out += ',';
-    out += "{\"event\":" + num(o.event) + ",\"time_us\":" + num(o.time_us) +
-           ",\"requested\":" + num(o.requested) + ",\"pool\":\"" + o.pool +
-           "\",\"device_free\":" + num(o.device_free) + ",\"device_total\":" + num(o.device_total) +
-           ",\"limit\":" + num(o.limit) + ",\"allocated\":" + num(o.allocated) +
-           ",\"active\":" + num(o.active) + ",\"reserved\":" + num(o.reserved) +
-           ",\"cached_free\":" + num(o.cached_free) + ",\"largest_free\":" + num(o.largest_free) +
-           ",\"largest_free_in_pool\":" + num(o.largest_free_pool) +
-           ",\"releasable\":" + num(o.releasable) + ",\"verdict\":";
-    append_json_string(out, o.verdict);
-    out += ",\"causes\":";
-    json_strings(out, o.causes);
-    out += ",\"explanation\":";
-    append_json_string(out, o.explanation);
-    out += ",\"remedies\":";
-    json_strings(out, o.remedies);
-    out += ",\"simulated\":";
-    append_json_string(out, o.simulated);
-    out += ",\"site\":";
-    append_json_string(out, o.site);
-    out += ",\"frames\":";
-    json_stack(out, fc, o.stack);
-    out += ",\"categories\":";
-    append_category_view_json(out, o.categories);
-    out += '}';
-  }
-  out += "],\"categories\":{\"sources\":";
-  append_category_sources_json(out, d.category_sources);
-  out += ",\"at_peak\":";
-  append_category_view_json(out, d.categories_peak);
-  out += ",\"at_snapshot\":";
-  append_category_view_json(out, d.categories_now);
-  out += "}}";
+  if (ranges.size() > kNamed) out += ", ...";
+  return out + " (" + std::to_string(count) + " alike)";
 }
 
 }  // namespace
 
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all) {
   std::string out;
-  if (s.devices.empty()) return "The snapshot has no segments and no trace: nothing to report.\n";
   FrameClassifier fc(snap, UserCode{s.user_code});
-  if (!s.input_notes.empty()) out += s.input_notes.text("input: ") + '\n';
-  for (const DeviceSummary& d : s.devices) {
+  for (size_t g = 0; g < s.devices.size(); ++g) {
+    const DeviceSummary& d = s.devices[g];
     if (d.entries == 0 && d.segments_now == 0) continue;
-    out += "Device " + std::to_string(d.device) + " - " + std::to_string(d.entries) +
+    out += devices_named(d.device, s.members[g]) + " - " + std::to_string(d.entries) +
            " trace entries, " + std::to_string(d.segments_now) + " segments\n";
     out += "  peak allocated  " + sz(d.peak_allocated) + ", " +
            when(snap, d, d.peak_allocated_event, d.peak_allocated_time_us) + "\n";
@@ -212,37 +146,8 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
     }
     out += '\n';
   }
-  return out;
-}
-
-std::string summary_json(const Snapshot& snap, const Summary& s, bool every_device) {
-  FrameClassifier fc(snap, UserCode{s.user_code});
-  std::string out = "{\"total_entries\":" + std::to_string(s.total_entries) +
-                    ",\"event_numbering\":\"trace entry index within the device's trace\"" +
-                    ",\"user_code\":";
-  json_strings(out, s.user_code);
-  out += ",\"input_notes\":" + s.input_notes.json();
-  out += ",\"devices\":[";
-  if (every_device && s.empty_device) {
-    // The devices left out of the Summary, in their places, from its template.
-    DeviceSummary empty = *s.empty_device;
-    size_t next = 0;
-    for (size_t d = 0; d < s.devices_listed; ++d) {
-      if (d) out += ',';
-      if (next < s.devices.size() && s.devices[next].device == static_cast<int>(d)) {
-        device_json(out, fc, s.devices[next++]);
-      } else {
-        empty.device = static_cast<int>(d);
-        device_json(out, fc, empty);
-      }
-    }
-  } else {
-    for (size_t i = 0; i < s.devices.size(); ++i) {
-      if (i) out += ',';
-      device_json(out, fc, s.devices[i]);
-    }
-  }
-  out += "]}\n";
+  if (out.empty()) out = "The snapshot has no segments and no trace: nothing to report.\n";
+  if (!s.input_notes.empty()) out = s.input_notes.text("input: ") + '\n' + out;
   return out;
 }
 

@@ -21,10 +21,6 @@ int cmd_summary(const std::vector<std::string>& argv) {
                                      {.flag = json ? "--json" : nullptr}) == "json";
   SummaryOptions opts;
   opts.user_code = UserCode::parse(a.get("--user-code"));
-  // Devices with no trace entries and no segments are summarised once, not
-  // each (a snapshot may list 100,000 of them): the text skips them and the
-  // JSON lists them in their places from that one summary.
-  opts.empty_devices = false;
   Snapshot snap = load(a.positional[0]);
   Summary s = summarize(snap, opts);
   write_output(out, as_json ? summary_json(snap, s) : summary_text(snap, s, frames == "all"));

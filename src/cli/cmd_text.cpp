@@ -16,14 +16,17 @@ std::string flamegraph_format(const std::string& command, const std::string& out
   return out == "-" ? "folded" : output_format(command, out, {"svg", "folded", "text"}, "svg");
 }
 
+// The frames' kinds colour the SVG only, so they are found only for it (a
+// label per frame).
+template <class Kinds>
 void write_flamegraph(const Folded& folded, const std::string& out, const std::string& format,
-                      const std::string& title, std::unordered_map<std::string, FrameKind> kinds) {
+                      const std::string& title, Kinds kinds) {
   if (format != "svg") {
     write_output(out, folded.text);
   } else {
     FlamegraphOptions opts;
     opts.title = title;
-    opts.frame_kinds = std::move(kinds);
+    kinds(opts.frame_kinds);
     write_output(out, render_flamegraph_svg(folded, opts));
   }
   if (out != "-") std::fprintf(stderr, "wrote %s\n", out.c_str());
@@ -51,7 +54,7 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
   write_flamegraph(folded, out, format,
                    name == "segments" ? "Segments (reserved memory by segment and stack)"
                                       : "Memory (allocator blocks by stack)",
-                   frame_label_kinds(snap));
+                   [&](FrameLabelKinds& k) { k.add(snap); });
   return 0;
 }
 
@@ -68,10 +71,11 @@ int cmd_compare(const std::vector<std::string>& argv) {
     std::fputs(c.stdout_text.c_str(), stderr);
   else
     write_stdout(c.stdout_text);
-  auto kinds = frame_label_kinds(after);
-  kinds.merge(frame_label_kinds(before));
   write_flamegraph(Folded{c.folded, c.folded_lines}, out, format, "Segments only in one snapshot",
-                   std::move(kinds));
+                   [&](FrameLabelKinds& k) {
+                     k.add(after);
+                     k.add(before);
+                   });
   return 0;
 }
 

@@ -270,6 +270,7 @@ void Unpickler::convert_node(Val container, Val compact) {
 }
 
 void Unpickler::append_items(Node& list, const Val* v, size_t n) {
+  if (list.gets) ++shared_changes_;
   size_t i = 0;
   if (list.items.empty()) {
     // Extend the row range while the items are the next rows.
@@ -293,6 +294,7 @@ void Unpickler::append_items(Node& list, const Val* v, size_t n) {
 void Unpickler::add_pairs(Node& d, const Val* kv, size_t n) {
   // Later keys replace earlier equal ones, as in a Python dict. Only scalar
   // keys can be compared cheaply; small dicts are checked, big ones trusted.
+  if (d.gets) ++shared_changes_;
   for (size_t i = 0; i + 1 < n; i += 2) {
     bool replaced = false;
     if (d.items.size() <= 64) {

@@ -183,6 +183,10 @@ class Unpickler {
   const std::string& bytes_at(Val v) const { return blobs_[v.idx()]; }
   const std::string& big_at(Val v) const { return blobs_[v.idx()]; }
   uint64_t offset() const;  // byte offset of the next unread byte
+  // Counts changes to containers that were read through the memo (and so
+  // may be held elsewhere too): a copy of one made before the count moved
+  // may be out of date.
+  uint64_t shared_changes() const { return shared_changes_; }
 
  private:
   [[noreturn]] void fail(const std::string& what) const;
@@ -338,6 +342,7 @@ class Unpickler {
   std::unordered_map<uint64_t, Val> sparse_memo_;
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_nodes_;
+  uint64_t shared_changes_ = 0;
   std::vector<double> floats_;
   std::vector<std::string> blobs_;  // bytes and big ints
 

@@ -161,8 +161,8 @@ std::string diff_svg(const SnapshotDiff& d) {
   FlamegraphOptions opts;
   opts.title = "What changed: grew (red) and shrank (blue), by allocation stack";
   opts.difference = true;
-  opts.frame_kinds = d.after.frame_kinds;
-  for (const auto& [name, kind] : d.before.frame_kinds) opts.frame_kinds.emplace(name, kind);
+  for (const DiffMoment* m : {&d.after, &d.before})
+    for (const auto& [name, kind] : m->frame_kinds) opts.frame_kinds.add(name, kind);
   return render_flamegraph_svg(diff_folded(d), opts);
 }
 

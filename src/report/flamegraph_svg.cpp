@@ -53,6 +53,8 @@
 
 #include "memsight/error.h"
 #include "memsight/flamegraph.h"
+#include "memsight/input_limits.h"
+#include "memsight/label.h"
 #include "util/escape.h"
 #include "util/float_chars.h"
 #include "util/lines.h"
@@ -342,15 +344,14 @@ double unit(uint64_t h, int shift) {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
-Rgb frame_color(std::string_view name, bool root,
-                const std::unordered_map<std::string, FrameKind>& kinds) {
+Rgb frame_color(std::string_view name, bool root, const FrameLabelKinds& kinds) {
   if (root) return {185, 185, 195};
   if (!kinds.empty()) {
-    auto it = kinds.find(std::string(name));
-    if (it != kinds.end() && it->second != FrameKind::User) {
+    auto kind = kinds.find(name);
+    if (kind && *kind != FrameKind::User) {
       uint64_t h = name_hash(name);
       int j = static_cast<int>(20 * unit(h, 0));
-      switch (it->second) {
+      switch (*kind) {
         case FrameKind::Library:
           return {225 + j / 2, 205 + j / 2, 150 + j};
         case FrameKind::Internal:
@@ -390,10 +391,10 @@ Rgb frame_color(std::string_view name, bool root,
 // A difference graph's frames (FlamegraphOptions::difference): reds under "grew", blues
 // under "shrank"; the user's frames (and frames of no known kind) deep, the others pale.
 Rgb difference_color(std::string_view name, bool grew, bool family_root,
-                     const std::unordered_map<std::string, FrameKind>& kinds) {
+                     const FrameLabelKinds& kinds) {
   if (family_root) return grew ? Rgb{215, 60, 60} : Rgb{60, 100, 215};
-  auto it = kinds.find(std::string(name));
-  const bool pale = it != kinds.end() && it->second != FrameKind::User;
+  const auto kind = kinds.find(name);
+  const bool pale = kind && *kind != FrameKind::User;
   const int j = static_cast<int>(30 * unit(name_hash(name), 0));
   if (grew) return pale ? Rgb{240, 175 + j, 165 + j} : Rgb{225 + j / 3, 85 + j, 75 + j};
   return pale ? Rgb{170 + j, 190 + j, 240} : Rgb{85 + j, 125 + j, 225 + j / 3};
@@ -615,7 +616,9 @@ std::string render_samples(std::vector<Sample> samples, const FlamegraphOptions&
     const double x = kPad + static_cast<double>(start) * scale;
     const double y = kTop + n.depth * kRow;
     size_t cps = 0;
-    const std::string name = clean_utf8(n.name, &cps);
+    // A frame name past kNameLimit bytes is cut, saying how much (one long
+    // file name in every frame would otherwise repeat in every node).
+    const std::string name = clean_utf8(cut_name(n.name), &cps);
     if (n.depth == 1) grew = n.name == "grew";
     const Rgb c = opts.difference && n.depth > 0
                       ? difference_color(n.name, grew, n.depth == 1, opts.frame_kinds)

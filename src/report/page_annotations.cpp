@@ -14,7 +14,9 @@ struct Mark {
 };
 
 int64_t as_int(const PyValue* v) { return v && v->kind == PyValue::Kind::Int ? v->i : -1; }
-std::string as_str(const PyValue* v) { return v && v->kind == PyValue::Kind::Str ? v->s : ""; }
+std::string as_str(const PyValue* v) {
+  return v && v->kind == PyValue::Kind::Str ? v->s.str() : "";
+}
 
 }  // namespace
 

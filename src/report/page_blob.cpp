@@ -52,29 +52,15 @@ DeviceLoad device_load(const Snapshot& snap) {
   return load;
 }
 
-// Drops the per-device reports of devices the page does not hold (`keep`).
-template <class PerDevice>
-void keep_devices(std::vector<PerDevice>& reports, std::vector<size_t> keep) {
+// `memsight leaks --json` of the devices the page holds (`keep`), names cut
+// as in the tables.
+std::string page_leaks(const Snapshot& snap, const UserCode& user_code, std::vector<size_t> keep) {
+  Leaks leaks = find_leaks(snap, user_code);
   std::sort(keep.begin(), keep.end());
-  std::erase_if(reports, [&](const PerDevice& d) {
+  std::erase_if(leaks.devices, [&](const LeakReport& d) {
     return d.device < 0 ||
            !std::binary_search(keep.begin(), keep.end(), static_cast<size_t>(d.device));
   });
-}
-
-// The summary of the devices the page holds (`keep`).
-Summary page_summary(const Snapshot& snap, const UserCode& user_code,
-                     const std::vector<size_t>& keep) {
-  Summary s = summarize(snap, {.user_code = user_code, .empty_devices = false});
-  keep_devices(s.devices, keep);
-  return s;
-}
-
-// `memsight leaks --json` of the devices the page holds, names cut as in the tables.
-std::string page_leaks(const Snapshot& snap, const UserCode& user_code,
-                       const std::vector<size_t>& keep) {
-  Leaks leaks = find_leaks(snap, user_code);
-  keep_devices(leaks.devices, keep);
   std::string json = report::cut_json_strings(leaks_json(snap, leaks), kNameLimit);
   while (!json.empty() && json.back() == '\n') json.pop_back();
   return json;
@@ -105,6 +91,32 @@ std::vector<size_t> page_devices(const Snapshot& snap, int device) {
   std::sort(used.begin(), used.end());
   used.insert(used.begin(), first);
   return used;
+}
+
+std::string page_summary_json(const Snapshot& snap, Summary s, std::vector<size_t> devices) {
+  std::sort(devices.begin(), devices.end());
+  // Each group keeps the devices of its that the page holds (a group of
+  // 100,000 alike devices keeps at most kPageDevices); groups with none go.
+  size_t kept = 0;
+  for (size_t g = 0; g < s.devices.size(); ++g) {
+    std::vector<std::pair<int, int>> ranges;
+    for (auto [a, b] : s.members[g])
+      for (auto it = std::lower_bound(devices.begin(), devices.end(), static_cast<size_t>(a));
+           it != devices.end() && *it <= static_cast<size_t>(b); ++it) {
+        const int d = static_cast<int>(*it);
+        if (!ranges.empty() && ranges.back().second == d - 1)
+          ranges.back().second = d;
+        else
+          ranges.emplace_back(d, d);
+      }
+    if (ranges.empty()) continue;
+    if (kept != g) s.devices[kept] = std::move(s.devices[g]);
+    s.devices[kept].device = ranges.front().first;
+    s.members[kept++] = std::move(ranges);
+  }
+  s.devices.resize(kept);
+  s.members.resize(kept);
+  return summary_json(snap, s, DeviceListing::Page);
 }
 
 size_t devices_with_data(const Snapshot& snap) {
@@ -138,15 +150,15 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   std::vector<size_t> packed = page_devices(snap, opts.device);
   const size_t default_device = packed.front();
   // The overview shows `memsight summary` of the devices the page holds;
-  // callers that computed it pass it in. Names are cut as in the tables.
-  // First, with the leaks, so that their replays' memory is free again
-  // before the page's data is built (the standalone viewer's engine has at
-  // most 4 GiB).
-  std::string summary = report::cut_json_strings(
+  // callers that computed it pass it in. Its names are cut already, piece
+  // by piece (a site joins a cut name to a file and line: cut again as a
+  // whole, it would lose the length the first cut said). First, with the
+  // leaks, so that their replays' memory is free again before the page's
+  // data is built (the standalone viewer's engine has at most 4 GiB).
+  std::string summary =
       opts.summary_json.empty()
-          ? summary_json(snap, page_summary(snap, opts.user_code, packed), /*every_device=*/false)
-          : opts.summary_json,
-      kNameLimit);
+          ? page_summary_json(snap, summarize(snap, {.user_code = opts.user_code}), packed)
+          : opts.summary_json;
   phase("summary");
   // The leaks view shows `memsight leaks --json`.
   std::string leaks = page_leaks(snap, opts.user_code, packed);
@@ -158,12 +170,14 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   PageTables tables(snap, opts.user_code);
   std::vector<size_t> in_order = packed;
   std::sort(in_order.begin(), in_order.end());
+  report::DeviceColumns columns(packer, in_order.size());
   std::string devices = "[";
   for (size_t d : in_order) {
     if (devices.size() > 1) devices += ',';
-    devices += pack_device(packer, tables, snap, ann, d, phase);
+    devices += pack_device(columns, tables, snap, ann, d, phase);
   }
   devices += ']';
+  columns.finish();
   tables.pack(packer);
   phase("page data");
 
@@ -186,31 +200,38 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   }
   top_keys += ']';
 
-  std::string meta = JsonObject()
-                         .str("title", title)
-                         .str("view", view)
-                         .str("generator", "memsight 0.1.0")
-                         .str("sourceName", opts.source_name)
-                         .num("sourceBytes", static_cast<double>(opts.source_bytes))
-                         .num("defaultDevice", static_cast<double>(default_device))
-                         .num("deviceCount", static_cast<double>(ann.devices))
-                         .num("devicesWithData", static_cast<double>(devices_with_data(snap)))
-                         .raw("devices", devices)
-                         .raw("streams", streams)
-                         .raw("settings", settings)
-                         .raw("summary", summary)
-                         .raw("leaks", leaks)
-                         .num("entries", static_cast<double>(snap.trace.rows()))
-                         .num("segments", static_cast<double>(snap.segments.size()))
-                         .num("blocks", static_cast<double>(snap.blocks.size()))
-                         .num("annotations", std::stod(annotations))
-                         .num("strings", static_cast<double>(tables.strings()))
-                         .num("frames", static_cast<double>(tables.frames()))
-                         .num("stacks", static_cast<double>(tables.stacks()))
-                         .boolean("legacy", snap.legacy_segment_list)
-                         .raw("topKeys", top_keys)
-                         .done();
+  std::string meta =
+      JsonObject()
+          .reserve(devices.size() + summary.size() + leaks.size() + settings.size() + 4096)
+          .str("title", title)
+          .str("view", view)
+          .str("generator", "memsight 0.1.0")
+          .str("sourceName", opts.source_name)
+          .num("sourceBytes", static_cast<double>(opts.source_bytes))
+          .num("defaultDevice", static_cast<double>(default_device))
+          .num("deviceCount", static_cast<double>(ann.devices))
+          .num("devicesWithData", static_cast<double>(devices_with_data(snap)))
+          .raw("devices", devices)
+          .raw("streams", streams)
+          .raw("settings", settings)
+          .raw("summary", summary)
+          .raw("leaks", leaks)
+          .num("entries", static_cast<double>(snap.trace.rows()))
+          .num("segments", static_cast<double>(snap.segments.size()))
+          .num("blocks", static_cast<double>(snap.blocks.size()))
+          .num("annotations", std::stod(annotations))
+          .num("strings", static_cast<double>(tables.strings()))
+          .num("frames", static_cast<double>(tables.frames()))
+          .num("stacks", static_cast<double>(tables.stacks()))
+          .boolean("legacy", snap.legacy_segment_list)
+          .raw("topKeys", top_keys)
+          .done();
+  phase("meta");
+  std::string().swap(devices);  // held by meta now
+  std::string().swap(summary);
+  std::string().swap(leaks);
   std::string raw = packer.finish(meta);
+  std::string().swap(meta);
   phase("pack");
   return raw;
 }

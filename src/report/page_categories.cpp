@@ -4,12 +4,13 @@
 #include <vector>
 
 #include "analysis/classify.h"
+#include "memsight/input_limits.h"
 #include "report/page_json.h"
 #include "util/escape.h"
 
 namespace memsight::report {
 
-std::string pack_categories(PagePacker& p, const Snapshot& snap, const Annotated& ann, size_t d,
+std::string pack_categories(DeviceColumns& p, const Snapshot& snap, const Annotated& ann, size_t d,
                             const Timeline& tl) {
   const replay::Result rr = replay::run(snap, d, alloc::Settings::recorded(snap));
   const BlockCategories bc = classify_blocks(snap, d, rr, read_tags(snap));
@@ -41,13 +42,12 @@ std::string pack_categories(PagePacker& p, const Snapshot& snap, const Annotated
     cat[e] = static_cast<int64_t>(c.category) | (c.tagged ? 0x80 : 0);
     mod[e] = c.module;
   }
-  const std::string pre = "d" + std::to_string(d) + ".tl.";
-  p.ints(pre + "cat", cat);
-  p.ints(pre + "mod", mod);
+  p.ints("tl.cat", std::move(cat));
+  p.ints("tl.mod", std::move(mod));
   std::string modules = "[";
   for (size_t i = 0; i < bc.modules.size(); ++i) {
     if (i) modules += ',';
-    append_json_string(modules, bc.modules[i]);
+    append_json_string(modules, cut_name(bc.modules[i]));  // names from the file
   }
   modules += ']';
   return JsonObject()

@@ -10,12 +10,12 @@
 
 namespace memsight::report {
 
-// Packs "d<d>.tl.cat" (per element: its category, | 0x80 when tagged) and
-// "d<d>.tl.mod" (0: no module; else 1 + index into the returned "modules")
+// Packs the device's "tl.cat" (per element: its category, | 0x80 when
+// tagged) and "tl.mod" (0: no module; else 1 + index into the returned "modules")
 // for `tl` as build_timeline made it (sources not yet made device-relative);
 // returns the device's "cat" metadata: {"modules": [...], "tagged": N,
 // "sources": "..."}.
-std::string pack_categories(PagePacker& p, const Snapshot& snap, const Annotated& ann, size_t d,
+std::string pack_categories(DeviceColumns& p, const Snapshot& snap, const Annotated& ann, size_t d,
                             const Timeline& tl);
 
 }  // namespace memsight::report

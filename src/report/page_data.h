@@ -97,11 +97,16 @@ struct StateCheckpoints {
 StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& ann, size_t device,
                                          uint32_t interval);
 
-// A flamegraph as a tree in depth-first order: node 0 is the root.
+// A flamegraph as a tree in depth-first order: node 0 is the root. A node
+// is named by a frame (its folded label "file.py:12:name", the file's base
+// name after its last '/', as torch's folded stacks write it) or by a text
+// ("stream_0", "seg_...", a block state, "<gaps>"): each distinct text is
+// held once, so a tree of a million nodes naming one long file holds it once.
 struct FlameTree {
   std::vector<int32_t> parent;
-  std::vector<std::string> name;
+  std::vector<int64_t> name;   // >= 0: index into `texts`; < 0: ~frame id
   std::vector<int64_t> value;  // bytes of the node and its descendants
+  std::vector<std::string> texts;
 };
 // torch's `memory` (segments=false) or `segments` folded stacks of one
 // device's segments, as a tree.

@@ -27,7 +27,7 @@ std::string timeline_meta(const report::Timeline& tl) {
 // initially live elements (alloc elements follow the alloc events in order),
 // the ends, the level-of-detail order and the checkpoints. The kinds and
 // MemoryViz's element indices follow from these (timeline.js).
-void pack_timeline(PagePacker& p, const std::string& pre, const report::Timeline& tl) {
+void pack_timeline(DeviceColumns& p, const std::string& pre, const report::Timeline& tl) {
   std::vector<int32_t> isrc(tl.src.begin(), tl.src.begin() + tl.initial);
   p.ints_of(pre + "isrc", isrc);
   p.ints_of(pre + "end", tl.end);
@@ -38,31 +38,37 @@ void pack_timeline(PagePacker& p, const std::string& pre, const report::Timeline
   p.f64(pre + "envmin", tl.env_min);
 }
 
-void pack_flame(PagePacker& p, PageTables& tables, const std::string& pre,
+void pack_flame(DeviceColumns& p, PageTables& tables, const std::string& pre,
                 const report::FlameTree& t) {
+  // A node's name: a text's id, or -1 - a frame's id (the page labels it).
+  std::vector<int64_t> text_ids(t.texts.size());
+  for (size_t i = 0; i < t.texts.size(); ++i) text_ids[i] = tables.text(t.texts[i]);
   std::vector<int64_t> names(t.name.size());
-  for (size_t i = 0; i < names.size(); ++i) names[i] = tables.text(t.name[i]);
+  for (size_t i = 0; i < names.size(); ++i)
+    names[i] = t.name[i] >= 0 ? text_ids[t.name[i]]
+                              : -1 - int64_t{tables.frame(static_cast<FrameId>(~t.name[i]))};
   p.ints_of(pre + "parent", t.parent);
-  p.ints(pre + "name", names);
+  p.ints(pre + "name", std::move(names));
   p.ints_of(pre + "value", t.value);
 }
 
 }  // namespace
 
-std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
+std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& snap,
                         const report::Annotated& ann, size_t d, PhaseTimer& phase) {
-  const std::string pre = "d" + std::to_string(d) + ".";
+  p.begin_device();
   const report::DeviceEvents& ev = ann.events[d];
   const TraceTable& t = snap.trace;
   const size_t n = ev.row.size();
 
-  // One column at a time through one buffer: ten columns of n int64 at
-  // once would cost 80 bytes an event, more than the model itself.
+  // One column at a time: ten columns of n int64 at once would cost 80
+  // bytes an event, more than the model itself. (With one device each is
+  // packed and freed as it comes; with more, DeviceColumns gathers them.)
   const uint32_t first_row = d < snap.device_count() ? snap.device_rows(d).first : 0;
-  std::vector<int64_t> col(n);
   auto pack_column = [&](const char* name, auto value) {
+    std::vector<int64_t> col(n);
     for (size_t i = 0; i < n; ++i) col[i] = value(i, ev.row[i]);
-    p.ints(pre + name, col);
+    p.ints(name, std::move(col));
   };
   pack_column("ev.action", [&](size_t i, uint32_t) { return static_cast<int64_t>(ev.action[i]); });
   // The trace entry index, as `memsight trace` and `summary` name events
@@ -72,7 +78,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   pack_column("ev.size", [&](size_t, uint32_t r) { return t.size[r]; });
   pack_column("ev.stream", [&](size_t, uint32_t r) { return int64_t{ann.stream(t.stream[r])}; });
   pack_column("ev.stack", [&](size_t, uint32_t r) { return int64_t{tables.stack(t.stack[r])}; });
-  p.ints_of(pre + "ev.version", ev.version);
+  p.ints_of("ev.version", ev.version);
   // Times only move forward on the page (the allocator's clock is an
   // approximation); the tooltip shows the page time.
   int64_t t0 = n ? t.time_us[ev.row[0]] : 0, prev = t0;
@@ -96,7 +102,6 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
     auto it = t.action_name.find(r);
     return it == t.action_name.end() ? 0 : tables.str(it->second);
   });
-  col = {};
   phase("events");
 
   // Snapshot segments and blocks of this device (block ranges made device-relative).
@@ -134,27 +139,28 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
     }
     sbe.push_back(static_cast<int64_t>(baddr.size()));
   }
-  p.f64(pre + "seg.addr", saddr);
-  p.ints(pre + "seg.size", ssize);
-  p.ints(pre + "seg.stream", sstream);
-  p.ints(pre + "seg.version", sver);
-  p.ints(pre + "seg.stack", sstack);
-  p.ints(pre + "seg.pool0", spool0);
-  p.ints(pre + "seg.pool1", spool1);
-  p.ints(pre + "seg.expandable", sexp);
-  p.ints(pre + "seg.type", stype);
-  p.ints(pre + "seg.allocated", salloc);
-  p.ints(pre + "seg.active", sactive);
-  p.ints(pre + "seg.requested", sreq);
-  p.ints(pre + "seg.bbegin", sbb);
-  p.ints(pre + "seg.bend", sbe);
-  p.f64(pre + "blk.addr", baddr);
-  p.ints(pre + "blk.size", bsize);
-  p.ints(pre + "blk.req", breq);
-  p.ints(pre + "blk.state", bstate);
-  p.ints(pre + "blk.sname", bname);
-  p.ints(pre + "blk.version", bver);
-  p.ints(pre + "blk.stack", bstack);
+  p.f64("seg.addr", std::move(saddr));
+  p.ints("seg.size", std::move(ssize));
+  p.ints("seg.stream", std::move(sstream));
+  p.ints("seg.version", std::move(sver));
+  p.ints("seg.stack", std::move(sstack));
+  p.ints("seg.pool0", std::move(spool0));
+  p.ints("seg.pool1", std::move(spool1));
+  p.ints("seg.expandable", std::move(sexp));
+  p.ints("seg.type", std::move(stype));
+  p.ints("seg.allocated", std::move(salloc));
+  p.ints("seg.active", std::move(sactive));
+  p.ints("seg.requested", std::move(sreq));
+  p.ints("seg.bbegin", std::move(sbb));
+  p.ints("seg.bend", std::move(sbe));
+  const size_t blocks = baddr.size();
+  p.f64("blk.addr", std::move(baddr));
+  p.ints("blk.size", std::move(bsize));
+  p.ints("blk.req", std::move(breq));
+  p.ints("blk.state", std::move(bstate));
+  p.ints("blk.sname", std::move(bname));
+  p.ints("blk.version", std::move(bver));
+  p.ints("blk.stack", std::move(bstack));
 
   // Sources of timeline and state elements are snapshot-global indices in
   // the engine; the page wants them device-relative.
@@ -171,36 +177,36 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
   const std::string categories = pack_categories(p, snap, ann, d, tl);
   localize(tl.src, blk_local);
   phase("timeline");
-  pack_timeline(p, pre + "tl.", tl);
+  pack_timeline(p, "tl.", tl);
   phase("pack tl");
   report::Timeline st = report::build_timeline(snap, ann, d, true);
   localize(st.src, seg_local);
-  pack_timeline(p, pre + "st.", st);
+  pack_timeline(p, "st.", st);
   phase("segments tl");
 
   report::StateCheckpoints sc =
       report::build_state_checkpoints(snap, ann, d, report::checkpoint_interval(n));
   localize(sc.seg_src, seg_local);
   localize(sc.blk_src, blk_local);
-  p.ints_of(pre + "sc.soff", sc.seg_off);
-  p.f64(pre + "sc.saddr", sc.seg_addr);
-  p.f64(pre + "sc.ssize", sc.seg_size);
-  p.ints_of(pre + "sc.ssrc", sc.seg_src);
-  p.ints_of(pre + "sc.boff", sc.blk_off);
-  p.ints_of(pre + "sc.bsrc", sc.blk_src);
-  p.ints_of(pre + "sc.bflag", sc.blk_flag);
+  p.ints_of("sc.soff", sc.seg_off);
+  p.f64("sc.saddr", std::move(sc.seg_addr));
+  p.f64("sc.ssize", std::move(sc.seg_size));
+  p.ints_of("sc.ssrc", sc.seg_src);
+  p.ints_of("sc.boff", sc.blk_off);
+  p.ints_of("sc.bsrc", sc.blk_src);
+  p.ints_of("sc.bflag", sc.blk_flag);
   phase("state cps");
 
-  pack_flame(p, tables, pre + "fm.", report::build_flame_tree(snap, ann, d, false));
-  pack_flame(p, tables, pre + "fs.", report::build_flame_tree(snap, ann, d, true));
+  pack_flame(p, tables, "fm.", report::build_flame_tree(snap, ann, d, false));
+  pack_flame(p, tables, "fs.", report::build_flame_tree(snap, ann, d, true));
 
   // record_function scopes and other annotations, drawn on the timelines.
   report::AnnotationRanges an = report::annotation_ranges(snap, d);
   std::vector<int64_t> an_name(an.name.size());
   for (size_t i = 0; i < an.name.size(); ++i) an_name[i] = tables.text(an.name[i]);
-  p.ints(pre + "an.name", an_name);
-  p.ints(pre + "an.start", an.start);
-  p.ints(pre + "an.end", an.end);
+  p.ints("an.name", std::move(an_name));
+  p.ints("an.start", std::move(an.start));
+  p.ints("an.end", std::move(an.end));
 
   size_t free_only = 0;
   for (auto k : tl.kind) free_only += k == report::ElementKind::FreeOnly;
@@ -211,7 +217,7 @@ std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
       .num("events", static_cast<double>(n))
       .num("entries", re - rb)
       .num("segments", static_cast<double>(segs.size()))
-      .num("blocks", static_cast<double>(baddr.size()))
+      .num("blocks", static_cast<double>(blocks))
       .num("t0", static_cast<double>(t0))
       .boolean("hasTime", has_time)
       .num("ooms", static_cast<double>(ooms))

@@ -12,8 +12,8 @@
 
 namespace memsight::report {
 
-// Packs device d's columns ("d<d>." names); returns its metadata as JSON.
-std::string pack_device(PagePacker& p, PageTables& tables, const Snapshot& snap,
+// Packs device d's columns (the next device of `p`); returns its metadata as JSON.
+std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& snap,
                         const Annotated& ann, size_t d, PhaseTimer& phase);
 
 }  // namespace memsight::report

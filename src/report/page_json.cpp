@@ -23,8 +23,21 @@ void json_number(std::string& out, double v) {
   out += buf;
 }
 
-void pyvalue_json(std::string& out, const PyValue& v) {
+namespace {
+
+// Writes v until `out` reaches `end` bytes; past that, a container gets "…"
+// in place of its remaining items and a text is cut (values shared through
+// the pickle's memo can nest 2^24 references in 200 bytes).
+void json_value(std::string& out, const PyValue& v, size_t end) {
   using K = PyValue::Kind;
+  constexpr std::string_view kCut = "\"\u2026\"";
+  auto text = [&](std::string_view s) {
+    size_t room = out.size() < end ? end - out.size() : 0;
+    if (s.size() <= room)
+      append_json_string(out, s);
+    else
+      append_json_string(out, cut_name(s, room));
+  };
   switch (v.kind) {
     case K::None:
       out += "null";
@@ -36,23 +49,27 @@ void pyvalue_json(std::string& out, const PyValue& v) {
       out += std::to_string(v.i);
       break;
     case K::BigInt:
-      append_json_string(out, bigint_decimal(v.s));
+      text(bigint_decimal(v.s));
       break;
     case K::Float:
       json_number(out, v.f);
       break;
     case K::Str:
-      append_json_string(out, v.s);
+      text(v.s);
       break;
     case K::Bytes:
-      append_json_string(out, py_repr(v));
+      text(py_repr(v));
       break;
     case K::List:
     case K::Tuple:
       out += '[';
       for (size_t i = 0; i < v.items.size(); ++i) {
         if (i) out += ',';
-        pyvalue_json(out, v.items[i]);
+        if (out.size() >= end) {
+          out += kCut;
+          break;
+        }
+        json_value(out, v.items[i], end);
       }
       out += ']';
       break;
@@ -60,14 +77,25 @@ void pyvalue_json(std::string& out, const PyValue& v) {
       out += '{';
       for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
         if (i) out += ',';
+        if (out.size() >= end) {
+          out += kCut;
+          out += ":null";
+          break;
+        }
         const PyValue& k = v.items[i];
-        append_json_string(out, k.kind == K::Str ? k.s : py_repr(k));
+        text(k.kind == K::Str ? k.s.str() : py_repr(k));
         out += ':';
-        pyvalue_json(out, v.items[i + 1]);
+        json_value(out, v.items[i + 1], end);
       }
       out += '}';
       break;
   }
+}
+
+}  // namespace
+
+void pyvalue_json(std::string& out, const PyValue& v, size_t max_bytes) {
+  json_value(out, v, out.size() + max_bytes);
 }
 
 std::string cut_json_strings(std::string json, size_t limit) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include "memsight/error.h"
@@ -15,11 +16,11 @@
 namespace memsight::report {
 namespace {
 
-template <class T>
-std::string narrow(std::span<const int64_t> v) {
+template <class T, class In>
+std::string narrow(std::span<const In> v) {
   std::string out(v.size() * sizeof(T), '\0');
   T* p = reinterpret_cast<T*>(out.data());
-  for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(static_cast<int64_t>(v[i]));
   return out;
 }
 
@@ -48,7 +49,8 @@ size_t type_size(std::string_view t) {
   return t == "f64" ? 8 : (t == "u32" || t == "i32") ? 4 : (t == "u16" || t == "i16") ? 2 : 1;
 }
 
-std::string encode(std::string_view type, std::span<const int64_t> v) {
+template <class In>
+std::string encode(std::string_view type, std::span<const In> v) {
   if (type == "u8") return narrow<uint8_t>(v);
   if (type == "i8") return narrow<int8_t>(v);
   if (type == "u16") return narrow<uint16_t>(v);
@@ -60,7 +62,8 @@ std::string encode(std::string_view type, std::span<const int64_t> v) {
 
 }  // namespace
 
-std::string PagePacker::column(std::string_view type, std::span<const int64_t> v) {
+template <class T>
+std::string PagePacker::column(std::string_view type, std::span<const T> v) {
   size_t at = store(encode(type, v));
   return "\"" + std::string(type) + "\"," + std::to_string(at);
 }
@@ -82,13 +85,15 @@ void PagePacker::entry(const std::string& name, const std::string& spec) {
   header_ += ":[" + spec + ']';
 }
 
-void PagePacker::ints(const std::string& name, std::span<const int64_t> v) {
+template <class T>
+void PagePacker::ints(const std::string& name, std::span<const T> v) {
   const size_t n = v.size();
+  auto at = [&](size_t i) { return static_cast<int64_t>(v[i]); };
   int64_t lo = 0, hi = 0;
   if (n) {
     auto [a, b] = std::minmax_element(v.begin(), v.end());
-    lo = *a;
-    hi = *b;
+    lo = static_cast<int64_t>(*a);
+    hi = static_cast<int64_t>(*b);
   }
   if (!n || lo == hi)
     return entry(name, "\"const\"," + std::to_string(n) + ',' + std::to_string(lo));
@@ -99,17 +104,20 @@ void PagePacker::ints(const std::string& name, std::span<const int64_t> v) {
   // allocator's trace) stored once, rows hold small indices.
   constexpr size_t kMaxDict = 65536;
   std::vector<int64_t> dict;
-  std::vector<int64_t> index;
+  std::vector<uint16_t> index;  // indices below kMaxDict
   if (n >= 64 && type_size(plain) > 1) {
     std::unordered_map<int64_t, uint32_t> ids;
     ids.reserve(1024);
     index.resize(n);
     for (size_t i = 0; i < n && dict.size() <= kMaxDict; ++i) {
-      auto [it, inserted] = ids.try_emplace(v[i], static_cast<uint32_t>(dict.size()));
-      if (inserted) dict.push_back(v[i]);
-      index[i] = it->second;
+      auto [it, inserted] = ids.try_emplace(at(i), static_cast<uint32_t>(dict.size()));
+      if (inserted) dict.push_back(at(i));
+      index[i] = static_cast<uint16_t>(it->second);
     }
-    if (dict.size() > kMaxDict) dict.clear();
+    if (dict.size() > kMaxDict) {
+      dict.clear();
+      std::vector<uint16_t>().swap(index);
+    }
   }
   size_t dict_cost = std::numeric_limits<size_t>::max();
   const char* dict_type = nullptr;
@@ -125,9 +133,9 @@ void PagePacker::ints(const std::string& name, std::span<const int64_t> v) {
   size_t exc_count = 0;
   if (lo >= 0 && type_size(plain) > 1) {
     size_t over8 = 0, over16 = 0;
-    for (int64_t x : v) {
-      over8 += x >= 0xff;
-      over16 += x >= 0xffff;
+    for (size_t i = 0; i < n; ++i) {
+      over8 += at(i) >= 0xff;
+      over16 += at(i) >= 0xffff;
     }
     size_t c8 = n + over8 * 12, c16 = 2 * n + over16 * 12;
     if (c8 <= c16) {
@@ -139,33 +147,41 @@ void PagePacker::ints(const std::string& name, std::span<const int64_t> v) {
 
   if (dict_cost < best && dict_cost <= exc_cost) {
     // Separate statements: the order of the arrays in the blob stays fixed.
-    std::string index_spec = column(dict.size() <= 256 ? "u8" : "u16", index);
-    std::string values_spec = column(dict_type, dict);
+    std::string index_spec =
+        column(dict.size() <= 256 ? "u8" : "u16", std::span<const uint16_t>(index));
+    std::string values_spec = column(dict_type, std::span<const int64_t>(dict));
     return entry(name, "\"dict\"," + std::to_string(n) + ',' + index_spec + ',' + values_spec +
                            ',' + std::to_string(dict.size()));
   }
+  std::vector<uint16_t>().swap(index);
   if (exc_cost < best) {
     const int64_t top = std::string_view(exc_type) == "u8" ? 0xff : 0xffff;
-    std::vector<int64_t> small(n), at, value;
-    at.reserve(exc_count);
+    std::vector<uint16_t> small(n);
+    std::vector<int64_t> where, value;
+    where.reserve(exc_count);
     value.reserve(exc_count);
     for (size_t i = 0; i < n; ++i) {
-      if (v[i] >= top) {
-        small[i] = top;
-        at.push_back(static_cast<int64_t>(i));
-        value.push_back(v[i]);
+      if (at(i) >= top) {
+        small[i] = static_cast<uint16_t>(top);
+        where.push_back(static_cast<int64_t>(i));
+        value.push_back(at(i));
       } else {
-        small[i] = v[i];
+        small[i] = static_cast<uint16_t>(at(i));
       }
     }
-    std::string small_spec = column(exc_type, small);
-    std::string at_spec = column("u32", at);
-    std::string value_spec = column("f64", value);
+    std::string small_spec = column(exc_type, std::span<const uint16_t>(small));
+    std::string at_spec = column("u32", std::span<const int64_t>(where));
+    std::string value_spec = column("f64", std::span<const int64_t>(value));
     return entry(name, "\"exc\"," + std::to_string(n) + ',' + small_spec + ',' + at_spec + ',' +
                            value_spec + ',' + std::to_string(exc_count));
   }
   return entry(name, column(plain, v) + ',' + std::to_string(n));
 }
+
+template void PagePacker::ints(const std::string&, std::span<const int64_t>);
+template void PagePacker::ints(const std::string&, std::span<const int32_t>);
+template void PagePacker::ints(const std::string&, std::span<const uint32_t>);
+template void PagePacker::ints(const std::string&, std::span<const uint8_t>);
 
 void PagePacker::f64(const std::string& name, std::span<const double> v) {
   std::string bytes(v.size() * sizeof(double), '\0');
@@ -178,26 +194,89 @@ void PagePacker::u8(const std::string& name, std::string_view bytes) {
 }
 
 std::string PagePacker::finish(std::string_view meta_json) {
-  std::string header = "{\"v\":1,\"columns\":{" + header_ + "},\"meta\":";
-  header += meta_json;
-  header += '}';
-  size_t head = 8 + header.size();
-  size_t pad = ((head + 7) & ~size_t{7}) - head;
-  header.append(pad, ' ');  // JSON allows trailing whitespace
+  // Written in place: the metadata of 100,000 devices is tens of megabytes.
+  constexpr std::string_view kOpen = "{\"v\":1,\"columns\":{", kMeta = "},\"meta\":";
+  size_t header = kOpen.size() + header_.size() + kMeta.size() + meta_json.size() + 1;
+  size_t pad = ((8 + header + 7) & ~size_t{7}) - (8 + header);
+  header += pad;
   std::string out;
-  out.reserve(8 + header.size() + (sink_ ? 0 : offset_));
+  out.reserve(8 + header + (sink_ ? 0 : offset_));
   out += "MSV1";
-  uint32_t h = static_cast<uint32_t>(header.size());
+  uint32_t h = static_cast<uint32_t>(header);
   char le[4] = {static_cast<char>(h), static_cast<char>(h >> 8), static_cast<char>(h >> 16),
                 static_cast<char>(h >> 24)};
   out.append(le, 4);
-  out += header;
+  out += kOpen;
+  out += header_;
+  std::string().swap(header_);
+  out += kMeta;
+  out += meta_json;
+  out += '}';
+  out.append(pad, ' ');  // JSON allows trailing whitespace
   for (auto& d : data_) {
     out += d;
     std::string().swap(d);
   }
   data_.clear();
   return out;
+}
+
+void DeviceColumns::begin_device() {
+  ++devices_;
+  next_ = 0;
+}
+
+DeviceColumns::Column& DeviceColumns::column(const std::string& name, bool real, size_t n) {
+  // Every device packs the same columns in the same order.
+  if (devices_ == 1 && next_ == columns_.size()) columns_.push_back({name, real, {}, {}, {}});
+  if (next_ >= columns_.size() || columns_[next_].name != name || columns_[next_].real != real)
+    throw Error("internal: device columns packed out of order (" + name + ")");
+  if (n > UINT32_MAX) throw Error("html: a device's column is too long for the page");
+  Column& c = columns_[next_++];
+  c.lengths.push_back(static_cast<uint32_t>(n));
+  return c;
+}
+
+template <class T>
+void DeviceColumns::put(const std::string& name, std::vector<T> v) {
+  constexpr bool real = std::is_same_v<T, double>;
+  Column& c = column(name, real, v.size());
+  std::vector<T>& gathered = [&]() -> std::vector<T>& {
+    if constexpr (real)
+      return c.reals;
+    else
+      return c.ints;
+  }();
+  if (direct_) {
+    if constexpr (real)
+      packer_.f64("dev." + name, v);
+    else
+      packer_.ints("dev." + name, v);
+  } else if (gathered.empty()) {
+    gathered = std::move(v);  // the first device's part, as it is
+  } else {
+    gathered.insert(gathered.end(), v.begin(), v.end());
+  }
+}
+
+void DeviceColumns::ints(const std::string& name, std::vector<int64_t> v) {
+  put(name, std::move(v));
+}
+void DeviceColumns::f64(const std::string& name, std::vector<double> v) { put(name, std::move(v)); }
+
+void DeviceColumns::finish() {
+  for (Column& c : columns_) {
+    if (!direct_) {
+      if (c.real)
+        packer_.f64("dev." + c.name, c.reals);
+      else
+        packer_.ints("dev." + c.name, c.ints);
+    }
+    std::vector<int64_t>().swap(c.ints);
+    std::vector<double>().swap(c.reals);
+    packer_.ints_of("dev.len." + c.name, c.lengths);
+    std::vector<uint32_t>().swap(c.lengths);
+  }
 }
 
 std::string base64(std::string_view raw) {

@@ -31,12 +31,15 @@ namespace memsight::report {
 class PagePacker {
  public:
   // Integer column in the smallest of the encodings above (f64 keeps
-  // integers exact below 2^53).
-  void ints(const std::string& name, std::span<const int64_t> v);
+  // integers exact below 2^53), read in place whatever the integer type.
+  template <class T>
+  void ints(const std::string& name, std::span<const T> v);
+  void ints(const std::string& name, const std::vector<int64_t>& v) {
+    ints(name, std::span<const int64_t>(v));
+  }
   template <class T>
   void ints_of(const std::string& name, const std::vector<T>& v) {
-    std::vector<int64_t> w(v.begin(), v.end());
-    ints(name, w);
+    ints(name, std::span<const T>(v));
   }
   void f64(const std::string& name, std::span<const double> v);
   void u8(const std::string& name, std::string_view bytes);
@@ -54,12 +57,53 @@ class PagePacker {
   size_t store(std::string bytes);  // returns the column's offset
   void add(const std::string& name, const char* type, size_t count, std::string bytes);
   // Appends one array; returns its `"type",offset` for a header entry.
-  std::string column(std::string_view type, std::span<const int64_t> v);
+  template <class T>
+  std::string column(std::string_view type, std::span<const T> v);
   void entry(const std::string& name, const std::string& spec);
   std::string header_;  // "name":[...], entries
   std::vector<std::string> data_;
   std::function<void(std::string_view)> sink_;
   size_t offset_ = 0;
+};
+
+// The columns of every packed device: column NAME of all of them is one page
+// column "dev.NAME" (the devices' parts one after another, in the order of
+// meta.devices), and "dev.len.NAME" holds each device's part's length. A
+// page of 100,000 devices then has some 120 columns, not 6 million, and the
+// lengths (mostly alike) pack to a few bytes a device. With one device the
+// columns go to the packer as they come.
+class DeviceColumns {
+ public:
+  DeviceColumns(PagePacker& packer, size_t devices) : packer_(packer), direct_(devices <= 1) {}
+  void begin_device();
+  void ints(const std::string& name, std::vector<int64_t> v);
+  template <class T>
+  void ints_of(const std::string& name, const std::vector<T>& v) {
+    if (direct_)
+      packer_.ints_of("dev." + name, v), column(name, false, v.size());
+    else
+      ints(name, std::vector<int64_t>(v.begin(), v.end()));
+  }
+  void f64(const std::string& name, std::vector<double> v);
+  // Packs what was gathered, and the lengths.
+  void finish();
+
+ private:
+  struct Column {
+    std::string name;
+    bool real = false;
+    std::vector<int64_t> ints;  // the values of the devices so far (not kept when direct)
+    std::vector<double> reals;
+    std::vector<uint32_t> lengths;  // of each device's part
+  };
+  Column& column(const std::string& name, bool real, size_t n);
+  template <class T>
+  void put(const std::string& name, std::vector<T> v);
+  PagePacker& packer_;
+  bool direct_;
+  size_t devices_ = 0;
+  size_t next_ = 0;  // the column the device packs next (devices pack alike)
+  std::vector<Column> columns_;
 };
 
 // zlib-wrapped deflate (what DecompressionStream("deflate") reads), split in

@@ -1,4 +1,4 @@
-// Allocator-state checkpoints and flamegraph trees of the report page.
+// Allocator-state checkpoints of the report page.
 //
 // The state view shows the segments and blocks after any event. Like
 // MemoryViz's segment view it starts from the snapshot (the state after the
@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <map>
 
-#include "analysis/frames_fmt.h"
 #include "report/page_data.h"
 
 namespace memsight::report {
@@ -136,76 +135,6 @@ StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& 
     cp.blk_off.push_back(static_cast<uint32_t>(cp.blk_src.size()));
   }
   return cp;
-}
-
-FlameTree build_flame_tree(const Snapshot& snap, const Annotated& ann, size_t device,
-                           bool segments) {
-  // A trie over the folded lines torch's _write_blocks would print.
-  struct Node {
-    std::map<std::string, uint32_t> children;
-    int64_t value = 0;
-  };
-  std::vector<Node> nodes(1);
-  std::vector<std::string> names{"all"};
-  StackFormatter fmt(snap);
-  std::vector<uint32_t> path;
-  auto add = [&](const std::string& line_prefix, std::string_view fragment, int64_t value) {
-    if (value <= 0) return;
-    uint32_t cur = 0;
-    nodes[0].value += value;
-    auto descend = [&](std::string_view part) {
-      auto [it, inserted] =
-          nodes[cur].children.try_emplace(std::string(part), static_cast<uint32_t>(nodes.size()));
-      if (inserted) {
-        nodes.emplace_back();
-        names.emplace_back(part);
-      }
-      cur = it->second;
-      nodes[cur].value += value;
-    };
-    auto split = [&](std::string_view s) {
-      size_t b = 0;
-      while (true) {
-        size_t e = s.find(';', b);
-        descend(s.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b));
-        if (e == std::string_view::npos) break;
-        b = e + 1;
-      }
-    };
-    split(line_prefix);
-    split(fragment);
-  };
-  for (uint32_t si : ann.segments[device]) {
-    const Segment& seg = snap.segments[si];
-    std::string prefix = "stream_" + std::to_string(seg.stream);
-    if (segments) prefix += ";seg_" + std::to_string(seg.address);
-    for (const Block& b : snap.segment_blocks(seg)) {
-      std::string head = prefix + ';' + std::string(snap.str(b.state_name));
-      int64_t accounted;
-      if (shape_has(snap, b.shape, Field::Frames)) {
-        accounted = b.requested_size;
-        add(head, fmt.fragment(b.stack), accounted);
-      } else {
-        accounted = shape_has(snap, b.shape, Field::RequestedSize) ? b.requested_size : b.size;
-        add(head, "<non-python>", accounted);
-      }
-      add(head, "<gaps>", b.size - accounted);
-    }
-  }
-  // Depth first, children by name (flamegraph.pl's order).
-  FlameTree tree;
-  std::vector<std::pair<uint32_t, int32_t>> stack{{0, -1}};
-  while (!stack.empty()) {
-    auto [k, parent] = stack.back();
-    stack.pop_back();
-    auto id = static_cast<int32_t>(tree.parent.size());
-    tree.parent.push_back(parent);
-    tree.name.push_back(names[k]);
-    tree.value.push_back(nodes[k].value);
-    for (auto it = nodes[k].children.rbegin(); it != nodes[k].children.rend(); ++it)
-      stack.emplace_back(it->second, id);
-  }
-  return tree;
 }
 
 }  // namespace memsight::report

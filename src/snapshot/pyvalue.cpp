@@ -21,7 +21,7 @@ const PyValue* PyValue::get(std::string_view key) const {
 void PyValue::set(std::string_view key, PyValue value) {
   for (size_t i = 0; i + 1 < items.size(); i += 2) {
     if (items[i].kind == Kind::Str && items[i].s == key) {
-      items[i + 1] = std::move(value);
+      items.at_mut(i + 1) = std::move(value);
       return;
     }
   }
@@ -208,8 +208,8 @@ void repr_into(std::string& out, const PyValue& v) {
       break;
     case K::Bytes: {
       out += 'b';
-      bool has_single = v.s.find('\'') != std::string::npos;
-      bool has_double = v.s.find('"') != std::string::npos;
+      bool has_single = v.s.str().find('\'') != std::string::npos;
+      bool has_double = v.s.str().find('"') != std::string::npos;
       char quote = (has_single && !has_double) ? '"' : '\'';
       out += quote;
       char buf[8];

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstring>
+#include <unordered_map>
 
 #include "pickle/input_kind.h"
 #include "pickle/row_chunks.h"
@@ -149,6 +150,8 @@ class Builder : public DictHook {
   FrameId make_frame(Unpickler& vm, std::span<const Val> items);
   bool to_stack(Unpickler& vm, Val v, StackId& out);
   PyValue materialize(Unpickler& vm, Val v, int depth = 0);
+  PyValue str_value(StrId id);
+  PyValue frame_value(FrameId id);
   void convert_segments(Unpickler& vm, Val list);
   void convert_traces(Unpickler& vm, Val list);
   uint32_t row_from_generic(Unpickler& vm, Val dict);
@@ -174,6 +177,10 @@ class Builder : public DictHook {
   std::vector<ShapeKey> last_shape_;
   ShapeId last_shape_id_ = 0;
   std::vector<FrameId> frame_buf_;
+  // What materialize made of values that may be referred to again, by the
+  // value's bits: (the VM's shared_changes() then, the value).
+  std::unordered_map<uint64_t, std::pair<uint64_t, PyValue>> made_;
+  std::unordered_map<StrId, PyValue> long_strs_;
 };
 
 std::string Builder::type_name(Val v) const {
@@ -382,6 +389,11 @@ bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
   return true;
 }
 
+// A value the pickle may refer to many times (a memo read) is made once and
+// shared: a string, a frame, a stack, a row or a container read through the
+// memo. A container changed after it was made is made again, as pickle.loads
+// would show the change; until then every holder shares one copy, however
+// deeply the references nest (a 200-byte pickle can nest 2^24 references).
 PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
   if (depth > kMaxDepth) throw Error("corrupted pickle: values nested deeper than 1000 levels");
   v = vm.resolve(v);
@@ -394,48 +406,82 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
       return PyValue::boolean(true);
     case Val::Int:
       return PyValue::integer(v.as_int());
-    case Val::Big: {
-      PyValue p;
-      p.kind = PyValue::Kind::BigInt;
-      p.s = vm.big_at(v);
-      return p;
-    }
     case Val::Float:
       return PyValue::real(vm.float_at(v));
     case Val::Str:
-      return PyValue::str(snap_.str(v.idx()));
-    case Val::Bytes: {
-      PyValue p;
+      return str_value(v.idx());
+    case Val::Skipped:
+      throw NeedsFullRead{};
+    default:
+      break;
+  }
+  // Nodes only the stack held (never read through the memo) have one holder.
+  bool shared = !v.is_node() || vm.node(v).gets > 0;
+  if (shared) {
+    auto it = made_.find(v.bits);
+    if (it != made_.end() && (!v.is_node() || it->second.first == vm.shared_changes()))
+      return it->second.second;
+  }
+  PyValue p;
+  switch (v.tag()) {
+    case Val::Big:
+      p.kind = PyValue::Kind::BigInt;
+      p.s = vm.big_at(v);
+      break;
+    case Val::Bytes:
       p.kind = PyValue::Kind::Bytes;
       p.s = vm.bytes_at(v);
-      return p;
-    }
+      break;
     case Val::List:
     case Val::Tuple:
     case Val::Dict: {
-      PyValue p;
       p.kind = v.tag() == Val::List    ? PyValue::Kind::List
                : v.tag() == Val::Tuple ? PyValue::Kind::Tuple
                                        : PyValue::Kind::Dict;
       // Copy: materialising may recurse into the node pool and grow it.
       std::vector<Val> items = v.tag() == Val::List ? vm.list_items(v) : vm.node(v).items;
-      p.items.reserve(items.size());
-      for (Val item : items) p.items.push_back(materialize(vm, item, depth + 1));
-      return p;
+      std::vector<PyValue> out;
+      out.reserve(items.size());
+      for (Val item : items) out.push_back(materialize(vm, item, depth + 1));
+      p.items = std::move(out);
+      break;
     }
     case Val::FrameRef:
-      return frame_to_pyvalue(snap_, v.idx());
-    case Val::Skipped:
-      throw NeedsFullRead{};
+      p = frame_value(v.idx());
+      break;
     case Val::StackRef: {
-      PyValue p = PyValue::list();
-      for (FrameId f : snap_.frames.stack(v.idx())) p.items.push_back(frame_to_pyvalue(snap_, f));
-      return p;
+      std::vector<PyValue> frames;
+      for (FrameId f : snap_.frames.stack(v.idx())) frames.push_back(frame_value(f));
+      p = PyValue::list(std::move(frames));
+      break;
     }
     case Val::Row:
-      return row_to_pyvalue(snap_, v.idx());
+      p = row_to_pyvalue(snap_, v.idx());
+      break;
+    default:
+      break;
   }
-  return PyValue::none();
+  if (shared) made_[v.bits] = {vm.shared_changes(), p};
+  return p;
+}
+
+PyValue Builder::str_value(StrId id) {
+  std::string_view text = snap_.str(id);
+  // Short strings are cheaper copied than looked up.
+  if (text.size() < 64) return PyValue::str(text);
+  auto [it, inserted] = long_strs_.try_emplace(id);
+  if (inserted) it->second = PyValue::str(text);
+  return it->second;
+}
+
+// A frame as its dict, its strings shared with every other holder.
+PyValue Builder::frame_value(FrameId id) {
+  const Frame& f = snap_.frames.frame(id);
+  if (f.extra) return snap_.frames.extras[f.extra - 1];
+  PyValue d = PyValue::dict();
+  d.items = {str_value(kName),      str_value(f.name), str_value(kFilename),
+             str_value(f.filename), str_value(kLine),  PyValue::integer(f.line)};
+  return d;
 }
 
 void Builder::finish(Unpickler& vm, Val root) {

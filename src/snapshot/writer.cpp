@@ -121,11 +121,30 @@ class Pickler {
     if (id_memo_[id] != UINT32_MAX) return memo_get(id_memo_[id]);
     id_memo_[id] = emit_str(snap_.str(id));
   }
-  void str(std::string_view s) {
+  void str(std::string_view s) { str_slot(s); }
+  // Writes s (or a memo read of it); returns its memo slot.
+  uint32_t str_slot(std::string_view s) {
     StrId local = local_strings_.intern(s);
     if (local >= local_memo_.size()) local_memo_.resize(local + 1, UINT32_MAX);
-    if (local_memo_[local] != UINT32_MAX) return memo_get(local_memo_[local]);
-    local_memo_[local] = emit_str(s);
+    if (local_memo_[local] != UINT32_MAX) {
+      memo_get(local_memo_[local]);
+      return local_memo_[local];
+    }
+    return local_memo_[local] = emit_str(s);
+  }
+
+  // A container held by several values (read through the memo from the
+  // file) is written once and memoised; later holders read it back, so a
+  // 200-byte pickle of nested references stays that small.
+  bool shared_seen(const PyValue& v) {
+    if (v.items.holders() < 2) return false;
+    auto it = shared_memo_.find(v.items.identity());
+    if (it == shared_memo_.end()) return false;
+    memo_get(it->second);
+    return true;
+  }
+  void remember_shared(const PyValue& v) {
+    if (v.items.holders() >= 2) shared_memo_.emplace(v.items.identity(), memoize());
   }
   uint32_t emit_str(std::string_view s) {
     if (s.size() < 256) {
@@ -197,9 +216,14 @@ class Pickler {
         for (int i = 7; i >= 0; --i) op(static_cast<uint8_t>(u >> (8 * i)));
         break;
       }
-      case K::Str:
-        str(v.s);
+      case K::Str: {
+        // One text held by many values (a memo read in the file it came
+        // from) is written once and read back by reference.
+        auto [it, inserted] = shared_memo_.try_emplace(v.s.identity(), 0);
+        if (!inserted) return memo_get(it->second);
+        it->second = str_slot(v.s);
         break;
+      }
       case K::Bytes: {
         op('B');
         auto n = static_cast<uint32_t>(v.s.size());
@@ -208,7 +232,9 @@ class Pickler {
         break;
       }
       case K::List: {
+        if (shared_seen(v)) break;
         op(']');
+        remember_shared(v);
         if (v.items.empty()) break;
         op('(');
         size_t n = 0;
@@ -224,16 +250,20 @@ class Pickler {
           op(')');
           break;
         }
+        if (shared_seen(v)) break;
         if (v.items.size() > 3) op('(');
         for (const PyValue& item : v.items) value(item);
         op(v.items.size() == 1   ? 0x85
            : v.items.size() == 2 ? 0x86
            : v.items.size() == 3 ? 0x87
                                  : 't');
+        remember_shared(v);  // a tuple is memoised once built, as Python does
         break;
       }
       case K::Dict: {
+        if (shared_seen(v)) break;
         op('}');
+        remember_shared(v);
         if (v.items.empty()) break;
         op('(');
         size_t n = 0;
@@ -491,6 +521,8 @@ class Pickler {
   std::vector<uint32_t> local_memo_;
   std::unordered_map<FrameId, uint32_t> frame_memo_;
   std::unordered_map<StackId, uint32_t> stack_memo_;
+  // Memo slots of shared texts and containers, by the buffer they share.
+  std::unordered_map<const void*, uint32_t> shared_memo_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "memsight/input_limits.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "util/escape.h"
@@ -12,12 +13,26 @@ constexpr size_t kNoteRoom = 40;  // "… [cut at 16384 of 104857606 bytes]" and
 }  // namespace
 
 std::string cut_name(std::string_view s, size_t limit) {
+  std::string out;
+  append_cut_name(out, s, limit);
+  return out;
+}
+
+void append_cut_name(std::string& out, std::string_view s, size_t limit) {
   // Within a note's length of the limit a cut would not shorten the text.
-  if (s.size() <= limit + kNoteRoom) return std::string(s);
+  if (s.size() <= limit || s.size() - limit <= kNoteRoom) {  // (limit may be SIZE_MAX)
+    out += s;
+    return;
+  }
   // A name cut before ("… [cut at N of M bytes]") is cut again with its
   // first length kept: M is how long the name was in the file.
+  // The note is at most 64 bytes: only the tail is searched (a 100 MiB name
+  // can be shown in many places).
   uint64_t total = s.size();
-  if (size_t at = s.rfind(kCutMark); at != std::string_view::npos && s.ends_with(" bytes]")) {
+  const size_t tail = s.size() - std::min<size_t>(s.size(), 64);
+  if (size_t at = s.ends_with(" bytes]") ? s.substr(tail).rfind(kCutMark) : std::string_view::npos;
+      at != std::string_view::npos) {
+    at += tail;
     std::string_view note = s.substr(at + kCutMark.size());
     if (size_t of = note.find(" of "); of != std::string_view::npos) {
       uint64_t m = 0;
@@ -33,10 +48,9 @@ std::string cut_name(std::string_view s, size_t limit) {
   size_t end = limit;
   // Back to the first byte of a UTF-8 sequence, so no character is split.
   while (end > 0 && end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
-  std::string out(s.substr(0, end));
+  out += s.substr(0, end);
   out += kCutMark;
   out += std::to_string(end) + " of " + std::to_string(total) + " bytes]";
-  return out;
 }
 
 void InputNotes::add(const InputReason& r, uint64_t n) {

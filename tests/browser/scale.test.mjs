@@ -127,7 +127,8 @@ test('names of a mebibyte: cut on both pages, the whole text one click away', as
   assert.match(await site.textContent(), /^model\.py:3:fn_x{186}… \(\+16,\d{3} characters\) show all$/);
   await site.locator('button.show-all').click();
   const whole = await site.textContent();
-  assert.match(whole.slice(-60), /x… \[cut at 16384 of 10486\d\d bytes\] show less$/);
+  // the stack: the name cut once, with its length in the file, then the frames outward
+  assert.match(whole.slice(-80), /x… \[cut at 16384 of 1048579 bytes\] <- train\.py:9:step show less$/);
   assert.equal(await page.locator('td.site details[open]').count(), 0, 'show all does not open the stack');
   clean(problems);
   await page.close();

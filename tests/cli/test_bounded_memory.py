@@ -194,3 +194,193 @@ def test_unknown_keys_cost_in_proportion(memsight_bin, tmp_path):
     # About 11 bytes of pickle a key: the interned name, the kept value and
     # its slot come to under 260 bytes of memory a key, all included.
     assert rss < 500_000 * 260, rss
+
+
+# --- Values the pickle refers to many times through its memo (pickle writes
+# any repeated object once and reads it back by reference): each costs a
+# reference, in the model, the summary, the page and every output.
+
+KiB = 1 << 10
+EVERY_COMMAND = (("stats",), ("trace",), ("segments", "-o", "-"), ("memory", "-o", "-"),
+                 ("summary",), ("summary", "--json"), ("view", "-o", "page.html"),
+                 ("convert", "-o", "copy.pickle"))
+
+
+def entry(i: int, frames: list, **extra: object) -> dict:
+    e = {"action": "alloc", "addr": 4096 * i, "size": 512, "stream": 0, "time_us": i,
+         "frames": frames}
+    e.update(extra)
+    return e
+
+
+def snapshot(entries: list, segments: tuple = (), **top: object) -> dict:
+    d: dict[str, object] = {"segments": list(segments), "device_traces": [entries]}
+    d.update(top)
+    return d
+
+
+def segment(i: int, frames: list, block_frames: list) -> dict:
+    addr = (1 << 30) + (i << 20)
+    return {"device": 0, "address": addr, "total_size": MiB, "allocated_size": 512,
+            "active_size": 512, "requested_size": 512, "stream": 0, "segment_type": "large",
+            "segment_pool_id": (0, 0), "is_expandable": False, "frames": frames,
+            "blocks": [{"address": addr, "size": 512, "requested_size": 512,
+                        "state": "active_allocated", "frames": block_frames},
+                       {"address": addr + 512, "size": MiB - 512, "requested_size": 0,
+                        "state": "inactive"}]}
+
+
+def run_all(memsight_bin: str, f: Path, tmp: Path, commands=EVERY_COMMAND) -> dict:
+    """{command: (peak RSS, output bytes)} of each command on f."""
+    out = {}
+    for cmd in commands:
+        cmd = tuple(str(tmp / c) if c.endswith((".html", ".pickle", ".svg")) else c for c in cmd)
+        rc, err, rss = run_measured(memsight_bin, cmd[0], f, *cmd[1:], tmp=tmp)
+        assert rc == 0, (cmd, err)
+        written = Path(cmd[-1]) if cmd[-1].startswith(str(tmp)) else tmp / "out"
+        # "summary --json", "memory m.svg": the command and what sets its output apart
+        key = cmd[0] + "".join(" " + Path(c).name for c in cmd[1:]
+                               if c.startswith("--") or c.endswith(".svg"))
+        out[key] = (rss, written.stat().st_size)
+    return out
+
+
+# What summary prints of one long name however often it is referred to: the
+# 10 sites it shows name it once each in the text, three times in the JSON
+# (site, stack, frames), each cut at 16 KiB (memsight/input_limits.h).
+SHOWN_NAMES_MAX = 10 * 3 * (16 * KiB + 64) + 16 * KiB
+
+
+@pytest.mark.parametrize("where", ["filename", "name"])
+def test_one_long_name_in_every_frame_costs_it_once(memsight_bin, tmp_path, where):
+    # 300 trace entries, each with its own frame (its own line) naming one
+    # 256 KiB string through the memo: 277 KB of pickle. Each site's label
+    # was built three times over (230 MB in summary and view); the text and
+    # JSON repeated the name whole (2.6 and 7.9 MB).
+    big = "f" * (256 * KiB)
+    frame = (lambda i: {"name": "f", "filename": big, "line": i}) if where == "filename" else \
+        (lambda i: {"name": big, "filename": "train.py", "line": i})
+    f = tmp_path / "memo.pickle"
+    f.write_bytes(pickle.dumps(snapshot([entry(i, [frame(i)]) for i in range(300)]), protocol=4))
+    for cmd, (rss, size) in run_all(memsight_bin, f, tmp_path).items():
+        assert rss < 16 * MiB, (cmd, rss)
+        if cmd.startswith("summary"):
+            assert size < SHOWN_NAMES_MAX, (cmd, size)
+    # The label is cut where it is shown, saying how long it was.
+    rc, _, _ = run_measured(memsight_bin, "summary", f, tmp=tmp_path)
+    text = (tmp_path / "out").read_text()
+    assert rc == 0 and f"\u2026 [cut at 16384 of {256 * KiB} bytes]" in text, text[:3000]
+    assert "... 290 more sites" in text
+
+
+def test_a_huge_name_referred_to_many_times(memsight_bin, tmp_path):
+    # An 8 MiB file name in 50 frames: 8.4 MB of pickle. summary held 1.2 GB
+    # (each of the 10 sites shown built thrice) and printed 84 MB, view 1.27
+    # GB; every command now stays within 3 bytes a byte of pickle, plus 16
+    # MiB, and view within 6 (its page holds the name once, packed and
+    # compressed).
+    huge = "g" * (8 * MiB)
+    f = tmp_path / "huge.pickle"
+    f.write_bytes(pickle.dumps(snapshot(
+        [entry(i, [{"name": "f", "filename": huge, "line": i}]) for i in range(50)]), protocol=4))
+    for cmd, (rss, size) in run_all(memsight_bin, f, tmp_path).items():
+        assert rss < (6 if cmd == "view" else 3) * f.stat().st_size + 16 * MiB, (cmd, rss)
+        if cmd.startswith("summary"):
+            assert size < SHOWN_NAMES_MAX, (cmd, size)
+
+
+def test_unknown_keys_sharing_a_string(memsight_bin, tmp_path):
+    # One 256 KiB string as an entry's unknown key, a frame's fx_node_op and
+    # 50 top-level keys: 280 KB of pickle, kept verbatim (170 MB when each
+    # holder had its own copy). convert writes it back once.
+    big = "f" * (256 * KiB)
+    f = tmp_path / "extras.pickle"
+    f.write_bytes(pickle.dumps(snapshot(
+        [entry(i, [{"name": "f", "filename": "a.py", "line": i, "fx_node_op": big}], note=big)
+         for i in range(300)], **{f"k{i}": big for i in range(50)}), protocol=4))
+    for cmd, (rss, size) in run_all(memsight_bin, f, tmp_path).items():
+        assert rss < 16 * MiB, (cmd, rss)
+    copy = tmp_path / "copy.pickle"
+    assert copy.stat().st_size < 1.1 * f.stat().st_size
+    assert pickle.loads(copy.read_bytes()) == pickle.loads(f.read_bytes())
+
+
+def test_nested_references_to_one_list(memsight_bin, tmp_path):
+    # 240 bytes: a list holding one list twice, 24 deep (2^24 references),
+    # under an unknown key and in the allocator settings. Every command took
+    # 4.4 GB and convert wrote 134 MB; the copy now keeps the sharing, as
+    # pickle.loads sees it, and the page's settings are cut at 64 KiB.
+    nested: list = ["x"]
+    for _ in range(24):
+        nested = [nested, nested]
+    f = tmp_path / "nested.pickle"
+    f.write_bytes(pickle.dumps(snapshot([], nested=nested, allocator_settings={"n": nested}),
+                               protocol=4))
+    assert f.stat().st_size < 300
+    for cmd, (rss, size) in run_all(memsight_bin, f, tmp_path).items():
+        assert rss < 16 * MiB, (cmd, rss)
+    copy = tmp_path / "copy.pickle"
+    assert copy.stat().st_size < 300, copy.stat().st_size
+    assert (tmp_path / "page.html").stat().st_size < 400 * KiB
+    x = pickle.loads(copy.read_bytes())["nested"]
+    for _ in range(24):
+        assert x[0] is x[1]
+        x = x[0]
+    assert x == ["x"]
+
+
+def test_one_frames_list_shared_by_every_block(memsight_bin, tmp_path):
+    # 100 segments whose blocks and entries share one list of 100 frames,
+    # each naming a 2 KiB file: 227 KB of pickle. The page's segment
+    # flamegraph has a node per frame of each segment; each held its label
+    # (68 MB). torch's folded stacks are 20 MB of text, which memory and
+    # segments print (memory follows that output).
+    frames = [{"name": f"n{j}", "filename": "/src/" + "m" * 2048 + f"{j}.py", "line": j}
+              for j in range(100)]
+    f = tmp_path / "shared.pickle"
+    f.write_bytes(pickle.dumps(snapshot([entry(i, frames) for i in range(100)],
+                                        tuple(segment(i, frames, frames) for i in range(100))),
+                               protocol=4))
+    for cmd, (rss, size) in run_all(memsight_bin, f, tmp_path).items():
+        assert rss < 16 * MiB + 1.5 * (size if cmd in ("memory", "segments") else 0), (cmd, rss)
+
+
+def test_torch_text_memory_follows_its_output(memsight_bin, tmp_path):
+    # 100 blocks, each with its own frame naming one 256 KiB file: torch's
+    # folded stacks repeat it per block (26 MB), and memsight prints the
+    # same bytes; memory stays near that output (it was 2.1 times it).
+    big = "f" * (256 * KiB)
+    f = tmp_path / "blocks.pickle"
+    f.write_bytes(pickle.dumps(snapshot([], tuple(
+        segment(i, [], [{"name": "g", "filename": big, "line": i}]) for i in range(100))),
+        protocol=4))
+    results = run_all(memsight_bin, f, tmp_path, EVERY_COMMAND + (("memory", "-o", "m.svg"),))
+    for cmd in ("memory", "segments"):
+        rss, size = results[cmd]
+        assert size > 100 * 256 * KiB
+        assert rss < 1.5 * size + 8 * MiB, (cmd, rss, size)
+    # The SVG colours frames by kind without building each frame's label
+    # (it took 2.4 times the folded text), and cuts the long names it shows.
+    rss, size = results["memory m.svg"]
+    assert rss < 1.5 * results["memory"][1] + 8 * MiB, rss
+    assert results["view"][0] < 16 * MiB
+
+
+def test_alike_devices_are_summarised_once(memsight_bin, tmp_path):
+    # 20,000 devices of one allocation each (660 KB): summary printed each
+    # (13 MB of text), view packed 60 columns a device (247 MB).
+    f = tmp_path / "devices.pickle"
+    f.write_bytes(pickle.dumps({"segments": [], "device_traces": [[entry(1, [])]
+                                                                  for _ in range(20_000)]},
+                               protocol=4))
+    results = run_all(memsight_bin, f, tmp_path, (("summary",), ("summary", "--json"),
+                                                  ("view", "-o", "page.html"), ("trace",)))
+    rc, _, _ = run_measured(memsight_bin, "summary", f, tmp=tmp_path)
+    text = (tmp_path / "out").read_text()
+    assert text.startswith("Devices 0-19999 (20000 alike) - 1 trace entries, 0 segments\n"), text
+    assert results["summary"][1] < 2 * KiB
+    assert results["summary"][0] < 16 * MiB
+    # The JSON lists each device (800 bytes each); memory follows it.
+    rss, size = results["summary --json"]
+    assert size > 20_000 * 700 and rss < 1.6 * size + 8 * MiB, (rss, size)
+    assert results["view"][0] < 48 * MiB, results["view"]

@@ -241,8 +241,11 @@ def test_a_page_of_thousands_of_devices_holds_the_busiest(run, tmp_path):
     assert m["deviceCount"] == n and m["devicesWithData"] == n
     held = [d["index"] for d in m["devices"]]
     assert len(held) == 64 and all(d % 7 == 0 for d in held)  # the busiest: two entries each
-    assert sorted(d["device"] for d in m["summary"]["devices"]) == held
-    assert sorted(d["device"] for d in m["leaks"]["devices"]) == held
+    # the summary of those devices (alike ones once, listed in "alike")
+    summarised = sorted(i for d in m["summary"]["devices"]
+                        for a, b in d.get("alike", [[d["device"], d["device"]]]) for i in range(a, b + 1))
+    assert summarised == sorted(held)
+    assert sorted(d["device"] for d in m["leaks"]["devices"]) == sorted(held)
     assert len(raw) < 2_000_000
     # --device opens a page on a device past the 64 busiest
     assert run("view", f, "--device", "2999", "-o", out).returncode == 0
@@ -260,16 +263,28 @@ def segment(size, frames=()):
 
 def test_a_page_cuts_long_frame_names(run, tmp_path):
     name = "fn_" + "x" * (1 << 20)
+    module = "m" * (1 << 20)  # a module named by memsight's mark (a category's module tree)
     frames = [{"name": name, "filename": "train.py", "line": 3}]
     f = tmp_path / "s.pickle"
-    f.write_bytes(pickle.dumps(snapshot([[alloc(1 << 40, 2 << 20, 1, name=name)]], [segment(2 << 20, frames)]),
-                               protocol=4))
+    entry = dict(alloc(1 << 40, 2 << 20, 1, name=name), user_metadata=f"memsight:fwd:{module}")
+    f.write_bytes(pickle.dumps(snapshot([[entry]], [segment(2 << 20, frames)]), protocol=4))
     out = tmp_path / "v.html"
     assert run("view", f, "-o", out).returncode == 0
     meta, raw = snapshot_page_meta(out.read_text())
-    assert b"x" * 20000 not in raw and len(raw) < 1_000_000
+    assert b"x" * 20000 not in raw and b"m" * 20000 not in raw and len(raw) < 1_000_000
     assert f"[cut at 16384 of {len(name)} bytes]".encode() in raw
-    assert "[cut at 16384 of " in json.dumps(meta["meta"]["summary"])
+    assert f"[cut at 16384 of {len(module)} bytes]".encode() in raw
+    # Each cut, in the page's summary too, says how long the name was in the
+    # file: a site (a cut name and its file and line) is not cut again.
+    summary = json.dumps(meta["meta"]["summary"])
+    cuts = set(re.findall(r"\[cut at (\d+) of (\d+) bytes\]", summary))
+    assert cuts == {("16384", str(len(name))), ("16384", str(len(module)))}, cuts
+    # summary's text and JSON cut both names alike
+    for args in ([], ["--json"]):
+        text = run("summary", *args, f).stdout.decode()
+        assert len(text) < 200_000 and "x" * 20000 not in text and "m" * 20000 not in text
+        assert f"[cut at 16384 of {len(name)} bytes]" in text
+        assert f"[cut at 16384 of {len(module)} bytes]" in text
     # the text tools still print what torch prints: the whole name
     assert name in run("memory", f, "-o", "-").stdout.decode()
 

@@ -171,7 +171,8 @@ def test_the_text_names_the_leak_the_rate_and_the_line(run, tmp_path):
 
 def test_the_page_cuts_a_leaking_sites_long_name(run, tmp_path):
     # The page embeds `leaks --json` with names cut as in its other tables
-    # (kNameLimit, 16 KiB); the text report keeps the whole name.
+    # (kNameLimit, 16 KiB); the text report cuts it by the same rule as
+    # summary's, saying how long it was.
     snap = ml.loop(steps=30, keep_loss=True)
     name = "loss_" + "x" * (1 << 20)
     long_loss = [dict(ml.LOSS, name=name)]
@@ -187,7 +188,8 @@ def test_the_page_cuts_a_leaking_sites_long_name(run, tmp_path):
     assert dev["verdict"] == "leak" and dev["sites"][0]["site"].startswith("train.py:45:loss_xxx")
     assert "[cut at 16384 of " in dev["sites"][0]["site"]
     assert b"x" * 20000 not in raw and len(raw) < 1_000_000
-    assert name in run("leaks", f).stdout.decode()
+    text = run("leaks", f).stdout.decode()
+    assert name not in text and f"loss_{'x' * 16379}\u2026 [cut at 16384 of {len(name)} bytes]" in text
 
 
 def test_no_leak_text_and_the_real_training_run(run):

@@ -235,5 +235,26 @@ def test_the_page_cuts_long_frame_names(run, tmp_path):
     html = page.read_text()
     assert "x" * 20000 not in html and len(html) < 1_000_000
     assert re.search(r"\[cut at 16384 of \d+ bytes\]", html)
-    # the JSON report, like summary --json, keeps every name whole
-    assert name in json.dumps(ranks_json(run, tmp_path / "job"))
+    # the JSON report cuts names as summary --json does, saying how long they were
+    report = json.dumps(ranks_json(run, tmp_path / "job"), ensure_ascii=False)
+    assert name not in report and f"[cut at 16384 of {len(name)} bytes]" in report
+
+
+def test_a_rank_of_alike_and_empty_devices(run, tmp_path):
+    # Alike devices are summarised as one group: a rank still counts each
+    # device with something on it, leaves the empty ones out, and summarises
+    # its busiest device by its number.
+    from test_input_limits import alloc, snapshot
+
+    (tmp_path / "job").mkdir()
+    for rank in range(2):
+        one = [alloc(1 << 20, 512, 1)]  # devices 0-3, alike
+        busy = [alloc(1 << 20, 512, 1), alloc(2 << 20, 4 * MiB, 2)]
+        traces = [one] * 4 + [busy if rank == 1 else one] + [[]] * 3  # 5-7 empty
+        (tmp_path / "job" / f"s_rank{rank}.pickle").write_bytes(pickle.dumps(snapshot(traces), protocol=4))
+    j = ranks_json(run, tmp_path / "job")
+    r0, r1 = sorted(j["ranks"], key=lambda r: r["rank"])
+    assert r0["devices"] == 5 and r1["devices"] == 5
+    assert r0["device"] == 0 and r1["device"] == 4
+    assert r1["peak_allocated"]["bytes"] == 4 * MiB + 512 and r0["peak_allocated"]["bytes"] == 512
+    assert any("ranks 0, 1 used several devices" in n for n in j["notes"])

@@ -23,16 +23,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const memsight::Snapshot& full = *reads.full;
   try {
     (void)memsight::trace_text(full);
-    // Empty devices summarised once must read as when each is summarised.
-    memsight::SummaryOptions once;
-    once.empty_devices = false;
-    std::string every = memsight::summary_json(full, memsight::summarize(full));
-    if (every != memsight::summary_json(full, memsight::summarize(full, once))) std::abort();
+    // Alike devices summarised once must read as when each is summarised.
+    memsight::SummaryOptions apart;
+    apart.group_alike = false;
+    std::string every = memsight::summary_json(full, memsight::summarize(full, apart));
+    if (every != memsight::summary_json(full, memsight::summarize(full))) std::abort();
     (void)memsight::leaks_json(full, memsight::find_leaks(full));
     const size_t device = memsight::default_device(full).first;
     auto moments = memsight::measure_moments(full, "fuzz", device, {"-1", "peak", "snapshot"});
     (void)memsight::diff_json(memsight::diff_moments(moments[0], moments[2]));
-    (void)memsight::diff_folded(memsight::diff_moments(moments[1], moments[2]));
+    const memsight::SnapshotDiff change = memsight::diff_moments(moments[1], moments[2]);
+    (void)memsight::diff_folded(change);
+    (void)memsight::diff_svg(change);
     (void)memsight::read_snapshot_bytes(memsight::pickle_snapshot(full));
   } catch (const memsight::Error&) {
   }

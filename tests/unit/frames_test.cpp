@@ -3,6 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
 using memsight::classify_frame;
 using memsight::FrameKind;
 using memsight::site_index;
@@ -67,4 +73,80 @@ TEST(Frames, SiteRule) {
   std::vector<K> d{K::Internal};
   EXPECT_EQ(site_index(d), -1);
   EXPECT_EQ(memsight::frame_label("f", "/a/b/train.py", 12), "train.py:12:f");
+}
+
+// Labels compare, hash and read as the text their pieces spell, however the
+// text is split into pieces; built, long pieces are cut.
+TEST(Label, IsTheTextItSpells) {
+  using memsight::Label;
+  const std::string file = "train.py", name = "step";
+  Label a, b, c;
+  a.add(file).add(":").add(int64_t{12}).add(":").add(name);
+  b.add("trai").add("n.py:1").add("2:st").add("ep");
+  c.add(file).add(":").add(int64_t{13}).add(":").add(name);
+  EXPECT_EQ(a.text(), "train.py:12:step");
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_EQ(a.hash(), Label::hash_text("train.py:12:step"));
+  Label d;  // pieces whose hashes their owner knew
+  d.add(file, Label::hash_text(file))
+      .add(":")
+      .add(int64_t{12})
+      .add(":")
+      .add(name, Label::hash_text(name));
+  EXPECT_EQ(d.hash(), a.hash());
+  // Texts that differ only far from both ends hash apart (a hash of the
+  // ends alone would put a thousand such names in one bucket).
+  std::set<size_t> hashes;
+  for (int i = 0; i < 1000; ++i) {
+    char mid[8];
+    std::snprintf(mid, sizeof mid, "%04d", i);
+    hashes.insert(Label::hash_text(std::string(40, 'a') + mid + std::string(40, 'b')));
+  }
+  EXPECT_EQ(hashes.size(), 1000u);
+  EXPECT_TRUE(a.spells("train.py:12:step"));
+  EXPECT_FALSE(a.spells("train.py:12:ste"));
+  EXPECT_FALSE(a.spells("train.py:12:stepp"));
+  // Ordered as the texts are (bytes compared unsigned, as std::string does).
+  const std::vector<std::string> texts = {"", "a", "ab", "b", "train.py:12:step", "\xc3\xa9"};
+  for (const auto& x : texts)
+    for (const auto& y : texts) {
+      Label lx, ly;
+      const std::string head = y.substr(0, y.size() / 2), tail = y.substr(y.size() / 2);
+      lx.add(x);
+      ly.add(head).add(tail);  // pieces are views: they must outlive the label
+      EXPECT_EQ(lx.compare(ly) < 0, x < y) << x << " " << y;
+      EXPECT_EQ(lx == ly, x == y) << x << " " << y;
+    }
+  EXPECT_TRUE(a < c);
+}
+
+// Each piece by the one rule for names (cut_name, input_limits_test).
+TEST(Label, LongPiecesAreCutSayingHowMuch) {
+  std::string big(20000, 'f');
+  memsight::Label l;
+  l.add(big).add(":").add(int64_t{1});
+  EXPECT_EQ(l.text(), std::string(memsight::kNameLimit, 'f') +
+                          "\xE2\x80\xA6 [cut at 16384 of 20000 bytes]:1");
+  EXPECT_EQ(l.text(SIZE_MAX), big + ":1");
+  EXPECT_EQ(l.text(100), std::string(100, 'f') + "\xE2\x80\xA6 [cut at 100 of 20000 bytes]:1");
+}
+
+// Frame kinds are found by a label's text without building the labels.
+TEST(FrameLabelKinds, FindsEachFrameByItsLabel) {
+  memsight::Snapshot snap;
+  auto frame = [&](const char* name, const char* file, int64_t line) {
+    memsight::Frame f;
+    f.name = snap.strings.intern(name);
+    f.filename = snap.strings.intern(file);
+    f.line = line;
+    return snap.frames.intern_frame(f);
+  };
+  frame("step", "/home/me/train.py", 12);
+  frame("mm", "/usr/lib/python3/dist-packages/torch/functional.py", 3);
+  memsight::FrameLabelKinds kinds;
+  kinds.add(snap);
+  EXPECT_EQ(kinds.find("train.py:12:step"), memsight::FrameKind::User);
+  EXPECT_EQ(kinds.find("functional.py:3:mm"), memsight::FrameKind::Library);
+  EXPECT_EQ(kinds.find("train.py:13:step"), std::nullopt);
 }

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -92,7 +92,7 @@ TEST(InputLimits, MemsightsSizesChooseTheUnitAfterRounding) {
   for (double v : {1.0, 1000.0, 5e6, 3.3e9, 7e12}) EXPECT_EQ(format_bytes(v), format_size(v)) << v;
 }
 
-TEST(InputLimits, PageSummaryStringsAreCut) {
+TEST(InputLimits, PageReportStringsAreCut) {
   std::string name(40000, 'n');
   std::string json = "{\"site\":\"" + name + "\",\"short\":\"a\\\"b\",\"k\":1}";
   std::string out = report::cut_json_strings(json, 100);

@@ -1,6 +1,6 @@
-// summarize() without empty_devices summarises a device with no trace entries
-// and no segments once; summary_json must still list every device, with the
-// same bytes as when each is summarised.
+// summarize() keeps one summary for each group of alike devices (every empty
+// one, or many devices of one allocation each); summary_json must still list
+// every device, with the same bytes as when each is summarised.
 #include "memsight/summary.h"
 
 #include <gtest/gtest.h>
@@ -14,33 +14,33 @@
 namespace memsight {
 namespace {
 
-SummaryOptions once_each() {
+SummaryOptions each_apart() {
   SummaryOptions o;
-  o.empty_devices = false;
+  o.group_alike = false;
   return o;
 }
 
-std::string json_every(const Snapshot& snap) { return summary_json(snap, summarize(snap)); }
-
-std::string json_once(const Snapshot& snap) {
-  return summary_json(snap, summarize(snap, once_each()));
+std::string json_every(const Snapshot& snap) {
+  return summary_json(snap, summarize(snap, each_apart()));
 }
 
-TEST(Summary, EmptyDevicesSummarisedOnceReadTheSame) {
+std::string json_once(const Snapshot& snap) { return summary_json(snap, summarize(snap)); }
+
+TEST(Summary, GroupedDevicesReadTheSame) {
   namespace fs = std::filesystem;
-  int with_empty = 0;
+  int several = 0;
   for (const auto& dir :
        {fs::path(MEMSIGHT_TEST_DATA), fs::path(MEMSIGHT_TEST_DATA) / "counters"}) {
     for (const auto& e : fs::directory_iterator(dir)) {
       if (e.path().extension() != ".pickle") continue;
       Snapshot snap = read_snapshot_file(e.path().string());
-      Summary once = summarize(snap, once_each());
-      Summary every = summarize(snap);
-      if (once.devices.size() < every.devices.size()) ++with_empty;
+      Summary once = summarize(snap);
+      Summary every = summarize(snap, each_apart());
+      if (every.devices.size() > 1) ++several;
       EXPECT_EQ(summary_json(snap, once), summary_json(snap, every)) << e.path();
     }
   }
-  EXPECT_GE(with_empty, 1);  // counters/fsdp2_rank1: device 0 lists no entries
+  EXPECT_GE(several, 2);  // two_devices, counters/fsdp2_rank1 (device 0 lists no entries)
 }
 
 TEST(Summary, AllEmptyDevicesAreListedAndCostOneSummary) {
@@ -56,16 +56,57 @@ TEST(Summary, AllEmptyDevicesAreListedAndCostOneSummary) {
   const std::string bytes(kPickle, sizeof kPickle - 1);
   ASSERT_EQ(bytes.size(), 60u);
   Snapshot snap = read_snapshot_bytes(bytes);
-  Summary once = summarize(snap, once_each());
-  EXPECT_TRUE(once.devices.empty());
-  ASSERT_TRUE(once.empty_device.has_value());
+  Summary once = summarize(snap);
+  ASSERT_EQ(once.devices.size(), 1u);
+  EXPECT_EQ(once.members[0], (std::vector<std::pair<int, int>>{{0, 2}}));
   EXPECT_EQ(once.devices_listed, 3u);
   EXPECT_EQ(json_once(snap), json_every(snap));
   EXPECT_NE(json_once(snap).find("{\"device\":2,"), std::string::npos);
-  // Without every_device only the summarised devices (none) are listed.
-  EXPECT_NE(summary_json(snap, once, false).find("\"devices\":[]"), std::string::npos);
+  // The page's listing holds only groups with something on them (none here).
+  EXPECT_NE(summary_json(snap, once, DeviceListing::Page).find("\"devices\":[]"),
+            std::string::npos);
   EXPECT_EQ(summary_text(snap, once),
             "The snapshot has no segments and no trace: nothing to report.\n");
+}
+
+}  // namespace
+}  // namespace memsight
+
+namespace memsight {
+namespace {
+
+// Devices of one allocation each are alike: one summary and one paragraph
+// of text for all of them, and the JSON lists each, as summarised apart.
+TEST(Summary, AlikeDevicesAreSummarisedOnce) {
+  // {"segments": [], "device_traces": [[e], [e], [e], [], [e]]} with
+  // e = {"action": "alloc", "addr": 4096, "size": 512, "stream": 0,
+  // "time_us": 1, "frames": []}, as protocol-2 opcodes.
+  auto str = [](std::string_view t) {
+    std::string o = "X";
+    for (int i = 0; i < 4; ++i) o += static_cast<char>((t.size() >> (8 * i)) & 0xff);
+    return o + std::string(t);
+  };
+  auto small = [](int v) { return std::string("K") + static_cast<char>(v); };
+  std::string entry = "](}(" + str("action") + str("alloc") + str("addr") + "M" +
+                      std::string("\x00\x10", 2) + str("size") + "M" + std::string("\x00\x02", 2) +
+                      str("stream") + small(0) + str("time_us") + small(1) + str("frames") + "]ue";
+  std::string p = "\x80\x02}(" + str("segments") + "]" + str("device_traces") + "](";
+  for (int d = 0; d < 5; ++d) p += d == 3 ? "]" : entry;
+  p += "eu.";
+  Snapshot snap = read_snapshot_bytes(p);
+  ASSERT_EQ(snap.device_count(), 5u);
+  Summary s = summarize(snap);
+  ASSERT_EQ(s.devices.size(), 2u);
+  EXPECT_EQ(s.members[0], (std::vector<std::pair<int, int>>{{0, 2}, {4, 4}}));
+  EXPECT_EQ(s.members[1], (std::vector<std::pair<int, int>>{{3, 3}}));
+  EXPECT_EQ(json_once(snap), json_every(snap));
+  std::string text = summary_text(snap, s);
+  EXPECT_EQ(text.rfind("Devices 0-2, 4 (4 alike) - 1 trace entries, 0 segments\n", 0), 0u) << text;
+  EXPECT_EQ(text.find("Device 3"), std::string::npos) << text;  // nothing on it
+  // The page's form: the group once, its devices named.
+  std::string page = summary_json(snap, s, DeviceListing::Page);
+  EXPECT_NE(page.find("\"alike\":[[0,2],[4,4]]}"), std::string::npos) << page;
+  EXPECT_EQ(page.find("{\"device\":4"), std::string::npos) << page;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// record_function scopes and other annotations (the engine's d<N>.an.*
+// record_function scopes and other annotations (the engine's an.* device
 // columns: name, start and end in µs, -1 where the recording holds no START
 // or no END) as labelled ranges on the timelines: a strip of lanes above the
 // plot, nested scopes one lane lower, and the hovered scope marked across
@@ -13,7 +13,7 @@ const MAX_LANES = 4;  // deeper scopes share the last lane
 export class AnnotationModel {
   constructor(dev) {
     this.dev = dev;
-    const has = dev.page.has(`d${dev.index}.an.name`);
+    const has = dev.page.has('dev.an.name');
     const name = has ? dev.col('an.name') : new Uint32Array(0);
     const start = has ? dev.col('an.start') : new Float64Array(0);
     const end = has ? dev.col('an.end') : new Float64Array(0);

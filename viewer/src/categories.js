@@ -45,8 +45,8 @@ export class Categories {
   constructor(dev) {
     this.dev = dev;
     this.meta = dev.meta.cat || null;
-    const name = `d${dev.index}.tl.cat`;
-    this.available = !!this.meta && dev.page.has(name);
+    // Every packed device has the column when the page has the kinds.
+    this.available = !!this.meta && dev.page.has('dev.tl.cat');
     if (!this.available) return;
     this.cat = dev.col('tl.cat');
     this.mod = dev.col('tl.mod');

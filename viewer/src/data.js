@@ -148,19 +148,48 @@ export class PageData {
     this._stackOff = this.col('stacks.off');
     this._stackFrames = this.col('stacks.frames');
     this._stackCache = new Map();
+    this._foldedLabels = new Map();
     this._devices = new Map();
     // The engine packs only devices with events or segments (and the
     // default one): meta.devices is a list of those, not indexed by device.
     this._deviceMeta = new Map(this.meta.devices.map((m) => [m.index, m]));
+    // Their columns are concatenated: column NAME of all of them is
+    // "dev.NAME", and "dev.len.NAME" holds each device's part's length, in
+    // the order of meta.devices (a device's slot).
+    this._deviceSlot = new Map(this.meta.devices.map((m, s) => [m.index, s]));
+    this._deviceStarts = new Map();  // NAME -> where each slot's part starts
   }
 
   // Devices the snapshot lists, packed or not.
   get deviceCount() { return this.meta.deviceCount ?? this.meta.devices.length; }
 
+  // Device d's part of the embedded `memsight summary --json`, or null. Alike
+  // devices share one entry, which lists them as "alike": [[first, last], ...].
+  summaryOf(d) {
+    const s = this.meta.summary;
+    if (!s || !Array.isArray(s.devices)) return null;
+    return s.devices.find((x) => x.device === d ||
+      (Array.isArray(x.alike) && x.alike.some(([a, b]) => a <= d && d <= b))) || null;
+  }
+
   // The metadata of a packed device, or undefined.
   deviceMeta(d) { return this._deviceMeta.get(d); }
 
   has(name) { return this._columns.has(name); }
+
+  // Column NAME of packed device d: a view on its part of "dev.NAME".
+  deviceCol(d, name) {
+    const s = this._deviceSlot.get(d);
+    if (s === undefined || !this.has(`dev.${name}`)) throw new Error(`page data lacks column ${name} of device ${d}`);
+    let start = this._deviceStarts.get(name);
+    if (!start) {
+      const len = this.col(`dev.len.${name}`);
+      start = new Float64Array(len.length + 1);
+      for (let i = 0; i < len.length; i++) start[i + 1] = start[i] + len[i];
+      this._deviceStarts.set(name, start);
+    }
+    return this.col(`dev.${name}`).subarray(start[s], start[s + 1]);
+  }
 
   // A column as a typed array (const columns are materialised once).
   col(name) {
@@ -175,6 +204,19 @@ export class PageData {
     if (s === undefined) {
       s = this._decoder.decode(this._strBlob.subarray(this._strOff[i], this._strOff[i + 1]));
       this._strings[i] = s;
+    }
+    return s;
+  }
+
+  // A frame's label as torch's folded stacks write it, "file.py:12:name"
+  // (the file's base name after its last '/'): the flamegraphs' names.
+  foldedLabel(fr) {
+    let s = this._foldedLabels.get(fr);
+    if (s === undefined) {
+      const f = this._frames;
+      const file = this.str(f.file[fr]);
+      s = `${file.slice(file.lastIndexOf('/') + 1)}:${f.line[fr]}:${this.str(f.name[fr])}`;
+      this._foldedLabels.set(fr, s);
     }
     return s;
   }
@@ -255,7 +297,7 @@ export class DeviceData {
     this.index = d;
     this.meta = page.deviceMeta(d);
     if (!this.meta) throw new Error(`page data lacks device ${d}`);
-    const c = (n) => page.col(`d${d}.${n}`);
+    const c = (n) => page.deviceCol(d, n);
     this.col = c;
     this.n = this.meta.events;
     this.ev = {
@@ -283,11 +325,7 @@ export class DeviceData {
   // This device's part of `memsight summary --json` as the engine embedded
   // it (null for a device with no trace entries and no segments): every
   // peak, current value and OOM the page states comes from here.
-  get summary() {
-    const s = this.page.meta.summary;
-    if (!s || !Array.isArray(s.devices)) return null;
-    return s.devices.find((d) => d.device === this.index) || null;
-  }
+  get summary() { return this.page.summaryOf(this.index); }
 
   // Event times in µs since the epoch (non-decreasing: the page's clock).
   get times() {

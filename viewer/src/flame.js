@@ -32,7 +32,8 @@ export class FlameTree {
     const parent = dev.col(`${which}.parent`);
     const nameIds = dev.col(`${which}.name`);
     const value = dev.col(`${which}.value`);
-    const names = Array.from(nameIds, (id) => dev.page.str(id));
+    // A name is a text's id, or -1 - a frame's id (labelled here, once per frame).
+    const names = Array.from(nameIds, (id) => (id >= 0 ? dev.page.str(id) : dev.page.foldedLabel(-1 - id)));
     return new FlameTree(parent, names, value);
   }
 

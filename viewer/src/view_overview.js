@@ -221,13 +221,20 @@ export class OverviewView {
   }
 
   // `memsight summary --json` as the engine embedded it, for copying (less
-  // the devices with no trace and no segments, which the page leaves out).
+  // the devices with no trace and no segments, which the page leaves out;
+  // alike devices once, listed in "alike").
   summarySection(summary) {
-    const shown = Array.isArray(summary.devices) ? summary.devices.length : 0;
+    const devices = Array.isArray(summary.devices) ? summary.devices : [];
+    const alike = devices.some((d) => Array.isArray(d.alike));
+    const shown = devices.reduce((n, d) => n + (Array.isArray(d.alike)
+      ? d.alike.reduce((m, [a, b]) => m + b - a + 1, 0) : 1), 0);
     const meta = this.app.page.meta;
     const held = meta.devices.filter((d) => d.events || d.segments).length;
-    const note = (meta.devicesWithData ?? 0) > held ? ' (only the devices this page holds)'
-      : this.app.page.deviceCount > shown ? ' (devices with no trace entries and no segments left out)' : '';
+    const notes = [];
+    if ((meta.devicesWithData ?? 0) > held) notes.push('only the devices this page holds');
+    else if (this.app.page.deviceCount > shown) notes.push('devices with no trace entries and no segments left out');
+    if (alike) notes.push('alike devices listed once, in "alike"');
+    const note = notes.length ? ` (${notes.join('; ')})` : '';
     // Written out when opened: it can be long.
     const details = h('details', null, h('summary', null, `memsight summary --json${note}`));
     details.addEventListener('toggle', () => {

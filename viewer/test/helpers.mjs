@@ -79,6 +79,15 @@ export function tables(stacks) {
   };
 }
 
+// The "dev.len.*" columns of a page whose one device's columns are the
+// "dev.*" ones (docs/formats.md); returns the columns.
+export function oneDevice(columns) {
+  const names = Object.keys(columns).filter((k) => k.startsWith('dev.')).map((k) => k.slice(4));
+  const count = (v) => (ArrayBuffer.isView(v) ? v.length : v.count);
+  const lengths = Object.fromEntries(names.map((n) => [`dev.len.${n}`, new Uint32Array([count(columns[`dev.${n}`])])]));
+  return { ...columns, ...lengths };
+}
+
 export function pageFrom(meta, columns) {
   return new PageData(parseBlob(makeBlob(meta, columns)));
 }

@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { FlameTree } from '../src/flame.js';
 import { AllocatorStateModel, layoutState } from '../src/state.js';
 import { LiveStack, TimelineModel } from '../src/timeline.js';
 import { CATEGORIES, Categories } from '../src/categories.js';
@@ -85,6 +86,33 @@ function checkState(dev) {
   return md;
 }
 
+// Folded stacks (stack -> bytes, lines of 0 bytes or less left out) of
+// `memsight memory` / `segments -o -`, which print what torch prints.
+function foldedOf(snap, command) {
+  const text = execFileSync(binary, [command, snap, '-o', '-'], { maxBuffer: 1 << 30 }).toString('utf8');
+  const out = new Map();
+  for (const line of text.split('\n')) {
+    if (!line) continue;
+    const at = line.lastIndexOf(' ');
+    const n = Number(line.slice(at + 1));
+    if (n > 0) out.set(line.slice(0, at), (out.get(line.slice(0, at)) || 0) + n);
+  }
+  return out;
+}
+
+// The same from the page's trees: each node's own bytes (its value less
+// its children's) under the path of names to it, summed over the devices.
+function addTreePaths(tree, into) {
+  const path = new Array(tree.n);
+  for (let i = 1; i < tree.n; i++) {
+    const p = tree.parent[i];
+    path[i] = p > 0 ? `${path[p]};${tree.names[i]}` : tree.names[i];
+    let own = tree.value[i];
+    for (const c of tree.children[i]) own -= tree.value[c];
+    if (own > 0) into.set(path[i], (into.get(path[i]) || 0) + own);
+  }
+}
+
 // The timeline's kinds at the end are the summary's at the snapshot (one
 // classifier), in requested bytes, when no block waits on another stream
 // (the timeline keeps those until free_completed, the summary does not).
@@ -106,6 +134,7 @@ describe('engine page data agrees with the viewer\'s replay', { skip: !binary &&
     test(snap.split('/').pop(), async () => {
       const page = await load(report(snap, dir));
       const summary = page.meta.summary;
+      const trees = { memory: new Map(), segments: new Map() };
       for (const d of page.meta.devices) {
         if (!d.events && !d.segments) continue;
         const dev = page.device(d.index);
@@ -113,7 +142,9 @@ describe('engine page data agrees with the viewer\'s replay', { skip: !binary &&
         checkTimeline(dev, 'st');
         const sm = checkState(dev);
         // The state at the snapshot adds up to what `memsight summary` says.
-        const sd = summary && summary.devices.find((x) => x.device === d.index);
+        addTreePaths(FlameTree.fromDevice(dev, 'fm'), trees.memory);
+        addTreePaths(FlameTree.fromDevice(dev, 'fs'), trees.segments);
+        const sd = summary && page.summaryOf(d.index);
         if (sd) {
           const L = layoutState(sm, sm.stateAfter(dev.n - 1));
           // the page lays out requested sizes, as memory_viz does (torch's requested_bytes)
@@ -122,6 +153,11 @@ describe('engine page data agrees with the viewer\'s replay', { skip: !binary &&
           assert.equal(d.entries, sd.entries);
           checkKinds(dev, sd);
         }
+      }
+      // The flamegraphs hold torch's folded stacks, name for name.
+      for (const command of ['memory', 'segments']) {
+        const want = foldedOf(snap, command);
+        assert.deepEqual(new Map([...trees[command]].sort()), new Map([...want].sort()), command);
       }
     });
   }

@@ -1,7 +1,7 @@
 // A small hand-made device whose page data is worked out by hand (see the
 // comments), for the timeline and state tests.
 import { A } from '../src/format.js';
-import { pageFrom, tables } from './helpers.mjs';
+import { oneDevice, pageFrom, tables } from './helpers.mjs';
 
 const f = (name, filename, line) => ({ name, filename, line });
 export const STACKS = [
@@ -46,7 +46,7 @@ export function synthPage({ interval = 3 } = {}) {
   const t = tables(STACKS);
   const n = EVENTS.length;
   const col = (i) => EVENTS.map((e) => e[i]);
-  const d = (k, v) => [`d0.${k}`, v];
+  const d = (k, v) => [`dev.${k}`, v];
   const E = ELEMENTS;
   // Timeline checkpoints: live ids after events 2 and 5 (states 3 and 6).
   const tlcp = interval === 3 ? { off: [0, 4, 7], ids: [0, 1, 2, 3, 0, 2, 4] } : { off: [0], ids: [] };
@@ -138,5 +138,5 @@ export function synthPage({ interval = 3 } = {}) {
       sc: { interval, count: interval === 3 ? 2 : 0 },
     }],
   };
-  return pageFrom(meta, columns);
+  return pageFrom(meta, oneDevice(columns));
 }
