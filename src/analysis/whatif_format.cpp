@@ -139,10 +139,10 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
   const simulate::Result& r = o.result;
   std::string out = "  with " + o.alt.label + " (over the recorded settings):\n";
   char line[256];
-  std::snprintf(
-      line, sizeof line, "    peak reserved   %s, after trace entry %d (recorded settings %s, %s)\n",
-      sz(r.peak.reserved).c_str(), r.peak_reserved_event, sz(baseline(d)).c_str(),
-      change(r.peak.reserved, baseline(d)).c_str());
+  std::snprintf(line, sizeof line,
+                "    peak reserved   %s, after trace entry %d (recorded settings %s, %s)\n",
+                sz(r.peak.reserved).c_str(), r.peak_reserved_event, sz(baseline(d)).c_str(),
+                change(r.peak.reserved, baseline(d)).c_str());
   out += line;
   out += "    peak allocated  " + sz(r.peak.allocated) + '\n';
   out += "    at the peak     " + sz(r.unused_at_peak) + " reserved but not allocated (" +
@@ -375,9 +375,8 @@ std::string oom_sentence(const DeviceReport& d, int32_t entry) {
   else if (best)
     s = "Simulated on this history: with " + best->alt.label +
         " this request fits: peak reserved " + sz(best->result.peak.reserved) +
-        (best->result.peak.reserved == baseline(d)
-             ? std::string(", as recorded")
-             : " instead of " + sz(baseline(d))) +
+        (best->result.peak.reserved == baseline(d) ? std::string(", as recorded")
+                                                   : " instead of " + sz(baseline(d))) +
         ".";
   else
     s = "Simulated on this history: none of the standard allocator settings (expandable_segments, "

@@ -93,26 +93,35 @@ class FromRaw {
   }
 
   void segments() {
-    const ShapeId with_stack =
-        shape({{"device", Field::Device},           {"address", Field::Address},
-               {"total_size", Field::TotalSize},     {"allocated_size", Field::AllocatedSize},
-               {"active_size", Field::ActiveSize},   {"requested_size", Field::RequestedSize},
-               {"stream", Field::Stream},            {"segment_type", Field::SegmentType},
-               {"segment_pool_id", Field::SegmentPoolId}, {"is_expandable", Field::IsExpandable},
-               {"blocks", Field::Blocks},            {"frames", Field::Frames}});
-    const ShapeId without_stack =
-        shape({{"device", Field::Device},           {"address", Field::Address},
-               {"total_size", Field::TotalSize},     {"allocated_size", Field::AllocatedSize},
-               {"active_size", Field::ActiveSize},   {"requested_size", Field::RequestedSize},
-               {"stream", Field::Stream},            {"segment_type", Field::SegmentType},
-               {"segment_pool_id", Field::SegmentPoolId}, {"is_expandable", Field::IsExpandable},
-               {"frames", Field::Frames},            {"blocks", Field::Blocks}});
-    const ShapeId block_shape =
-        shape({{"address", Field::Address},
-               {"size", Field::Size},
-               {"requested_size", Field::RequestedSize},
-               {"state", Field::State},
-               {"frames", Field::Frames}});
+    const ShapeId with_stack = shape({{"device", Field::Device},
+                                      {"address", Field::Address},
+                                      {"total_size", Field::TotalSize},
+                                      {"allocated_size", Field::AllocatedSize},
+                                      {"active_size", Field::ActiveSize},
+                                      {"requested_size", Field::RequestedSize},
+                                      {"stream", Field::Stream},
+                                      {"segment_type", Field::SegmentType},
+                                      {"segment_pool_id", Field::SegmentPoolId},
+                                      {"is_expandable", Field::IsExpandable},
+                                      {"blocks", Field::Blocks},
+                                      {"frames", Field::Frames}});
+    const ShapeId without_stack = shape({{"device", Field::Device},
+                                         {"address", Field::Address},
+                                         {"total_size", Field::TotalSize},
+                                         {"allocated_size", Field::AllocatedSize},
+                                         {"active_size", Field::ActiveSize},
+                                         {"requested_size", Field::RequestedSize},
+                                         {"stream", Field::Stream},
+                                         {"segment_type", Field::SegmentType},
+                                         {"segment_pool_id", Field::SegmentPoolId},
+                                         {"is_expandable", Field::IsExpandable},
+                                         {"frames", Field::Frames},
+                                         {"blocks", Field::Blocks}});
+    const ShapeId block_shape = shape({{"address", Field::Address},
+                                       {"size", Field::Size},
+                                       {"requested_size", Field::RequestedSize},
+                                       {"state", Field::State},
+                                       {"frames", Field::Frames}});
     const StrId large = snap_.strings.intern("large"), small = snap_.strings.intern("small");
     const StrId states[3] = {snap_.strings.intern("active_allocated"),
                              snap_.strings.intern("active_pending_free"),
@@ -164,11 +173,12 @@ class FromRaw {
     ShapeId shapes[2][2];
     for (int oom = 0; oom < 2; ++oom)
       for (int ctx = 0; ctx < 2; ++ctx) {
-        std::vector<ShapeKey> v = {{snap_.strings.intern("action"), Field::Action},
-                                   {snap_.strings.intern(oom ? "device_free" : "addr"), Field::Addr},
-                                   {snap_.strings.intern("size"), Field::Size},
-                                   {snap_.strings.intern("stream"), Field::Stream},
-                                   {snap_.strings.intern("time_us"), Field::TimeUs}};
+        std::vector<ShapeKey> v = {
+            {snap_.strings.intern("action"), Field::Action},
+            {snap_.strings.intern(oom ? "device_free" : "addr"), Field::Addr},
+            {snap_.strings.intern("size"), Field::Size},
+            {snap_.strings.intern("stream"), Field::Stream},
+            {snap_.strings.intern("time_us"), Field::TimeUs}};
         if (raw_.has_compile_context)
           v.push_back({snap_.strings.intern("compile_context"), Field::CompileContext});
         if (raw_.has_user_metadata)
@@ -177,9 +187,9 @@ class FromRaw {
         shapes[oom][ctx] = snap_.shapes.intern(v);
       }
     static constexpr Action kActions[] = {
-        Action::Alloc,      Action::FreeRequested, Action::FreeCompleted,
-        Action::SegmentAlloc, Action::SegmentFree, Action::SegmentMap,
-        Action::SegmentUnmap, Action::Snapshot,    Action::Oom};
+        Action::Alloc,        Action::FreeRequested, Action::FreeCompleted,
+        Action::SegmentAlloc, Action::SegmentFree,   Action::SegmentMap,
+        Action::SegmentUnmap, Action::Snapshot,      Action::Oom};
     check(raw_.n_devices < (1u << 20) && raw_.device_offsets[0] == 0, "device offsets");
     const uint64_t n = raw_.device_offsets[raw_.n_devices];
     check(n < UINT32_MAX, "entry count");

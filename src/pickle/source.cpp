@@ -317,9 +317,7 @@ class ExpansionLimit : public ByteSource {
     return std::min(kDefaultMaxExpanded, kExpansionAllowance + kExpansionRatio * compressed());
   }
   // The compressed size the limit is computed from: the file's, else what has arrived.
-  uint64_t compressed() const {
-    return inner_->total() ? inner_->total() : inner_->consumed();
-  }
+  uint64_t compressed() const { return inner_->total() ? inner_->total() : inner_->consumed(); }
   // Says which limit stopped the read, with the numbers it was computed from.
   [[noreturn]] void fail() const {
     uint64_t lim = limit(), read = compressed();
@@ -329,8 +327,9 @@ class ExpansionLimit : public ByteSource {
     else if (lim == kDefaultMaxExpanded)
       why = "the most any compressed input may expand to without --max-expanded";
     else if (inner_->total())
-      why = "the limit for " + sized(read) + " of compressed file: " +
-            std::to_string(kExpansionRatio) + " times its size plus 64 MiB, at most 32 GiB";
+      why = "the limit for " + sized(read) +
+            " of compressed file: " + std::to_string(kExpansionRatio) +
+            " times its size plus 64 MiB, at most 32 GiB";
     else
       why = "the limit after " + sized(read) +
             " of compressed input: " + std::to_string(kExpansionRatio) +

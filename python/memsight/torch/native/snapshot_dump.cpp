@@ -21,12 +21,12 @@
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <type_traits>
-#include <utility>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "raw_snapshot.h"
@@ -37,8 +37,7 @@ namespace A = c10::cuda::CUDACachingAllocator;
 using torch::CapturedTraceback;
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void set_error(char* err, int err_len, const char* what) {
@@ -315,8 +314,8 @@ Dump* take(bool symbolize) {
       msr_block mb{};
       mb.size = static_cast<int64_t>(b.size);
       mb.requested_size = static_cast<int64_t>(b.requested_size);
-      mb.state = b.allocated ? MSR_ACTIVE_ALLOCATED
-                             : (b.active ? MSR_ACTIVE_PENDING_FREE : MSR_INACTIVE);
+      mb.state =
+          b.allocated ? MSR_ACTIVE_ALLOCATED : (b.active ? MSR_ACTIVE_PENDING_FREE : MSR_INACTIVE);
       mb.stack = stack(block_tb[bi]);
       mb.has_context = block_tb[bi] != UINT32_MAX;
       ++bi;
@@ -403,7 +402,7 @@ __attribute__((visibility("default"))) void memsight_dump_timings(const memsight
 // Writes how many stacks it symbolized (0: none recorded yet) and returns 0,
 // or -1 with a message.
 __attribute__((visibility("default"))) int memsight_dump_warm(int max_stacks, int* symbolized,
-                                                               char* err, int err_len) {
+                                                              char* err, int err_len) {
   try {
     A::SnapshotInfo snap = snapshot_of(false, 0);
     Tracebacks tbs;
