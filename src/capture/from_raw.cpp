@@ -86,37 +86,31 @@ class FromRaw {
     return stack_ids_[id];
   }
 
-  ShapeId shape(std::initializer_list<std::pair<const char*, Field>> keys) {
+  ShapeId shape(const std::vector<std::pair<const char*, Field>>& keys) {
     std::vector<ShapeKey> v;
     for (auto& [k, f] : keys) v.push_back({snap_.strings.intern(k), f});
     return snap_.shapes.intern(v);
   }
 
   void segments() {
-    const ShapeId with_stack = shape({{"device", Field::Device},
-                                      {"address", Field::Address},
-                                      {"total_size", Field::TotalSize},
-                                      {"allocated_size", Field::AllocatedSize},
-                                      {"active_size", Field::ActiveSize},
-                                      {"requested_size", Field::RequestedSize},
-                                      {"stream", Field::Stream},
-                                      {"segment_type", Field::SegmentType},
-                                      {"segment_pool_id", Field::SegmentPoolId},
-                                      {"is_expandable", Field::IsExpandable},
-                                      {"blocks", Field::Blocks},
-                                      {"frames", Field::Frames}});
-    const ShapeId without_stack = shape({{"device", Field::Device},
-                                         {"address", Field::Address},
-                                         {"total_size", Field::TotalSize},
-                                         {"allocated_size", Field::AllocatedSize},
-                                         {"active_size", Field::ActiveSize},
-                                         {"requested_size", Field::RequestedSize},
-                                         {"stream", Field::Stream},
-                                         {"segment_type", Field::SegmentType},
-                                         {"segment_pool_id", Field::SegmentPoolId},
-                                         {"is_expandable", Field::IsExpandable},
-                                         {"frames", Field::Frames},
-                                         {"blocks", Field::Blocks}});
+    // torch's key order: a segment with a stack ends "blocks", "frames";
+    // one without ends "frames", "blocks".
+    auto segment_shape = [&](bool stack) {
+      std::vector<std::pair<const char*, Field>> keys = {{"device", Field::Device},
+                                                         {"address", Field::Address},
+                                                         {"total_size", Field::TotalSize},
+                                                         {"allocated_size", Field::AllocatedSize},
+                                                         {"active_size", Field::ActiveSize},
+                                                         {"requested_size", Field::RequestedSize},
+                                                         {"stream", Field::Stream},
+                                                         {"segment_type", Field::SegmentType},
+                                                         {"segment_pool_id", Field::SegmentPoolId},
+                                                         {"is_expandable", Field::IsExpandable}};
+      keys.emplace_back(stack ? "blocks" : "frames", stack ? Field::Blocks : Field::Frames);
+      keys.emplace_back(stack ? "frames" : "blocks", stack ? Field::Frames : Field::Blocks);
+      return shape(keys);
+    };
+    const ShapeId with_stack = segment_shape(true), without_stack = segment_shape(false);
     const ShapeId block_shape = shape({{"address", Field::Address},
                                        {"size", Field::Size},
                                        {"requested_size", Field::RequestedSize},
