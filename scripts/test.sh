@@ -23,6 +23,9 @@ cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
 scripts/fuzz.sh "${FUZZ_SECONDS}"
 
+# The page and viewer tests use the release build (the newest build is the
+# fuzzers', which has no WebAssembly engine).
+export MEMSIGHT="$PWD/build/release/memsight"
 if [ -d viewer/test ]; then
   echo "== viewer unit tests (node)"
   node --test viewer/test/
