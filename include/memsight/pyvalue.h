@@ -52,16 +52,18 @@ class PyItems {
   PyItems() = default;
   PyItems(std::vector<PyValue> v);  // NOLINT: implicit, as a vector assigns
   PyItems(std::initializer_list<PyValue> v);
-  size_t size() const { return p_ ? p_->size() : 0; }
+  // Defined below PyValue: clang instantiates vector members for an
+  // incomplete element type where GCC waits.
+  size_t size() const;
   bool empty() const { return size() == 0; }
-  const PyValue& operator[](size_t i) const { return (*p_)[i]; }
+  const PyValue& operator[](size_t i) const;
   const PyValue* begin() const;
   const PyValue* end() const;
-  const PyValue& back() const { return (*p_)[size() - 1]; }
-  void reserve(size_t n) { mut().reserve(n); }
+  const PyValue& back() const;
+  void reserve(size_t n);
   void push_back(PyValue v);
   // Item i, for changing it (the vector is unshared first).
-  PyValue& at_mut(size_t i) { return mut()[i]; }
+  PyValue& at_mut(size_t i);
   // The shared vector (nullptr when empty): the same pointer, the same object.
   const void* identity() const { return p_.get(); }
   // How many values hold this vector: more than one for a shared container.
@@ -132,6 +134,12 @@ struct PyValue {
   const PyValue* get(std::string_view key) const;
   void set(std::string_view key, PyValue value);  // appends or replaces
 };
+
+inline size_t PyItems::size() const { return p_ ? p_->size() : 0; }
+inline const PyValue& PyItems::operator[](size_t i) const { return (*p_)[i]; }
+inline const PyValue& PyItems::back() const { return (*p_)[size() - 1]; }
+inline void PyItems::reserve(size_t n) { mut().reserve(n); }
+inline PyValue& PyItems::at_mut(size_t i) { return mut()[i]; }
 
 inline PyItems::PyItems(std::vector<PyValue> v)
     : p_(v.empty() ? nullptr : std::make_shared<std::vector<PyValue>>(std::move(v))) {}
