@@ -111,8 +111,8 @@ def test_native_and_dict_counters_give_the_same_tables(tmp_path, monkeypatch):
     assert tables["1"]["two_steps"][4][1]["allocated_bytes.all.allocated"] == 8 * MIB
 
 
-def reference_peaks(func):
-    """pytorch_memlab's way, in pure Python: settrace, memory_stats() at every line, reset."""
+def reference_peaks(func, device=None):
+    """pytorch_memlab's way, in pure Python: settrace, memory_stats(device) at every line, reset."""
     import torch
 
     code, out = func.__code__, {}
@@ -122,13 +122,13 @@ def reference_peaks(func):
         if event == "call":
             return trace
         if frame.f_code is code and event in ("line", "return"):
-            peak = torch.cuda.memory_stats()["active_bytes.all.peak"]
+            peak = torch.cuda.memory_stats(device)["active_bytes.all.peak"]
             out[prev[0]] = max(out.get(prev[0], 0), peak)
-            torch.cuda.reset_peak_memory_stats()
+            torch.cuda.reset_peak_memory_stats(device)
             prev[0] = frame.f_lineno if event == "line" else code.co_firstlineno
         return trace
 
-    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.reset_peak_memory_stats(device)
     sys.settrace(trace)
     try:
         func()

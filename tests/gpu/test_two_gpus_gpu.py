@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from test_line_profiler_gpu import MIB, peaks
+from test_line_profiler_gpu import MIB, peaks, reference_peaks
 
 CAP = 3 << 30  # as fsdp_ranks_job.py
 
@@ -108,32 +108,6 @@ def on_device_1():
     return 0
 
 
-def reference_peaks_on(func, device):
-    """The pure-Python way, on one device: settrace, memory_stats(device) at every line, reset."""
-    import torch
-
-    code, out = func.__code__, {}
-    prev = [code.co_firstlineno]
-
-    def trace(frame, event, arg):
-        if event == "call":
-            return trace
-        if frame.f_code is code and event in ("line", "return"):
-            peak = torch.cuda.memory_stats(device)["active_bytes.all.peak"]
-            out[prev[0]] = max(out.get(prev[0], 0), peak)
-            torch.cuda.reset_peak_memory_stats(device)
-            prev[0] = frame.f_lineno if event == "line" else code.co_firstlineno
-        return trace
-
-    torch.cuda.reset_peak_memory_stats(device)
-    sys.settrace(trace)
-    try:
-        func()
-    finally:
-        sys.settrace(None)
-    return {line - code.co_firstlineno: v for line, v in out.items()}
-
-
 def test_line_profiler_target_gpu_1_native_equals_reference(tmp_path, monkeypatch):
     _two_gpus()
     import gc
@@ -149,7 +123,7 @@ def test_line_profiler_target_gpu_1_native_equals_reference(tmp_path, monkeypatc
     torch.cuda.empty_cache()
     gc.disable()
     try:
-        expected = reference_peaks_on(on_device_1, 1)
+        expected = reference_peaks(on_device_1, 1)
         prof = LineProfiler(on_device_1)
         prof.set_target_gpu(1)
         with prof:
