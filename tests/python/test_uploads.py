@@ -131,3 +131,29 @@ def test_relative_remote_uses_the_default_destination(fake_torch, tmp_path, core
     fake_torch.oom()
     obs.close()
     assert "rank0_oom_snapshot.pickle" in os.listdir(tmp_path / "dest" / "r2" / "x")
+
+
+def test_staging_folder_exists_only_while_needed(tmp_path):
+    # A job's /tmp must not collect one empty folder per process: the
+    # staging folder is made on the first upload and removed at exit, also
+    # when nobody closes the shared uploader.
+    import subprocess
+    import sys
+
+    src = tmp_path / "f.txt"
+    src.write_text("x")
+    dest = (tmp_path / "bucket").as_uri() + "/f.txt"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    code = (
+        "from memsight.torch import uploads\n"
+        "u = uploads.Uploader()\n"
+        "import os, tempfile; assert not os.listdir(tempfile.gettempdir())\n"
+        f"uploads.shared_uploader().upload({str(src)!r}, {dest!r})\n"
+        "assert os.listdir(tempfile.gettempdir())\n"
+    )
+    env = dict(os.environ, TMPDIR=str(tmp))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "bucket" / "f.txt").read_text() == "x"
+    assert not os.listdir(tmp)

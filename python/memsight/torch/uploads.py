@@ -201,7 +201,7 @@ class Uploader:
         self.max_backoff = max_backoff
         self.results: list[UploadResult] = []
         self._queue: queue.Queue[tuple[str, str, str, bool] | None] = queue.Queue()
-        self._staging = tempfile.mkdtemp(prefix="memsight-uploads-")
+        self._staging = ""  # made on first use, removed by close() and at exit
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pending = 0
@@ -209,6 +209,9 @@ class Uploader:
         self._closed = False
 
     def _stage(self, local: str) -> str:
+        with self._lock:
+            if not self._staging:
+                self._staging = tempfile.mkdtemp(prefix="memsight-uploads-")
         fd, staged = tempfile.mkstemp(prefix="f-", suffix="-" + os.path.basename(local), dir=self._staging)
         os.close(fd)
         os.unlink(staged)
@@ -302,7 +305,8 @@ class Uploader:
             self._queue.put(None)
             if done:
                 thread.join(timeout=5)
-        shutil.rmtree(self._staging, ignore_errors=True)
+        if self._staging:
+            shutil.rmtree(self._staging, ignore_errors=True)
         return done
 
 
@@ -330,9 +334,10 @@ def flush(timeout: float | None = None) -> bool:
 def _flush_at_exit() -> None:
     with _shared_lock:
         up = _shared
-    if up is None or not up.pending():
+    if up is None:
         return
     timeout = float(os.environ.get("MEMSIGHT_UPLOAD_EXIT_TIMEOUT", "300"))
-    log.info("memsight: waiting up to %.0fs for %d upload(s) before exit", timeout, up.pending())
-    if not up.flush(timeout):
+    if up.pending():
+        log.info("memsight: waiting up to %.0fs for %d upload(s) before exit", timeout, up.pending())
+    if not up.close(timeout):  # close() also removes the staging folder
         log.error("memsight: %d upload(s) did not finish before exit", up.pending())
