@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -142,6 +143,15 @@ class ShapeTable {
   std::vector<uint32_t> begin_;
 };
 
+namespace detail {
+// Memory for a column. Columns of a few MiB and more are 2 MiB-aligned and
+// asked to be backed by transparent huge pages, where the system allows
+// them: filling 60 MB of columns otherwise takes 15,000 page faults, a
+// tenth of a big read's time.
+void* column_alloc(size_t bytes);
+void column_free(void* p, size_t bytes) noexcept;
+}  // namespace detail
+
 // An allocator whose resize() leaves new elements uninitialised: columns
 // sized for every row at once, then filled in place by several threads,
 // are not first zeroed (and paged in) by one.
@@ -154,6 +164,11 @@ struct UninitAllocator : std::allocator<T> {
   UninitAllocator() noexcept = default;
   template <class U>
   UninitAllocator(const UninitAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    if (n > SIZE_MAX / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(detail::column_alloc(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) noexcept { detail::column_free(p, n * sizeof(T)); }
   template <class U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;

@@ -12,6 +12,8 @@
 #include "analysis/sites.h"
 #include "analysis/summary_json.h"
 #include "analysis/whatif.h"
+#include "pickle/unpickler.h"
+#include "util/parallel.h"
 
 namespace memsight {
 namespace {
@@ -179,8 +181,18 @@ DeviceSummary summarize_device(const DeviceInputs& in, size_t d) {
   ds.entries = end - begin;
   state_at_snapshot(in.snap, ds);
   replay::Result rr = replay::run(in.snap, d, in.cfg);
-  peaks_and_sites(in, rr, begin, ds);
-  BlockCategories bc = classify_blocks(in.snap, d, rr, in.tags);
+  // Two independent readers of the replay, side by side where a second
+  // core is free and the trace is big enough to pay for a thread
+  // (classify_blocks does not touch the frame classifier, whose caches are
+  // not shared across threads).
+  BlockCategories bc;
+  unsigned threads = rr.blocks.size() >= 20000 ? skip_stats::reader_threads() : 1;
+  parallel_for(2, threads, [&](size_t i) {
+    if (i == 0)
+      peaks_and_sites(in, rr, begin, ds);
+    else
+      bc = classify_blocks(in.snap, d, rr, in.tags);
+  });
   ds.category_sources = bc.sources;
   ds.categories_peak = view_at(bc, rr, ds.peak_allocated_event);
   ds.categories_now = view_at(bc, rr, static_cast<int64_t>(ds.entries) - 1);
@@ -199,39 +211,46 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && s.device < 1024) ndev = std::max(ndev, static_cast<size_t>(s.device + 1));
   sum.devices_listed = ndev;
-  sum.input_notes = snapshot_input_notes(snap);
   alloc::Settings cfg = alloc::Settings::recorded(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
   const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags, opts.top_sites};
-  // Devices are alike when their JSON (device number aside) and the time of
-  // their first entry (from which the text counts) are the same; each group
-  // keeps one summary, however many devices the snapshot lists.
-  std::unordered_map<std::string, size_t> group_of;
-  std::string key;
-  for (size_t d = 0; d < ndev; ++d) {
-    DeviceSummary ds = summarize_device(in, d);
-    sum.total_entries += ds.entries;
-    const int dev = ds.device;
-    if (opts.group_alike) {
-      key.clear();
-      ds.device = 0;
-      device_json(key, fc, ds);
-      ds.device = dev;
-      if (ds.entries) key += std::to_string(snap.trace.time_us[snap.device_rows(d).first]);
-      auto it = group_of.find(key);
-      if (it != group_of.end()) {
-        auto& ranges = sum.members[it->second];
-        if (ranges.back().second == dev - 1)
-          ranges.back().second = dev;
-        else
-          ranges.emplace_back(dev, dev);
-        continue;
-      }
-      group_of.emplace(key, sum.devices.size());
+  // The notes (a walk over every number of the snapshot) are made beside
+  // the devices' summaries.
+  parallel_for(2, skip_stats::reader_threads(), [&](size_t i) {
+    if (i == 0) {
+      sum.input_notes = snapshot_input_notes(snap);
+      return;
     }
-    sum.devices.push_back(std::move(ds));
-    sum.members.push_back({{dev, dev}});
-  }
+    // Devices are alike when their JSON (device number aside) and the time of
+    // their first entry (from which the text counts) are the same; each group
+    // keeps one summary, however many devices the snapshot lists.
+    std::unordered_map<std::string, size_t> group_of;
+    std::string key;
+    for (size_t d = 0; d < ndev; ++d) {
+      DeviceSummary ds = summarize_device(in, d);
+      sum.total_entries += ds.entries;
+      const int dev = ds.device;
+      if (opts.group_alike) {
+        key.clear();
+        ds.device = 0;
+        device_json(key, fc, ds);
+        ds.device = dev;
+        if (ds.entries) key += std::to_string(snap.trace.time_us[snap.device_rows(d).first]);
+        auto it = group_of.find(key);
+        if (it != group_of.end()) {
+          auto& ranges = sum.members[it->second];
+          if (ranges.back().second == dev - 1)
+            ranges.back().second = dev;
+          else
+            ranges.emplace_back(dev, dev);
+          continue;
+        }
+        group_of.emplace(key, sum.devices.size());
+      }
+      sum.devices.push_back(std::move(ds));
+      sum.members.push_back({{dev, dev}});
+    }
+  });
   return sum;
 }
 

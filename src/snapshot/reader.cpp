@@ -121,12 +121,20 @@ class Builder : public DictHook {
     auto row = static_cast<uint32_t>(t.rows());
     auto n = static_cast<size_t>(r.n);
     // Same keys in the same order as the previous row: same shape.
-    bool same = n == last_row_n_ && std::memcmp(r.keys, last_row_keys_, n * sizeof(StrId)) == 0 &&
-                std::memcmp(r.field, last_row_fields_, n) == 0;
+    // Compared whole (fixed sizes compile to a few vector compares); the
+    // unused tail is zeroed in the copy and in the row.
+    StrId keys_now[RowFields::kMax] = {};
+    uint8_t fields_now[RowFields::kMax] = {};
+    for (size_t i = 0; i < n; ++i) {
+      keys_now[i] = r.keys[i];
+      fields_now[i] = r.field[i];
+    }
+    bool same = n == last_row_n_ && std::memcmp(keys_now, last_row_keys_, sizeof keys_now) == 0 &&
+                std::memcmp(fields_now, last_row_fields_, sizeof fields_now) == 0;
     if (!same) {
       last_row_n_ = n;
-      std::memcpy(last_row_keys_, r.keys, n * sizeof(StrId));
-      std::memcpy(last_row_fields_, r.field, n);
+      std::memcpy(last_row_keys_, keys_now, sizeof keys_now);
+      std::memcpy(last_row_fields_, fields_now, sizeof fields_now);
       ShapeKey keys[RowFields::kMax];
       for (size_t i = 0; i < n; ++i) keys[i] = {r.keys[i], kFieldOf[r.field[i]]};
       last_row_shape_ = snap_.shapes.intern({keys, n});
@@ -170,8 +178,8 @@ class Builder : public DictHook {
   // The row lane's previous row (kept apart from make_row's cache).
   size_t last_row_n_ = 0;
   ShapeId last_row_shape_ = 0;
-  StrId last_row_keys_[RowFields::kMax];
-  uint8_t last_row_fields_[RowFields::kMax];
+  StrId last_row_keys_[RowFields::kMax] = {};
+  uint8_t last_row_fields_[RowFields::kMax] = {};
   std::vector<uint8_t> action_cache_;
   std::vector<ShapeKey> shape_buf_;
   std::vector<ShapeKey> last_shape_;
