@@ -4,11 +4,12 @@ values the pickle refers to many times through its memo, many alike
 devices, many small containers, a trace whose allocations are never freed.
 
     bench/hostile_memory.py [--memsight build/release/memsight] [--baseline OTHER/memsight]
-                            [--only NAME,...] [--big] [--limit-gb 8]
+                            [--only NAME,...] [--commands leaks,diff,...] [--big] [--limit-gb 8]
 
 Writes the inputs into bench/.data/hostile/ (a few MB each; --big adds the
 105 MB one and the 16 MB trace), runs each command once per binary under an
-address-space limit (a run past it reads "out of memory"), and prints a
+address-space limit (a run past it reads "out of memory"; `diff` compares
+the state after the first trace entry with the end), and prints a
 Markdown table: peak RSS (wait4 of the child), wall time, output size
 and bytes of memory per byte of pickle. docs/snapshot-format.md
 (#hostile-input) states the bound these are checked against.
@@ -33,8 +34,12 @@ _, status, usage = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as f:
     f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
 """
+# diff compares the state after the first trace entry with the snapshot's
+# end: every allocation after it has appeared, each stack once.
 COMMANDS = [["stats"], ["trace"], ["segments", "-o", "-"], ["memory", "-o", "-"], ["summary"],
-            ["summary", "--json"], ["view", "-o", "OUT.html"], ["convert", "-o", "OUT.pickle"]]
+            ["summary", "--json"], ["view", "-o", "OUT.html"], ["convert", "-o", "OUT.pickle"],
+            ["leaks"], ["leaks", "--json"], ["diff", "--at", "0"], ["diff", "--at", "0", "--json"],
+            ["diff", "--at", "0", "-o", "OUT.folded"], ["diff", "--at", "0", "-o", "OUT.svg"]]
 
 
 def entry(i, frames):
@@ -104,6 +109,8 @@ def measure(binary, cmd, f, limit):
     # count this process's pages in its peak (Linux keeps it across exec). A
     # shell sets the limit, then becomes memsight.
     err_path, rss_path = DATA / "err", DATA / "rss"
+    written = pathlib.Path(args[-1]) if args[-1].startswith(str(DATA)) else out
+    written.unlink(missing_ok=True)  # a failed run writes nothing: no size of an earlier one
     limited = ["/bin/sh", "-c", f'ulimit -v {limit // 1024}; exec "$0" "$@"', binary]
     t0 = time.perf_counter()
     with open(out, "wb") as o, open(err_path, "wb") as e:
@@ -112,7 +119,6 @@ def measure(binary, cmd, f, limit):
     status, kib = map(int, rss_path.read_text().split())
     wall = time.perf_counter() - t0
     err = err_path.read_text(errors="replace").strip()
-    written = pathlib.Path(args[-1]) if args[-1].startswith(str(DATA)) else out
     size = written.stat().st_size if written.exists() else 0
     return kib * 1024, wall, size, (err.splitlines()[-1][:60] if status else None)
 
@@ -122,6 +128,7 @@ def main():
     ap.add_argument("--memsight", default=str(ROOT / "build" / "release" / "memsight"))
     ap.add_argument("--baseline", default=None, help="another memsight binary (before a change)")
     ap.add_argument("--only", default="", help="comma-separated input names")
+    ap.add_argument("--commands", default="", help="comma-separated commands (stats,leaks,diff,...)")
     ap.add_argument("--big", action="store_true", help="add the 105 MB and 16 MB inputs")
     ap.add_argument("--limit-gb", type=float, default=8, help="address-space limit of each run")
     args = ap.parse_args()
@@ -143,7 +150,10 @@ def main():
                 pickle.dump(build(), out, protocol=4)
         size = f.stat().st_size
         for cmd in COMMANDS:
-            row = f"| {what} | {size / 1e6:.2f} MB | {' '.join(c for c in cmd if not c.startswith('OUT'))} |"
+            if args.commands and cmd[0] not in args.commands.split(","):
+                continue
+            shown_cmd = " ".join(c.replace("OUT", "") for c in cmd)
+            row = f"| {what} | {size / 1e6:.2f} MB | {shown_cmd} |"
             for _, b in binaries:
                 rss, wall, out, err = measure(b, cmd, f, limit)
                 shown = f"{rss / 1e6:.1f} MB" if not err else f"{rss / 1e6:.1f} MB ({err})"

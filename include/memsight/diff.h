@@ -44,9 +44,11 @@ struct DiffMoment {
   double fragmentation = 0;       // 1 - largest free block / free bytes
   std::vector<SiteAmount> sites;  // largest first
   CategoryTotals categories;
-  std::vector<std::pair<std::string, int64_t>> modules;  // bytes made in each module itself
+  std::vector<std::pair<std::string, int64_t>>
+      modules;  // bytes made in each module itself (names cut)
   // Folded stacks of the live blocks (torch's frames, as `memsight memory`
-  // names them) -> bytes; and the kinds of their frames, for colours.
+  // names them, but names past kNameLimit cut as in every report) -> bytes;
+  // and the kinds of their frames, for colours.
   std::unordered_map<std::string, int64_t> folded;
   std::unordered_map<std::string, FrameKind> frame_kinds;
   std::string note;  // why the numbers are estimates, if they are ("" when exact)
@@ -96,6 +98,7 @@ struct SnapshotDiff {
   std::vector<ModuleChange> modules;
 };
 
+// The moments' sites keep their numbers; their stacks move to the changes.
 SnapshotDiff diff_moments(DiffMoment before, DiffMoment after);
 std::string diff_text(const SnapshotDiff& d);
 std::string diff_json(const SnapshotDiff& d);

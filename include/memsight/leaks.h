@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memsight/categories.h"
@@ -88,11 +89,19 @@ struct LeakReport {
 };
 
 struct Leaks {
-  std::vector<LeakReport> devices;     // those with a trace or segments
+  // One report per group of alike devices (those with a trace or segments
+  // whose reports are the same but for the device number), in the order of
+  // each group's first device, which LeakReport::device names.
+  std::vector<LeakReport> devices;
+  // The devices of each group: ranges [first, last], ascending.
+  std::vector<std::vector<std::pair<int, int>>> members;
   std::vector<std::string> user_code;  // the --user-code patterns in force
 };
 
 Leaks find_leaks(const Snapshot& snap, const UserCode& user_code = {});
+// Groups of alike devices are reported once, named by their devices: in
+// the text "Devices 0-7 (8 alike)", in the JSON "alike":[[0,7]] (the
+// summary's page form).
 std::string leaks_text(const Snapshot& snap, const Leaks& leaks);
 std::string leaks_json(const Snapshot& snap, const Leaks& leaks);
 // The least number of complete iterations find_leaks judges.

@@ -370,7 +370,8 @@ class Snapshot:
     def leaks(self, user_code: str | list[str] | None = None) -> Summary:
         """``memsight leaks``: memory that grows from iteration to iteration.
 
-        Per device (``devices``): the iterations found (``iterations.source``:
+        Per device (``devices``; alike devices once, listed in ``alike``
+        as ``[[first, last], ...]``): the iterations found (``iterations.source``:
         memsight steps, profiler steps, optimizer steps or repeating
         allocations), the ``verdict`` (``leak``, ``none``, ``too few
         iterations``, ``no iterations``, ``no trace``) and its ``message``,

@@ -16,6 +16,7 @@
 #include "analysis/replay.h"
 #include "analysis/report_text.h"
 #include "memsight/error.h"
+#include "memsight/input_limits.h"
 
 namespace memsight {
 namespace {
@@ -41,14 +42,15 @@ std::string note_of(const replay::Result& rr) {
   return note;
 }
 
-// The kinds of a stack's frames by their whole labels, as the diff's
-// flamegraph names frames; copied, since a moment outlives its snapshot.
+// The kinds of a stack's frames by their labels, long names cut as the
+// diff's folded stacks cut them; copied, since a moment outlives its
+// snapshot.
 void add_frame_kinds(DiffMoment& m, const FrameClassifier& fc, StackId stack,
                      std::vector<bool>& seen) {
   for (FrameId f : fc.snapshot().frames.stack(stack)) {
     if (seen[f]) continue;
     seen[f] = true;
-    m.frame_kinds.try_emplace(fc.frame_key(f).text(SIZE_MAX), fc.kind(f));
+    m.frame_kinds.try_emplace(fc.frame_key(f).text(), fc.kind(f));
   }
 }
 
@@ -113,7 +115,7 @@ DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay
   std::stable_sort(m.sites.begin(), m.sites.end(),
                    [](const SiteAmount& a, const SiteAmount& b) { return a.bytes > b.bytes; });
   for (size_t i = 1; i < module_bytes.size(); ++i)
-    if (module_bytes[i]) m.modules.emplace_back(bc.modules[i - 1], module_bytes[i]);
+    if (module_bytes[i]) m.modules.emplace_back(cut_name(bc.modules[i - 1]), module_bytes[i]);
   std::sort(m.modules.begin(), m.modules.end());
   m.note = note_of(rr);
   return m;
@@ -180,7 +182,9 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
   rr = replay::run(snap, device, cfg, events);
   const BlockCategories bc = classify_blocks(snap, device, rr, read_tags(snap));
   FrameClassifier fc(snap, user_code);
-  StackFormatter fmt(snap);
+  // Names are cut as in every report (a 100 MiB name would otherwise be
+  // held, and written, once per folded stack).
+  StackFormatter fmt(snap, kNameLimit);
   const uint32_t begin = device < snap.device_count() ? snap.device_rows(device).first : 0;
   std::vector<DiffMoment> out;
   for (size_t i = 0; i < at.size(); ++i) {
@@ -247,14 +251,16 @@ std::string_view SiteChange::status() const {
 
 SnapshotDiff diff_moments(DiffMoment before, DiffMoment after) {
   SnapshotDiff d;
+  // The sites' texts move into the changes (each up to kNameLimit a name):
+  // the moments keep their numbers.
   std::map<std::string, SiteChange> sites;
-  for (const DiffMoment* m : {&before, &after})
-    for (const SiteAmount& s : m->sites) {
+  for (DiffMoment* m : {&before, &after})
+    for (SiteAmount& s : m->sites) {
       SiteChange& c = sites[s.site];
       c.site = s.site;
       c.kind = s.kind;
-      c.stack = s.stack;  // AFTER's where it has the site
-      c.frames_json = s.frames_json;
+      c.stack = std::move(s.stack);  // AFTER's where it has the site
+      c.frames_json = std::move(s.frames_json);
       (m == &after ? c.after : c.before) = s.bytes;
       (m == &after ? c.after_count : c.before_count) = s.count;
     }
@@ -265,12 +271,13 @@ SnapshotDiff diff_moments(DiffMoment before, DiffMoment after) {
     return x > y;
   });
   std::map<std::string, ModuleChange> modules;
-  for (auto& [name, bytes] : before.modules) modules[name] = {name, bytes, 0};
-  for (auto& [name, bytes] : after.modules) {
-    ModuleChange& m = modules[name];
-    m.name = name;
-    m.after = bytes;
-  }
+  // (names cut alike add up)
+  for (const DiffMoment* m : {&before, &after})
+    for (auto& [name, bytes] : m->modules) {
+      ModuleChange& c = modules[name];
+      c.name = name;
+      (m == &after ? c.after : c.before) += bytes;
+    }
   for (auto& [name, m] : modules) d.modules.push_back(std::move(m));
   std::stable_sort(d.modules.begin(), d.modules.end(),
                    [](const ModuleChange& a, const ModuleChange& b) {

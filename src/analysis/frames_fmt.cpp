@@ -86,13 +86,14 @@ bool FoldedFrames::label_has_semicolon(FrameId id) {
 }
 
 void append_frame(std::string& out, std::string_view name, std::string_view filename,
-                  std::string_view line) {
+                  std::string_view line, size_t max_piece) {
   auto slash = filename.rfind('/');
-  out += slash == std::string_view::npos ? filename : filename.substr(slash + 1);
+  append_cut_name(out, slash == std::string_view::npos ? filename : filename.substr(slash + 1),
+                  max_piece);
   out += ':';
   out += line;
   out += ':';
-  out += name;
+  append_cut_name(out, name, max_piece);
 }
 
 void StackFormatter::append(std::string& out, StackId s) {
@@ -113,7 +114,7 @@ void StackFormatter::append(std::string& out, StackId s) {
       const Frame& f = snap.frames.frame(frames[i]);
       if (!first) out += ';';
       first = false;
-      append_frame(out, snap.str(f.name), snap.str(f.filename), std::to_string(f.line));
+      append_frame(out, snap.str(f.name), snap.str(f.filename), std::to_string(f.line), max_piece_);
     }
   }
   if (out.size() - begin <= kCacheMax) cache_.emplace(s, out.substr(begin));

@@ -2,6 +2,7 @@
 // Frame text as torch's _memory_viz prints it: "file.py:12:func", outermost
 // first, with interpreter and allocator plumbing filtered out.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -14,9 +15,10 @@ namespace memsight {
 
 // torch's _frame_filter: true when the frame is kept.
 bool keep_frame(std::string_view name, std::string_view filename);
-// "basename:line:name".
+// "basename:line:name", the base name and the name each cut at max_piece
+// bytes (cut_name; torch's outputs keep them whole).
 void append_frame(std::string& out, std::string_view name, std::string_view filename,
-                  std::string_view line);
+                  std::string_view line, size_t max_piece = SIZE_MAX);
 
 // keep_frame over a snapshot's frames, and their folded labels: each name
 // and file is looked at once, however many frames share it (a snapshot may
@@ -47,10 +49,12 @@ class FoldedFrames {
 
 // Writes the folded fragment ("a.py:1:f;b.py:2:g") of stacks, caching
 // those up to 64 KiB (the output then holds a long one; a cache would hold
-// it again).
+// it again). Names are whole, as torch writes them, or cut at max_piece
+// bytes (memsight's own outputs: kNameLimit).
 class StackFormatter {
  public:
-  explicit StackFormatter(const Snapshot& snap) : frames_(snap) {}
+  explicit StackFormatter(const Snapshot& snap, size_t max_piece = SIZE_MAX)
+      : frames_(snap), max_piece_(max_piece) {}
   // Appends the frames joined by ';', outermost first, filtered;
   // "<non-python>" for an empty stack.
   void append(std::string& out, StackId s);
@@ -58,6 +62,7 @@ class StackFormatter {
  private:
   static constexpr size_t kCacheMax = 64 << 10;
   FoldedFrames frames_;
+  size_t max_piece_;
   std::unordered_map<StackId, std::string> cache_;
 };
 

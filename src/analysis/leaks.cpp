@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "analysis/alike.h"
 #include "analysis/classify.h"
+#include "analysis/leaks_format.h"
 #include "analysis/replay.h"
 #include "analysis/report_text.h"
 #include "analysis/sites.h"
@@ -304,11 +306,21 @@ Leaks find_leaks(const Snapshot& snap, const UserCode& user_code) {
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && static_cast<size_t>(s.device) < has_segments.size())
       has_segments[s.device] = true;
+  // Alike devices (summary's rule, analysis/alike.h) keep one report: the
+  // text reads nothing the JSON lacks.
+  AlikeDevices alike;
+  std::string key;
   for (size_t d = 0; d < snap.device_count(); ++d) {
     auto [begin, end] = snap.device_rows(d);
     if (begin == end && !has_segments[d]) continue;
-    out.devices.push_back(leaks_of_device(snap, d, fc, cfg, tags));
+    LeakReport rep = leaks_of_device(snap, d, fc, cfg, tags);
+    key.clear();
+    rep.device = 0;
+    leak_device_json(key, fc, rep);
+    rep.device = static_cast<int>(d);
+    if (!alike.add(key, rep.device)) out.devices.push_back(std::move(rep));
   }
+  out.members = std::move(alike.members());
   return out;
 }
 

@@ -1,9 +1,10 @@
 // leaks_text / leaks_json (memsight/leaks.h). Events are trace entry
 // indices within the device's trace, as everywhere else.
+#include "analysis/leaks_format.h"
+
 #include <cstdio>
 
 #include "analysis/report_text.h"
-#include "memsight/leaks.h"
 #include "util/escape.h"
 #include "util/lines.h"
 
@@ -57,8 +58,9 @@ std::string kind_text(const LeakSite& s) {
   return k + ", made " + made + (s.module.empty() ? "" : " of " + s.module);
 }
 
-void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& r) {
-  out += "Device " + num(r.device) + " - " + count_text(static_cast<int64_t>(r.entries)) +
+void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& r,
+                 const DeviceRanges& devices) {
+  out += devices_heading(r.device, devices) + " - " + count_text(static_cast<int64_t>(r.entries)) +
          " trace entries; " + source_text(fc, r.iterations) + '\n';
   if (r.verdict != "leak") {
     out += wrap_words(r.message, "  ");
@@ -130,7 +132,10 @@ void json_series(std::string& out, const std::vector<int64_t>& v) {
   out += ']';
 }
 
-void device_json(std::string& out, const FrameClassifier& fc, const LeakReport& r) {
+}  // namespace
+
+void leak_device_json(std::string& out, const FrameClassifier& fc, const LeakReport& r,
+                      const DeviceRanges* alike) {
   const Iterations& it = r.iterations;
   out += "{\"device\":" + num(r.device) + ",\"entries\":" + num(static_cast<int64_t>(r.entries)) +
          ",\"verdict\":";
@@ -194,10 +199,10 @@ void device_json(std::string& out, const FrameClassifier& fc, const LeakReport& 
     json_series(out, r.growth[i].live);
     out += '}';
   }
-  out += "]}";
+  out += ']';
+  if (alike) append_alike_json(out, *alike);
+  out += '}';
 }
-
-}  // namespace
 
 std::string leaks_text(const Snapshot& snap, const Leaks& leaks) {
   if (leaks.devices.empty())
@@ -206,7 +211,7 @@ std::string leaks_text(const Snapshot& snap, const Leaks& leaks) {
   std::string out;
   for (size_t i = 0; i < leaks.devices.size(); ++i) {
     if (i) out += '\n';
-    device_text(out, fc, leaks.devices[i]);
+    device_text(out, fc, leaks.devices[i], leaks.members[i]);
   }
   return out;
 }
@@ -218,7 +223,8 @@ std::string leaks_json(const Snapshot& snap, const Leaks& leaks) {
   out += ",\"min_iterations\":" + num(static_cast<int64_t>(kMinLeakIterations)) + ",\"devices\":[";
   for (size_t i = 0; i < leaks.devices.size(); ++i) {
     if (i) out += ',';
-    device_json(out, fc, leaks.devices[i]);
+    const DeviceRanges& m = leaks.members[i];
+    leak_device_json(out, fc, leaks.devices[i], several(m) ? &m : nullptr);
   }
   out += "]}\n";
   return out;

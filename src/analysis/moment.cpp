@@ -73,8 +73,10 @@ int64_t moment_event(const Snapshot& snap, size_t device, const replay::Result& 
                 "' is not a moment: use peak, snapshot, oom, oom:K, step:N or a trace entry index");
   if (event < -1 || event >= entries)
     throw Error("trace entry " + std::string(at) + " is not in device " + std::to_string(device) +
-                "'s trace (entries 0 to " + std::to_string(entries - 1) +
-                ", or -1 for before the first)");
+                "'s trace (" +
+                (entries ? "entries 0 to " + std::to_string(entries - 1) + ", or -1 for"
+                         : "it has no entries: -1 is the state") +
+                " before the first)");
   return event;
 }
 

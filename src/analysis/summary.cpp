@@ -4,8 +4,8 @@
 #include "memsight/summary.h"
 
 #include <algorithm>
-#include <unordered_map>
 
+#include "analysis/alike.h"
 #include "analysis/classify.h"
 #include "analysis/oom_diagnosis.h"
 #include "analysis/replay.h"
@@ -221,10 +221,10 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
       sum.input_notes = snapshot_input_notes(snap);
       return;
     }
-    // Devices are alike when their JSON (device number aside) and the time of
-    // their first entry (from which the text counts) are the same; each group
-    // keeps one summary, however many devices the snapshot lists.
-    std::unordered_map<std::string, size_t> group_of;
+    // Devices are alike when their JSON (device number aside) and the time
+    // of their first entry (from which the text counts) are the same; each
+    // group keeps one summary, however many devices the snapshot lists.
+    AlikeDevices alike;
     std::string key;
     for (size_t d = 0; d < ndev; ++d) {
       DeviceSummary ds = summarize_device(in, d);
@@ -236,20 +236,13 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
         device_json(key, fc, ds);
         ds.device = dev;
         if (ds.entries) key += std::to_string(snap.trace.time_us[snap.device_rows(d).first]);
-        auto it = group_of.find(key);
-        if (it != group_of.end()) {
-          auto& ranges = sum.members[it->second];
-          if (ranges.back().second == dev - 1)
-            ranges.back().second = dev;
-          else
-            ranges.emplace_back(dev, dev);
-          continue;
-        }
-        group_of.emplace(key, sum.devices.size());
+        if (alike.add(key, dev)) continue;
+      } else {
+        alike.members().push_back({{dev, dev}});
       }
       sum.devices.push_back(std::move(ds));
-      sum.members.push_back({{dev, dev}});
     }
+    sum.members = std::move(alike.members());
   });
   return sum;
 }

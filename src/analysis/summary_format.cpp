@@ -3,6 +3,7 @@
 // JSON number them.
 #include <cstdio>
 
+#include "analysis/alike.h"
 #include "analysis/classify.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
@@ -41,24 +42,6 @@ void all_frames(std::string& out, const FrameClassifier& fc, StackId stack, cons
   }
 }
 
-// "Device 3", or for a group of alike devices "Devices 0-7, 9 (9 alike)":
-// at most 8 ranges are named.
-std::string devices_named(int device, const std::vector<std::pair<int, int>>& ranges) {
-  size_t count = 0;
-  for (auto [a, b] : ranges) count += static_cast<size_t>(b - a) + 1;
-  if (count <= 1) return "Device " + std::to_string(device);
-  std::string out = "Devices ";
-  constexpr size_t kNamed = 8;
-  for (size_t i = 0; i < ranges.size() && i < kNamed; ++i) {
-    auto [a, b] = ranges[i];
-    if (i) out += ", ";
-    out += std::to_string(a);
-    if (b > a) out += (b == a + 1 ? ", " : "-") + std::to_string(b);
-  }
-  if (ranges.size() > kNamed) out += ", ...";
-  return out + " (" + std::to_string(count) + " alike)";
-}
-
 }  // namespace
 
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all) {
@@ -67,7 +50,7 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
   for (size_t g = 0; g < s.devices.size(); ++g) {
     const DeviceSummary& d = s.devices[g];
     if (d.entries == 0 && d.segments_now == 0) continue;
-    out += devices_named(d.device, s.members[g]) + " - " + std::to_string(d.entries) +
+    out += devices_heading(d.device, s.members[g]) + " - " + std::to_string(d.entries) +
            " trace entries, " + std::to_string(d.segments_now) + " segments\n";
     out += "  peak allocated  " + sz(d.peak_allocated) + ", " +
            when(snap, d, d.peak_allocated_event, d.peak_allocated_time_us) + "\n";

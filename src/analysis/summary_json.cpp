@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "analysis/alike.h"
 #include "analysis/classify.h"
 #include "analysis/report_text.h"
 #include "memsight/input_limits.h"
@@ -94,12 +95,7 @@ void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummar
   out += ",\"at_snapshot\":";
   append_category_view_json(out, d.categories_now);
   out += '}';
-  if (alike) {
-    out += ",\"alike\":[";
-    for (size_t i = 0; i < alike->size(); ++i)
-      out += (i ? ",[" : "[") + num((*alike)[i].first) + ',' + num((*alike)[i].second) + ']';
-    out += ']';
-  }
+  if (alike) append_alike_json(out, *alike);
   out += '}';
 }
 
@@ -150,11 +146,11 @@ std::string summary_json(const Snapshot& snap, const Summary& s, DeviceListing l
     for (size_t g = 0; g < s.devices.size(); ++g) {
       const DeviceSummary& d = s.devices[g];
       const auto& members = s.members[g];
-      bool several = members.size() > 1 || members[0].first != members[0].second;
       if (listing == DeviceListing::Page && d.entries == 0 && d.segments_now == 0) continue;
       if (!first) out += ',';
       first = false;
-      device_json(out, fc, d, several || listing == DeviceListing::Groups ? &members : nullptr);
+      device_json(out, fc, d,
+                  several(members) || listing == DeviceListing::Groups ? &members : nullptr);
     }
   }
   out += "]}\n";

@@ -162,6 +162,8 @@ const char* command_help(const std::string& c) {
            "their stacks and kind, and the line to fix. Memory made once and kept\n"
            "(weights, optimizer state, a cache that fills up and stays) is not a leak.\n"
            "It needs at least 5 complete iterations and says so when there are fewer.\n"
+           "Devices whose reports are alike are reported once, as in `summary`\n"
+           "(\"Devices 0-7 (8 alike)\"; in the JSON \"alike\": [[0, 7]]).\n"
            "  --json            machine-readable output (or -o NAME.json), with live\n"
            "                    memory per site at the start of each iteration\n"
            "  --user-code PATS  what counts as your code (as for `summary`)\n";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/alike.h"
 #include "memsight/error.h"
 #include "memsight/html.h"
 #include "memsight/input_limits.h"
@@ -52,15 +53,11 @@ DeviceLoad device_load(const Snapshot& snap) {
   return load;
 }
 
-// `memsight leaks --json` of the devices the page holds (`keep`), names cut
-// as in the tables.
+// `memsight leaks --json` of the devices the page holds (`keep`), alike
+// ones once as in the summary, names cut as in the tables.
 std::string page_leaks(const Snapshot& snap, const UserCode& user_code, std::vector<size_t> keep) {
   Leaks leaks = find_leaks(snap, user_code);
-  std::sort(keep.begin(), keep.end());
-  std::erase_if(leaks.devices, [&](const LeakReport& d) {
-    return d.device < 0 ||
-           !std::binary_search(keep.begin(), keep.end(), static_cast<size_t>(d.device));
-  });
+  keep_devices(leaks.devices, leaks.members, std::move(keep));
   std::string json = report::cut_json_strings(leaks_json(snap, leaks), kNameLimit);
   while (!json.empty() && json.back() == '\n') json.pop_back();
   return json;
@@ -94,28 +91,9 @@ std::vector<size_t> page_devices(const Snapshot& snap, int device) {
 }
 
 std::string page_summary_json(const Snapshot& snap, Summary s, std::vector<size_t> devices) {
-  std::sort(devices.begin(), devices.end());
   // Each group keeps the devices of its that the page holds (a group of
   // 100,000 alike devices keeps at most kPageDevices); groups with none go.
-  size_t kept = 0;
-  for (size_t g = 0; g < s.devices.size(); ++g) {
-    std::vector<std::pair<int, int>> ranges;
-    for (auto [a, b] : s.members[g])
-      for (auto it = std::lower_bound(devices.begin(), devices.end(), static_cast<size_t>(a));
-           it != devices.end() && *it <= static_cast<size_t>(b); ++it) {
-        const int d = static_cast<int>(*it);
-        if (!ranges.empty() && ranges.back().second == d - 1)
-          ranges.back().second = d;
-        else
-          ranges.emplace_back(d, d);
-      }
-    if (ranges.empty()) continue;
-    if (kept != g) s.devices[kept] = std::move(s.devices[g]);
-    s.devices[kept].device = ranges.front().first;
-    s.members[kept++] = std::move(ranges);
-  }
-  s.devices.resize(kept);
-  s.members.resize(kept);
+  keep_devices(s.devices, s.members, std::move(devices));
   return summary_json(snap, s, DeviceListing::Page);
 }
 

@@ -6,6 +6,7 @@ resident memory (os.wait4) against a stated bound.
 from __future__ import annotations
 
 import gzip
+import json
 import lzma
 import pickle
 import re
@@ -234,13 +235,14 @@ def run_all(memsight_bin: str, f: Path, tmp: Path, commands=EVERY_COMMAND) -> di
     """{command: (peak RSS, output bytes)} of each command on f."""
     out = {}
     for cmd in commands:
-        cmd = tuple(str(tmp / c) if c.endswith((".html", ".pickle", ".svg")) else c for c in cmd)
+        cmd = tuple(str(tmp / c) if c.endswith((".html", ".pickle", ".svg", ".folded")) else c
+                    for c in cmd)
         rc, err, rss = run_measured(memsight_bin, cmd[0], f, *cmd[1:], tmp=tmp)
         assert rc == 0, (cmd, err)
         written = Path(cmd[-1]) if cmd[-1].startswith(str(tmp)) else tmp / "out"
         # "summary --json", "memory m.svg": the command and what sets its output apart
         key = cmd[0] + "".join(" " + Path(c).name for c in cmd[1:]
-                               if c.startswith("--") or c.endswith(".svg"))
+                               if c.startswith("--") or c.endswith((".svg", ".folded")))
         out[key] = (rss, written.stat().st_size)
     return out
 
@@ -271,6 +273,37 @@ def test_one_long_name_in_every_frame_costs_it_once(memsight_bin, tmp_path, wher
     text = (tmp_path / "out").read_text()
     assert rc == 0 and f"\u2026 [cut at 16384 of {256 * KiB} bytes]" in text, text[:3000]
     assert "... 290 more sites" in text
+
+
+@pytest.mark.parametrize("where", ["filename", "name"])
+def test_diff_cuts_long_names_as_every_report(memsight_bin, tmp_path, where):
+    # 300 allocations, each from its own frame naming one 256 KiB string (a
+    # library file, or its function): between the first and the end all 300
+    # appeared. The diff's folded stacks held and wrote each name whole (78
+    # MB of folded text, 480 MB of memory); they now cut it as the other
+    # outputs do (kNameLimit), and the flamegraph still knows the cut
+    # frames' kind.
+    big = "f" * (256 * KiB)
+    lib = "/usr/lib/python3/site-packages/torch/"
+    frame = (lambda i: {"name": "f", "filename": lib + big, "line": i}) if where == "filename" else \
+        (lambda i: {"name": big, "filename": lib + "functional.py", "line": i})
+    f = tmp_path / "memo.pickle"
+    f.write_bytes(pickle.dumps(snapshot([entry(i, [frame(i), {"name": "main", "filename": "train.py",
+                                                              "line": 1}]) for i in range(300)]),
+                               protocol=4))
+    results = run_all(memsight_bin, f, tmp_path, (
+        ("diff", "--at", "0"), ("diff", "--at", "0", "--json"), ("diff", "--at", "0", "-o", "d.folded"),
+        ("diff", "--at", "0", "-o", "d.svg")))
+    for cmd, (rss, size) in results.items():
+        assert rss < 96 * MiB, (cmd, rss)
+    lines = (tmp_path / "d.folded").read_text().splitlines()
+    assert len(lines) == 299 and all(line.startswith("grew;train.py:1:main;") for line in lines)
+    assert all(f"\u2026 [cut at 16384 of {256 * KiB} bytes]" in line for line in lines), lines[0][-200:]
+    assert results["diff --at d.folded"][1] < 299 * (16 * KiB + 150), results
+    # library frames are pale red under "grew" (user code full red), cut or not
+    svg = (tmp_path / "d.svg").read_text()
+    cut = re.findall(r'<title>([^<]*\u2026 \[cut at [^<]*)</title><rect[^>]*fill="rgb\((\d+),', svg)
+    assert cut and all(red == "240" for _, red in cut), cut[:2]
 
 
 def test_a_huge_name_referred_to_many_times(memsight_bin, tmp_path):
@@ -374,7 +407,8 @@ def test_alike_devices_are_summarised_once(memsight_bin, tmp_path):
                                                                   for _ in range(20_000)]},
                                protocol=4))
     results = run_all(memsight_bin, f, tmp_path, (("summary",), ("summary", "--json"),
-                                                  ("view", "-o", "page.html"), ("trace",)))
+                                                  ("view", "-o", "page.html"), ("trace",),
+                                                  ("leaks",), ("leaks", "--json")))
     rc, _, _ = run_measured(memsight_bin, "summary", f, tmp=tmp_path)
     text = (tmp_path / "out").read_text()
     assert text.startswith("Devices 0-19999 (20000 alike) - 1 trace entries, 0 segments\n"), text
@@ -384,3 +418,8 @@ def test_alike_devices_are_summarised_once(memsight_bin, tmp_path):
     rss, size = results["summary --json"]
     assert size > 20_000 * 700 and rss < 1.6 * size + 8 * MiB, (rss, size)
     assert results["view"][0] < 48 * MiB, results["view"]
+    # leaks reports them once too (it wrote 400 bytes a device, text and JSON)
+    assert results["leaks"][1] < 1 * KiB and results["leaks --json"][1] < 1 * KiB, results
+    rc, _, _ = run_measured(memsight_bin, "leaks", "--json", f, tmp=tmp_path)
+    (d,) = json.loads((tmp_path / "out").read_text())["devices"]
+    assert d["verdict"] == "no iterations" and d["alike"] == [[0, 19_999]]

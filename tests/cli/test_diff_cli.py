@@ -135,12 +135,17 @@ def test_refusals_are_one_line(run, tmp_path):
     r0, r1 = tmp_path / "rank0_oom.pickle", tmp_path / "rank1_oom.pickle"
     shutil.copy(DATA / "oom.pickle", r0)
     shutil.copy(DATA / "oom.pickle", r1)
+    empty = tmp_path / "empty.pickle"
+    empty.write_bytes(pickle.dumps({"segments": [], "device_traces": [[]]}, protocol=4))
     cases = [
         ((r0, r1), b"snapshots of different ranks; pass --allow-mismatch"),
         ((DATA / "two_devices.pickle", DATA / "oom.pickle", "--device", "1,0"), b"moments of different GPUs"),
         ((DATA / "oom.pickle",), b"one snapshot needs a moment to compare with its end"),
         ((DATA / "oom.pickle", "--at", "1", "--at", "2", "--at", "3"), b"at most two moments"),
-        ((DATA / "oom.pickle", "--at", "99999"), b"trace entry 99999 is not in device 0's trace"),
+        ((DATA / "oom.pickle", "--at", "99999"),
+         b"trace entry 99999 is not in device 0's trace (entries 0 to 146, or -1 for before the first)"),
+        ((empty, "--at", "0"), b"trace entry 0 is not in device 0's trace (it has no entries: -1 is the state "
+                               b"before the first)"),
         ((DATA / "oom.pickle", "--at", "later"), b"'later' is not a moment"),
         ((DATA / "oom.pickle", "--at-step", "x"), b"--at-step takes a step number"),
         ((DATA / "oom.pickle", "--at-step", "3"), b"no iterations to name by step"),

@@ -250,3 +250,50 @@ def test_memory_stays_small_with_many_steps_and_sites(memsight_bin, tmp_path):
     d = json.loads((tmp_path / "out").read_text())["devices"][0]
     assert d["iterations"]["count"] == 20_000 and d["verdict"] == "none"  # each site grew once
     assert peak < 200 << 20, peak  # dense per-site rows would take gigabytes
+
+
+def alike_ranges(d: dict) -> list[int]:
+    """The devices a report stands for: its "alike" ranges, or its own device."""
+    return [i for a, b in d.get("alike", [[d["device"], d["device"]]]) for i in range(a, b + 1)]
+
+
+def test_alike_devices_are_reported_once(run, tmp_path):
+    # 200 devices recording the same leaking loop, and device 100 a loop that
+    # does not grow: two reports, as summary groups them, in text, JSON and
+    # the page. Each device was reported in full (2 KB a device here; 400
+    # bytes each for 100,000 devices of one allocation: 40 MB of JSON).
+    leaking, plain = ml.loop(steps=12, marks="none", keep_loss=True), ml.loop(steps=12, marks="none")
+    n, odd = 200, 100
+    traces = [plain["device_traces"][0] if d == odd else leaking["device_traces"][0] for d in range(n)]
+    segments = [dict(s, device=d) for d in range(n) for s in (plain if d == odd else leaking)["segments"]]
+    f = tmp_path / "devices.pickle"
+    f.write_bytes(pickle.dumps({"segments": segments, "device_traces": traces,
+                                "external_annotations": []}, protocol=4))
+    one = tmp_path / "one.pickle"
+    one.write_bytes(pickle.dumps(leaking, protocol=4))
+
+    r = run("leaks", "--json", f)
+    assert r.returncode == 0, r.stderr
+    grouped = json.loads(r.stdout)["devices"]
+    assert [(d["device"], d["verdict"], d.get("alike")) for d in grouped] == [
+        (0, "leak", [[0, 99], [101, 199]]), (odd, "none", None)]
+    alone = json.loads(run("leaks", "--json", one).stdout)["devices"][0]
+    assert {k: v for k, v in grouped[0].items() if k != "alike"} == alone
+    # bounded by the distinct reports, not by the devices
+    assert len(r.stdout) < 2 * len(json.dumps(alone)) + 1000
+
+    text = run("leaks", f).stdout.decode()
+    heads = [line for line in text.splitlines() if line.startswith("Device")]
+    assert [h.split(" - ")[0] for h in heads] == ["Devices 0-99, 101-199 (199 alike)", "Device 100"]
+    assert text.count("LEAK:") == 1
+    assert len(text) < 2 * len(run("leaks", one).stdout) + 1000
+
+    # The page holds the 64 busiest devices (the odd one among them) and the
+    # leak reports of those, alike ones once.
+    page = tmp_path / "v.html"
+    assert run("view", f, "--device", str(odd), "-o", page).returncode == 0
+    meta, _ = snapshot_page_meta(page.read_text())
+    held = sorted(d["index"] for d in meta["meta"]["devices"])
+    reports = meta["meta"]["leaks"]["devices"]
+    assert len(reports) == 2 and odd in held
+    assert sorted(i for d in reports for i in alike_ranges(d)) == held

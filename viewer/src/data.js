@@ -2,7 +2,7 @@
 // columns (format: docs/formats.md). Decoding copies nothing it need not:
 // columns are typed-array views on the decompressed buffer.
 
-import { A, FRAME_KINDS, formatAddr, formatFrames, isSegmentAction, upperBound } from './format.js';
+import { A, FRAME_KINDS, entryOfDevice, formatAddr, formatFrames, isSegmentAction, upperBound } from './format.js';
 import { setText } from './ui.js';
 
 const B64 = new Uint8Array(256).fill(255);
@@ -163,13 +163,10 @@ export class PageData {
   // Devices the snapshot lists, packed or not.
   get deviceCount() { return this.meta.deviceCount ?? this.meta.devices.length; }
 
-  // Device d's part of the embedded `memsight summary --json`, or null. Alike
-  // devices share one entry, which lists them as "alike": [[first, last], ...].
+  // Device d's part of the embedded `memsight summary --json`, or null.
   summaryOf(d) {
     const s = this.meta.summary;
-    if (!s || !Array.isArray(s.devices)) return null;
-    return s.devices.find((x) => x.device === d ||
-      (Array.isArray(x.alike) && x.alike.some(([a, b]) => a <= d && d <= b))) || null;
+    return s && Array.isArray(s.devices) ? entryOfDevice(s.devices, d) : null;
   }
 
   // The metadata of a packed device, or undefined.

@@ -148,6 +148,14 @@ export function upperBound(a, x, n = a.length) {
 }
 
 // Frame kinds by the engine's number (page column frames.kind).
+// Device d's entry of an engine report listed per device (`memsight
+// summary`, `leaks`), or null. Alike devices share one entry, which lists
+// them as "alike": [[first, last], ...].
+export function entryOfDevice(entries, d) {
+  return (entries || []).find((x) => x.device === d ||
+    (Array.isArray(x.alike) && x.alike.some(([a, b]) => a <= d && d <= b))) || null;
+}
+
 export const FRAME_KINDS = ['user', 'library', 'internal', 'native'];
 
 // The frame that stands for a stack (innermost first): the innermost user

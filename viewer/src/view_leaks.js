@@ -3,14 +3,14 @@
 // start of each iteration, all of it and per site, and the sites that leave
 // memory behind in every part of the run with the line to fix.
 
-import { TABLEAU10, formatCount, formatSize } from './format.js';
+import { TABLEAU10, entryOfDevice, formatCount, formatSize } from './format.js';
 import { fill, h, longText, stackLines } from './ui.js';
 
 const LEAK_COLORS = ['#c9302c', '#e8743b', '#b5179e', '#8f2d56', '#d1495b', '#ff7f50', '#9e2a2b', '#e63946'];
 
-// This device's part of `memsight leaks --json`, or null.
+// This device's part of `memsight leaks --json` (alike devices share one), or null.
 export function leaksOfDevice(leaks, device) {
-  return (leaks && (leaks.devices || []).find((d) => d.device === device)) || null;
+  return entryOfDevice(leaks && leaks.devices, device);
 }
 
 // Polylines of series over iterations in a w x h box: x by iteration index,

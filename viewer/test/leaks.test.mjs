@@ -9,6 +9,15 @@ test('a device\'s leak report is found by its number', () => {
   assert.equal(leaksOfDevice(undefined, 0), null);
 });
 
+test('alike devices share one report, found by any of their numbers', () => {
+  const leaks = { devices: [{ device: 0, verdict: 'leak' },
+    { device: 1, verdict: 'no iterations', alike: [[1, 4], [9, 9]] }] };
+  for (const d of [1, 2, 4, 9]) assert.equal(leaksOfDevice(leaks, d).device, 1);
+  assert.equal(leaksOfDevice(leaks, 0).verdict, 'leak');
+  assert.equal(leaksOfDevice(leaks, 5), null);
+  assert.equal(leaksOfDevice(leaks, 10), null);
+});
+
 test('series share one scale from 0 to the largest value', () => {
   const g = chartGeometry([[0, 5, 10], [10, 10, 10]], 104, 54, 2);
   assert.equal(g.max, 10);
