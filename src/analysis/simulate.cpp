@@ -311,6 +311,7 @@ class Simulator {
       }
     }
     lockstep_ = false;
+    if (recorded_allocs_.empty()) ++res_.segments_placed_unanchored;
     return addresses_.place(size);
   }
 

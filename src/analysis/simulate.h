@@ -89,6 +89,10 @@ struct Result {
   std::vector<int32_t> avoided;  // recorded OOMs whose request fit
   int32_t stopped_at = -1;       // a new OOM's entry: the job would have died there
   int64_t segments_created = 0;  // segment_alloc and segment_map events
+  // cudaMalloc segments made while the recording had no cudaMalloc address
+  // at all to start the layout from (it was recorded with expandable
+  // segments): every one sits where the model of the driver puts it.
+  int64_t segments_placed_unanchored = 0;
   // Requests served at another address than the recorded one (with the
   // recording's segments at their recorded addresses, the same decisions
   // put every block where torch put it).

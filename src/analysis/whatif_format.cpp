@@ -135,6 +135,17 @@ std::string oom_cell(const DeviceReport& d, const Outcome& o) {
   return low + "; cap " + sz(o.alt.device.limit_high + 1) + ": " + high;
 }
 
+// Why a prediction from a history with no cudaMalloc address is less sure
+// (docs/whatif.md, "How close the predictions are").
+// `placed`: how many segments the model placed (< 0: not said).
+std::string layout_caveat(int64_t placed) {
+  return "the history has no cudaMalloc address (it was recorded with expandable segments): " +
+         (placed >= 0 ? std::to_string(placed) + " segments sit" : std::string("segments sit")) +
+         " where the model of the driver puts them. Best fit breaks ties between equal free "
+         "blocks by address, so the real peak can differ by a few percent (one measured "
+         "workload: 2.8% more).";
+}
+
 std::string outcome_text(const DeviceReport& d, const Outcome& o) {
   const simulate::Result& r = o.result;
   std::string out = "  with " + o.alt.label + " (over the recorded settings):\n";
@@ -188,6 +199,8 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
           "with the highest cap the recording allows: peak reserved " + sz(h.peak.reserved) +
               ", OOM: " + high);
   }
+  if (r.segments_placed_unanchored > 0)
+    out += hang("    addresses       ", layout_caveat(r.segments_placed_unanchored));
   if (!o.alt.note.empty()) out += "    note            " + o.alt.note + '\n';
   return out;
 }
@@ -218,6 +231,9 @@ std::string table_text(const DeviceReport& d) {
     out += line;
   }
   for (const std::string& n : notes) out += hang("  * ", n);
+  if (std::any_of(d.outcomes.begin(), d.outcomes.end(),
+                  [](const Outcome& o) { return o.result.segments_placed_unanchored > 0; }))
+    out += hang("  addresses: ", "settings without expandable segments: " + layout_caveat(-1));
   return out;
 }
 
@@ -255,7 +271,8 @@ void json_outcome(std::string& out, const DeviceReport& d, const Outcome& o) {
          ",\"peak_allocated\":" + num(r.peak.allocated) +
          ",\"unused_at_peak\":" + num(r.unused_at_peak) +
          ",\"largest_free_at_peak\":" + num(r.largest_free_at_peak) +
-         ",\"segments_created\":" + num(r.segments_created) + ",\"ooms\":[";
+         ",\"segments_created\":" + num(r.segments_created) +
+         ",\"segments_placed_unanchored\":" + num(r.segments_placed_unanchored) + ",\"ooms\":[";
   for (size_t i = 0; i < r.ooms.size(); ++i) {
     const simulate::Oom& o2 = r.ooms[i];
     out += std::string(i ? "," : "") + "{\"event\":" + num(o2.event) +

@@ -11,7 +11,8 @@ export const FIXTURES = join(ROOT, 'tests/data');
 
 // $MEMSIGHT, else the most recently built build/*/memsight.
 export function memsightBinary() {
-  if (process.env.MEMSIGHT) return process.env.MEMSIGHT;
+  // Resolved now: tests run it from other folders.
+  if (process.env.MEMSIGHT) return resolve(process.env.MEMSIGHT);
   const build = join(ROOT, 'build');
   const found = [];
   if (existsSync(build)) {

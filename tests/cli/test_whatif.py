@@ -286,3 +286,22 @@ def test_an_inferred_cap_is_simulated_at_both_ends(run):
     assert exp["stopped_at"] == 145 and exp["at_cap_high"]["stopped_at"] == -1
     assert exp["at_cap_high"]["limit"] == m["limit_at_most"] and exp["at_cap_high"]["recorded_ooms_avoided"] == []
     assert "new OOM at entry 145; cap 2.0GiB: still happens" in run("whatif", DATA / "oom.pickle").stdout.decode()
+
+
+def test_layout_from_a_history_without_cudamalloc_addresses_is_flagged(run):
+    """A history recorded with expandable segments has no cudaMalloc address
+    to start a layout from: a prediction under settings without them says
+    that its segments were placed by the model, in the text and the JSON;
+    one that starts from recorded addresses does not."""
+    (dev,) = whatif(run, DATA / "expandable.pickle", "--set", "expandable_segments:False")["devices"]
+    (res,) = dev["results"]
+    assert res["segments_placed_unanchored"] == res["segments_created"] > 0
+    text = run("whatif", DATA / "expandable.pickle", "--set", "expandable_segments:False").stdout.decode()
+    assert "has no cudaMalloc address" in text and "model of the driver" in text
+    table = run("whatif", DATA / "expandable.pickle").stdout.decode()
+    assert "addresses: settings without expandable segments" in table
+    for r in whatif(run, DATA / "expandable.pickle")["devices"][0]["results"]:
+        assert (r["segments_placed_unanchored"] > 0) == ("expandable_segments:True" not in r["conf"]), r
+    (dev,) = whatif(run, DATA / "mlp_train.pickle", "--set", "expandable_segments:False")["devices"]
+    assert dev["results"][0]["segments_placed_unanchored"] == 0
+    assert b"model of the driver" not in run("whatif", DATA / "mlp_train.pickle").stdout
