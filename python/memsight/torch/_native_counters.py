@@ -158,12 +158,19 @@ def load_torch_counters(torch: Any, device: int) -> NativeCounters:
     return counters
 
 
+_READ_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
+                            ctypes.c_char_p, ctypes.c_int)
+_read_fns: dict[int, Any] = {}  # table address -> its read function, made once
+
+
 def read(counters: NativeCounters, device: int) -> dict[str, int]:
-    """One read through the native table, as a flat dict (for checks, not the hot path)."""
-    table = _Table.from_address(counters.address)
-    fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
-                          ctypes.c_char_p, ctypes.c_int)(table.read)
-    out = (ctypes.c_int64 * table.count)()
+    """One read through the native table, as a flat dict (checks and MemProfiler's
+    per-call reads; the line profiler reads the table natively)."""
+    fn = _read_fns.get(counters.address)
+    if fn is None:
+        table = _Table.from_address(counters.address)
+        fn = _read_fns.setdefault(counters.address, _READ_FN(table.read))
+    out = (ctypes.c_int64 * len(counters.names))()
     err = ctypes.create_string_buffer(256)
     if fn(device, out, err, len(err)) != 0:
         raise MemsightError(f"reading the counters failed: {err.value.decode(errors='replace')}")
