@@ -33,38 +33,85 @@ bool has(std::string_view s, std::string_view part) {
   return s.find(part) != std::string_view::npos;
 }
 
-bool python_file(std::string_view f) { return f.ends_with(".py") || f.starts_with("<"); }
+// What the phase rules look for in a frame's file and function names, found
+// once per string: a stack's frames share their strings, and a name can be
+// long enough that searching it again for every stack would cost more than
+// reading the snapshot.
+enum FileBit : uint8_t { kPython = 1, kOptim = 2, kModulePy = 4, kCheckpoint = 8 };
+enum NameBit : uint8_t {
+  kBackward = 1,      // exactly "backward"
+  kRecomputeish = 2,  // "recompute" or "unpack" in it
+  kAccumulate = 4,    // AccumulateGrad
+  kAutograd = 8,      // the autograd engine or a generated backward
+  kCallImpl = 16,     // Module._call_impl or _wrapped_call_impl
+  kApply = 32,        // Module._apply
+};
 
-Phase frame_phase(std::string_view name, std::string_view file) {
-  if (python_file(file)) {
-    if (name == "backward") return Phase::Backward;
-    if (has(file, "torch/optim/")) return Phase::Optimizer;
-    if (has(file, "torch/nn/modules/module.py")) {
-      if (name == "_call_impl" || name == "_wrapped_call_impl") return Phase::Forward;
-      if (name == "_apply") return Phase::Init;
+uint8_t file_bits_of(std::string_view f) {
+  uint8_t b = 0;
+  if (f.ends_with(".py") || f.starts_with("<")) b |= kPython;
+  if (has(f, "torch/optim/")) b |= kOptim;
+  if (has(f, "torch/nn/modules/module.py")) b |= kModulePy;
+  if (has(f, "torch/utils/checkpoint.py")) b |= kCheckpoint;
+  return b;
+}
+
+uint8_t name_bits_of(std::string_view n) {
+  uint8_t b = 0;
+  if (n == "backward") b |= kBackward;
+  if (has(n, "recompute") || has(n, "unpack")) b |= kRecomputeish;
+  if (has(n, "AccumulateGrad")) b |= kAccumulate;
+  if (has(n, "torch::autograd::Engine") || has(n, "torch::autograd::generated::")) b |= kAutograd;
+  if (n == "_call_impl" || n == "_wrapped_call_impl") b |= kCallImpl;
+  if (n == "_apply") b |= kApply;
+  return b;
+}
+
+Phase frame_phase(uint8_t name, uint8_t file) {
+  if (file & kPython) {
+    if (name & kBackward) return Phase::Backward;
+    if (file & kOptim) return Phase::Optimizer;
+    if (file & kModulePy) {
+      if (name & kCallImpl) return Phase::Forward;
+      if (name & kApply) return Phase::Init;
     }
     return Phase::None;
   }
-  if (has(name, "torch::autograd::Engine") || has(name, "torch::autograd::generated::") ||
-      has(name, "AccumulateGrad"))
-    return Phase::Backward;
+  if (name & (kAutograd | kAccumulate)) return Phase::Backward;
   return Phase::None;
 }
 
+// Each string's bits (bit 7: found), made on first use.
+class StringBits {
+ public:
+  explicit StringBits(const Snapshot& snap) : snap_(snap), bits_(snap.strings.size(), 0) {}
+  uint8_t file(StrId s) { return get(s, file_bits_of); }
+  uint8_t name(StrId s) { return get(s, name_bits_of); }
+
+ private:
+  uint8_t get(StrId s, uint8_t (*of)(std::string_view)) {
+    if (s >= bits_.size()) return of(snap_.str(s));
+    if (!(bits_[s] & 0x80)) bits_[s] = static_cast<uint8_t>(0x80 | of(snap_.str(s)));
+    return bits_[s] & 0x7f;
+  }
+  const Snapshot& snap_;
+  std::vector<uint8_t> bits_;
+};
+
 // Phase of a stack (innermost frame first), and whether it accumulates a
 // gradient (AccumulateGrad, with C++ stacks).
-std::pair<Phase, bool> stack_phase(const Snapshot& snap, StackId s) {
+std::pair<Phase, bool> stack_phase(const Snapshot& snap, StringBits& files, StringBits& names,
+                                   StackId s) {
   auto frames = snap.frames.stack(s);
   if (frames.empty()) return {Phase::Unknown, false};
   Phase inner = Phase::None;
   bool accumulate = false;
   for (FrameId id : frames) {
     const Frame& f = snap.frames.frame(id);
-    std::string_view name = snap.str(f.name), file = snap.str(f.filename);
-    if (has(file, "torch/utils/checkpoint.py") &&
-        (has(name, "recompute") || has(name, "unpack") || name == "backward"))
+    uint8_t name = names.name(f.name), file = files.file(f.filename);
+    if ((file & kCheckpoint) && (name & (kRecomputeish | kBackward)))
       return {Phase::Recompute, false};
-    accumulate = accumulate || has(name, "AccumulateGrad");
+    accumulate = accumulate || (name & kAccumulate);
     if (inner == Phase::None) inner = frame_phase(name, file);
   }
   return {inner, accumulate};
@@ -114,7 +161,11 @@ std::string_view str_of(const PyValue* v) {
 class PhaseFinder {
  public:
   PhaseFinder(const Snapshot& snap, size_t device, BlockCategories& bc)
-      : snap_(snap), bc_(bc), stacks_(snap.frames.stack_count(), 0xff) {
+      : snap_(snap),
+        bc_(bc),
+        stacks_(snap.frames.stack_count(), 0xff),
+        file_bits_(snap),
+        name_bits_(snap) {
     auto [begin, end] =
         device < snap.device_count() ? snap.device_rows(device) : std::pair<uint32_t, uint32_t>{};
     for (uint32_t r = begin; r < end && !frames_recorded_; ++r)
@@ -152,7 +203,7 @@ class PhaseFinder {
     if (s) {
       uint8_t& c = stacks_[s];
       if (c == 0xff) {
-        auto [p, acc] = stack_phase(snap_, s);
+        auto [p, acc] = stack_phase(snap_, file_bits_, name_bits_, s);
         c = static_cast<uint8_t>(static_cast<uint8_t>(p) | (acc ? 0x80 : 0));
       }
       out.phase = static_cast<Phase>(c & 0x7f);
@@ -240,6 +291,7 @@ class PhaseFinder {
   BlockCategories& bc_;
   bool frames_recorded_ = false;
   std::vector<uint8_t> stacks_;  // per stack: phase | 0x80 for AccumulateGrad; 0xff: not yet
+  StringBits file_bits_, name_bits_;
   std::unordered_map<StrId, Found> meta_;
   std::unordered_map<std::string, uint32_t> module_ids_;
   std::vector<TimedMark> marks_;

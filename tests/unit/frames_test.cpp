@@ -121,6 +121,36 @@ TEST(Label, IsTheTextItSpells) {
   EXPECT_TRUE(a < c);
 }
 
+// hash_text reads eight bytes a step: it must be the byte-by-byte
+// polynomial, for every length and split (pieces' hashes combine).
+TEST(Label, HashIsThePolynomialOfTheBytes) {
+  using memsight::Label;
+  constexpr uint64_t kMod = (uint64_t{1} << 61) - 1, kBase = 0x1d2c3b4a59687f1ull % kMod;
+  auto reference = [&](const std::string& s) {
+    uint64_t h = 0;
+    for (unsigned char c : s) {
+      unsigned __int128 x = static_cast<unsigned __int128>(h) * kBase;
+      h = static_cast<uint64_t>(x % kMod);
+      h = (h + c + 1u) % kMod;
+    }
+    return h;
+  };
+  std::string text;
+  uint32_t seed = 12345;
+  for (size_t n = 0; n <= 70; ++n) {
+    EXPECT_EQ(Label::hash_text(text), reference(text)) << n;
+    for (size_t cut = 0; cut <= n; cut += 3) {
+      const std::string a = text.substr(0, cut), b = text.substr(cut);
+      Label l;
+      l.add(a).add(b);
+      EXPECT_EQ(l.hash(), Label::hash_text(text)) << n << " " << cut;
+    }
+    seed = seed * 1103515245u + 12345u;
+    text += static_cast<char>(seed >> 16);  // every byte value, 0x00 and 0xff among them
+  }
+  EXPECT_EQ(Label::hash_text(std::string(1000, '\xff')), reference(std::string(1000, '\xff')));
+}
+
 // Each piece by the one rule for names (cut_name, input_limits_test).
 TEST(Label, LongPiecesAreCutSayingHowMuch) {
   std::string big(20000, 'f');
