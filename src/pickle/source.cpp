@@ -70,7 +70,6 @@ class MappedSource : public ByteSource {
     }
     data_ = static_cast<const char*>(p);
     ::madvise(p, size, MADV_SEQUENTIAL);
-    populate(0);
   }
   ~MappedSource() override {
     ::munmap(const_cast<char*>(data_), size_);
@@ -97,7 +96,6 @@ class MappedSource : public ByteSource {
       released_ = upto;
     }
     pos_ = std::max<uint64_t>(pos_, offset);
-    populate(upto);
   }
   void drop(uint64_t from, uint64_t to) const override {
     uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -110,24 +108,7 @@ class MappedSource : public ByteSource {
   int fd_;
   const char* data_ = nullptr;
   size_t size_;
-  uint64_t pos_ = 0, released_ = 0, populated_ = 0;
-
-  // Maps the next bytes to be read in one call rather than a page fault
-  // per few pages (a read releases what it consumed as it goes, so this
-  // stays a few MiB ahead). Kernels before 5.14 refuse it: pages then
-  // fault in as before.
-  void populate(uint64_t from) {
-#if defined(__linux__)
-    constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ
-    constexpr uint64_t kAhead = 4 << 20;
-    from = std::max(from, populated_);
-    uint64_t to = std::min<uint64_t>(size_, from + kAhead);
-    if (to <= from || to < populated_ + kAhead / 2) return;
-    if (::madvise(const_cast<char*>(data_) + from, to - from, kPopulateRead) == 0) populated_ = to;
-#else
-    (void)from;
-#endif
-  }
+  uint64_t pos_ = 0, released_ = 0;
 };
 
 // Replays peeked bytes before continuing with the inner source.
