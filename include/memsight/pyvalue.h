@@ -64,6 +64,11 @@ class PyItems {
   void push_back(PyValue v);
   // Item i, for changing it (the vector is unshared first).
   PyValue& at_mut(size_t i);
+  // An empty vector of its own, whose items come later through fill(): a
+  // reader hands out a container before it knows what the container holds.
+  static PyItems to_fill();
+  // Sets the items of this vector, for every copy that shares it.
+  void fill(PyItems&& from);
   // The shared vector (nullptr when empty): the same pointer, the same object.
   const void* identity() const { return p_.get(); }
   // How many values hold this vector: more than one for a shared container.
@@ -147,6 +152,19 @@ inline PyItems::PyItems(std::initializer_list<PyValue> v) : PyItems(std::vector<
 inline const PyValue* PyItems::begin() const { return p_ ? p_->data() : nullptr; }
 inline const PyValue* PyItems::end() const { return p_ ? p_->data() + p_->size() : nullptr; }
 inline void PyItems::push_back(PyValue v) { mut().push_back(std::move(v)); }
+inline PyItems PyItems::to_fill() {
+  PyItems p;
+  p.p_ = std::make_shared<std::vector<PyValue>>();
+  return p;
+}
+inline void PyItems::fill(PyItems&& from) {
+  if (!from.p_)
+    p_->clear();
+  else if (from.p_.use_count() == 1)
+    *p_ = std::move(*from.p_);
+  else
+    *p_ = *from.p_;
+}
 inline std::vector<PyValue>& PyItems::mut() {
   if (!p_)
     p_ = std::make_shared<std::vector<PyValue>>();

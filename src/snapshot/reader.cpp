@@ -158,12 +158,21 @@ class Builder : public DictHook {
   FrameId make_frame(Unpickler& vm, std::span<const Val> items);
   bool to_stack(Unpickler& vm, Val v, StackId& out);
   PyValue materialize(Unpickler& vm, Val v, int depth = 0);
+  PyValue make(Unpickler& vm, Val v, int depth);
+  void make_deferred(Unpickler& vm);
+  void make_held(Unpickler& vm, const PyValue& v, int depth);
+  void make_held_by(Unpickler& vm, Val row_or_frame, int depth);
   PyValue str_value(StrId id);
   PyValue frame_value(FrameId id);
   void convert_segments(Unpickler& vm, Val list);
   void convert_traces(Unpickler& vm, Val list);
   uint32_t row_from_generic(Unpickler& vm, Val dict);
   static bool is_int(Val v) { return v.tag() == Val::Int; }
+  static PyValue::Kind kind_of(Val node) {
+    return node.tag() == Val::List    ? PyValue::Kind::List
+           : node.tag() == Val::Tuple ? PyValue::Kind::Tuple
+                                      : PyValue::Kind::Dict;
+  }
   std::string type_name(Val v) const;
 
   // parse_action, cached by string id (0xff: not looked up yet).
@@ -189,6 +198,15 @@ class Builder : public DictHook {
   // value's bits: (the VM's shared_changes() then, the value).
   std::unordered_map<uint64_t, std::pair<uint64_t, PyValue>> made_;
   std::unordered_map<StrId, PyValue> long_strs_;
+  // Containers met while the pickle streamed in, by the node's bits: the
+  // value their holders share, filled by finish() (see materialize).
+  struct Deferred {
+    PyItems items;
+    bool making = false, made = false;
+  };
+  std::unordered_map<uint64_t, Deferred> deferred_;
+  std::unordered_map<const void*, uint64_t> deferred_by_items_;  // once the pickle has ended
+  bool streaming_ = true;                                        // until STOP
 };
 
 std::string Builder::type_name(Val v) const {
@@ -367,27 +385,44 @@ bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
     return true;
   }
   if (v.tag() != Val::List) return false;
+  const std::vector<Val> items = vm.list_items(v);
+  // A list with another item stays a plain value, and leaves nothing behind
+  // (a frame's dict kept but written nowhere would count as one more holder).
+  for (Val item : items)
+    if (Val r = vm.resolve(item); r.tag() != Val::FrameRef && r.tag() != Val::Dict) return false;
   frame_buf_.clear();
   bool only_frames = true;
-  for (Val item : vm.list_items(v)) {
+  for (Val item : items) {
     item = vm.resolve(item);
     if (item.tag() == Val::FrameRef) {
       frame_buf_.push_back(item.idx());
-    } else if (item.tag() == Val::Dict) {
+    } else {
       only_frames = false;
-      // A frame dict in another key order: keep it whole as an extra.
-      PyValue d = materialize(vm, item);
+      // A frame dict in another key order: keep it whole as an extra. Its
+      // fields are read from the node: its value may be made later.
+      auto get = [&](StrId key) {  // the first value of a key, as PyValue::get finds it
+        const std::vector<Val>& kv = vm.node(item).items;
+        for (size_t i = 0; i + 1 < kv.size(); i += 2)
+          if (kv[i] == Val::make(Val::Str, key)) return vm.resolve(kv[i + 1]);
+        return Val{};
+      };
       Frame f;
-      if (auto* n = d.get("name"); n && n->kind == PyValue::Kind::Str)
-        f.name = snap_.strings.intern(n->s);
-      if (auto* n = d.get("filename"); n && n->kind == PyValue::Kind::Str)
-        f.filename = snap_.strings.intern(n->s);
-      if (auto* n = d.get("line"); n && n->kind == PyValue::Kind::Int) f.line = n->i;
-      snap_.frames.extras.push_back(std::move(d));
+      if (Val n = get(kName); n.tag() == Val::Str) f.name = n.idx();
+      if (Val n = get(kFilename); n.tag() == Val::Str) f.filename = n.idx();
+      if (Val n = get(kLine); n.tag() == Val::Int) f.line = n.as_int();
+      const std::vector<Val>& kv = vm.node(item).items;
+      if (kv.size() == 6 && kv[0] == Val::make(Val::Str, kName) &&
+          vm.resolve(kv[1]).tag() == Val::Str && kv[2] == Val::make(Val::Str, kFilename) &&
+          vm.resolve(kv[3]).tag() == Val::Str && kv[4] == Val::make(Val::Str, kLine) &&
+          vm.resolve(kv[5]).tag() == Val::Int) {
+        // A plain frame after all (its dict was not converted as it was read,
+        // a memo read having come first): the frame it is everywhere else.
+        frame_buf_.push_back(snap_.frames.intern_frame(f));
+        continue;
+      }
+      snap_.frames.extras.push_back(materialize(vm, item));
       f.extra = static_cast<uint32_t>(snap_.frames.extras.size());
       frame_buf_.push_back(snap_.frames.intern_frame(f));
-    } else {
-      return false;
     }
   }
   out = snap_.frames.intern_stack(frame_buf_);
@@ -402,8 +437,43 @@ bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
 // memo. A container changed after it was made is made again, as pickle.loads
 // would show the change; until then every holder shares one copy, however
 // deeply the references nest (a 200-byte pickle can nest 2^24 references).
+//
+// A container met while the pickle streams in (an unknown key of a trace
+// entry or a frame) is made only once the pickle has ended: until then its
+// holders share one empty value, which finish() fills. Only then is every
+// memo read of it and of what it holds known, so an early holder shares
+// with later ones as pickle.loads shares the object, and holds what
+// pickle.loads would show. It is also what makes a written-back pickle
+// stable: the writer writes a shared container once and refers to it
+// afterwards, and that reads back into the same sharing, where a copy made
+// before the reference was seen would not be shared with it.
 PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
   if (depth > kMaxDepth) throw Error("corrupted pickle: values nested deeper than 1000 levels");
+  if (v.is_node()) {
+    // By the node, which a holder keeps even when the node is later turned
+    // into a compact value (a frames list into a stack).
+    auto it = deferred_.find(v.bits);
+    if (it == deferred_.end() && streaming_ && vm.resolve(v).is_node()) {
+      it = deferred_.emplace(v.bits, Deferred{PyItems::to_fill()}).first;
+      // Held here too, as by a memo read: the VM must not recycle the node
+      // (nor its id, which keys this table) when it converts it.
+      ++vm.node(v).gets;
+    }
+    if (it != deferred_.end()) {
+      Deferred& d = it->second;
+      if (!streaming_ && !d.made) {
+        // A value met again while it is being made contains itself.
+        if (d.making) throw Error("corrupted pickle: values nested deeper than 1000 levels");
+        d.making = true;
+        d.items.fill(make(vm, vm.resolve(v), depth).items);
+        d.made = true;
+      }
+      PyValue p;
+      p.kind = kind_of(v);
+      p.items = d.items;
+      return p;
+    }
+  }
   v = vm.resolve(v);
   switch (v.tag()) {
     case Val::None:
@@ -420,6 +490,10 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
       return str_value(v.idx());
     case Val::Skipped:
       throw NeedsFullRead{};
+    case Val::Row:
+    case Val::FrameRef:
+      if (!streaming_) make_held_by(vm, v, depth + 1);
+      break;
     default:
       break;
   }
@@ -430,6 +504,48 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
     if (it != made_.end() && (!v.is_node() || it->second.first == vm.shared_changes()))
       return it->second.second;
   }
+  PyValue p = make(vm, v, depth);
+  if (shared) made_[v.bits] = {vm.shared_changes(), p};
+  return p;
+}
+
+// Fills the containers met while the pickle streamed in (see materialize).
+void Builder::make_deferred(Unpickler& vm) {
+  std::vector<uint64_t> bits;
+  bits.reserve(deferred_.size());
+  for (const auto& [b, d] : deferred_) bits.push_back(b);
+  deferred_by_items_.reserve(bits.size());
+  for (uint64_t b : bits) deferred_by_items_.emplace(deferred_.at(b).items.identity(), b);
+  for (uint64_t b : bits) materialize(vm, Val{b});
+}
+
+// A row or a frame copied into another value brings the containers its
+// unknown keys hold (at the top, or inside a (key, value) tuple or a frame's
+// dict): those are made first, through materialize, so a value that holds
+// itself this way is refused as any other, and nesting is counted across.
+void Builder::make_held(Unpickler& vm, const PyValue& v, int depth) {
+  auto make_one = [&](const PyValue& x) {
+    auto it = deferred_by_items_.find(x.items.identity());
+    if (it != deferred_by_items_.end()) materialize(vm, Val{it->second}, depth);
+  };
+  if (deferred_by_items_.empty() || !v.items.identity()) return;
+  make_one(v);
+  if (v.kind == PyValue::Kind::Tuple || v.kind == PyValue::Kind::Dict)
+    for (const PyValue& x : v.items) make_one(x);
+}
+
+void Builder::make_held_by(Unpickler& vm, Val v, int depth) {
+  auto frame = [&](FrameId id) {
+    if (uint32_t x = snap_.frames.frame(id).extra) make_held(vm, snap_.frames.extras[x - 1], depth);
+  };
+  if (v.tag() == Val::FrameRef) return frame(v.idx());
+  if (auto it = snap_.trace.extras.find(v.idx()); it != snap_.trace.extras.end())
+    for (const PyValue& x : it->second) make_held(vm, x, depth);
+  for (FrameId f : snap_.frames.stack(snap_.trace.stack[v.idx()])) frame(f);
+}
+
+// The value of a value that is not a plain scalar, made anew.
+PyValue Builder::make(Unpickler& vm, Val v, int depth) {
   PyValue p;
   switch (v.tag()) {
     case Val::Big:
@@ -443,9 +559,7 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
     case Val::List:
     case Val::Tuple:
     case Val::Dict: {
-      p.kind = v.tag() == Val::List    ? PyValue::Kind::List
-               : v.tag() == Val::Tuple ? PyValue::Kind::Tuple
-                                       : PyValue::Kind::Dict;
+      p.kind = kind_of(v);
       // Copy: materialising may recurse into the node pool and grow it.
       std::vector<Val> items = v.tag() == Val::List ? vm.list_items(v) : vm.node(v).items;
       std::vector<PyValue> out;
@@ -458,8 +572,11 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
       p = frame_value(v.idx());
       break;
     case Val::StackRef: {
+      // Each frame's value is shared with every other holder of the frame,
+      // whichever way it was reached: one frame, one value.
       std::vector<PyValue> frames;
-      for (FrameId f : snap_.frames.stack(v.idx())) frames.push_back(frame_value(f));
+      for (FrameId f : snap_.frames.stack(v.idx()))
+        frames.push_back(materialize(vm, Val::make(Val::FrameRef, f), depth + 1));
       p = PyValue::list(std::move(frames));
       break;
     }
@@ -469,7 +586,6 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
     default:
       break;
   }
-  if (shared) made_[v.bits] = {vm.shared_changes(), p};
   return p;
 }
 
@@ -493,6 +609,8 @@ PyValue Builder::frame_value(FrameId id) {
 }
 
 void Builder::finish(Unpickler& vm, Val root) {
+  streaming_ = false;
+  make_deferred(vm);
   root = vm.resolve(root);
   if (root.tag() == Val::List) {
     // memory_snapshot() output: a bare list of segments.

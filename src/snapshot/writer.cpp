@@ -32,6 +32,7 @@ class Pickler {
       : snap_(snap), segments_only_(segments_only) {}
 
   std::string run() {
+    count_shared();
     out_.reserve(1 << 20);
     op(0x80);
     op(4);
@@ -133,18 +134,79 @@ class Pickler {
     return local_memo_[local] = emit_str(s);
   }
 
-  // A container held by several values (read through the memo from the
-  // file) is written once and memoised; later holders read it back, so a
-  // 200-byte pickle of nested references stays that small.
+  // A container written more than once (one the model shares: read through
+  // the memo from the file) is written once and memoised; later holders
+  // read it back, so a 200-byte pickle of nested references stays that
+  // small. What counts is how often the output holds it, not how many
+  // values in the model do: reading the output back then shares exactly
+  // these again, and writing that gives the same bytes. An empty one is
+  // written each time (one byte, less than a memo read).
+  //
+  // Counted before writing, over every value the output holds (top-level
+  // values, the unknown keys of segments, blocks and trace entries, and of
+  // the frames the written stacks name); a shared container's items once.
+  void count_shared() {
+    std::vector<bool> seen(snap_.frames.extras.size());  // a frame is written once
+    auto stack = [&](ShapeId shape, StackId s) {
+      if (seen.empty() || !shape_has(snap_, shape, Field::Frames)) return;
+      for (FrameId f : snap_.frames.stack(s))
+        if (uint32_t x = snap_.frames.frame(f).extra; x && !seen[x - 1]) {
+          seen[x - 1] = true;
+          count(snap_.frames.extras[x - 1]);
+        }
+    };
+    auto segments = [&] {
+      for (const auto& xs : snap_.extras)  // of segments and blocks
+        for (const PyValue& x : xs) count(x);
+      for (const Segment& seg : snap_.segments) {
+        stack(seg.shape, seg.stack);
+        for (const Block& b : snap_.segment_blocks(seg)) stack(b.shape, b.stack);
+      }
+    };
+    auto traces = [&] {
+      for (const auto& [row, xs] : snap_.trace.extras)
+        for (const PyValue& x : xs) count(x);
+      for (size_t r = 0; r < snap_.trace.rows(); ++r)
+        stack(snap_.trace.shape[r], snap_.trace.stack[r]);
+    };
+    // In the order and as often as run() writes them.
+    if (snap_.legacy_segment_list || segments_only_) return segments();
+    for (const std::string& k : snap_.top_keys) {
+      if (k == "segments") {
+        segments();
+      } else if (k == "device_traces") {
+        traces();
+      } else if (const PyValue* v = snap_.top(k)) {
+        count(*v);
+      }
+    }
+    if (snap_.top_keys.empty()) {
+      segments();
+      traces();
+    }
+  }
+  void count(const PyValue& v) {
+    if (v.kind != PyValue::Kind::List && v.kind != PyValue::Kind::Tuple &&
+        v.kind != PyValue::Kind::Dict)
+      return;
+    if (v.items.empty() || plain_frame(v)) return;
+    if (v.items.holders() >= 2 && ++written_[v.items.identity()] > 1) return;
+    for (const PyValue& item : v.items) count(item);
+  }
+  bool shared(const PyValue& v) const {
+    if (v.items.empty()) return false;
+    auto it = written_.find(v.items.identity());
+    return it != written_.end() && it->second >= 2;
+  }
   bool shared_seen(const PyValue& v) {
-    if (v.items.holders() < 2) return false;
+    if (!shared(v)) return false;
     auto it = shared_memo_.find(v.items.identity());
     if (it == shared_memo_.end()) return false;
     memo_get(it->second);
     return true;
   }
   void remember_shared(const PyValue& v) {
-    if (v.items.holders() >= 2) shared_memo_.emplace(v.items.identity(), memoize());
+    if (shared(v)) shared_memo_.emplace(v.items.identity(), memoize());
   }
   uint32_t emit_str(std::string_view s) {
     if (s.size() < 256) {
@@ -262,6 +324,10 @@ class Pickler {
       }
       case K::Dict: {
         if (shared_seen(v)) break;
+        if (plain_frame(v)) {
+          plain_frame_value(v);
+          break;
+        }
         op('}');
         remember_shared(v);
         if (v.items.empty()) break;
@@ -276,6 +342,45 @@ class Pickler {
         break;
       }
     }
+  }
+
+  // A value that is a dict as torch writes a frame ({'name': str,
+  // 'filename': str, 'line': int}). The reader makes every such dict one
+  // interned frame, whatever shared it in the file, so it is written by
+  // what it says, not by which values share it: once, and read back from
+  // the memo after.
+  static bool plain_frame(const PyValue& v) {
+    using K = PyValue::Kind;
+    const PyItems& it = v.items;
+    return v.kind == K::Dict && it.size() == 6 && it[0].kind == K::Str && it[0].s == "name" &&
+           it[1].kind == K::Str && it[2].kind == K::Str && it[2].s == "filename" &&
+           it[3].kind == K::Str && it[4].kind == K::Str && it[4].s == "line" &&
+           it[5].kind == K::Int && it[5].i >= -(int64_t{1} << 59) && it[5].i < (int64_t{1} << 59);
+  }
+  struct FrameText {
+    std::string_view name, filename;
+    int64_t line;
+    bool operator==(const FrameText&) const = default;
+  };
+  struct FrameTextHash {
+    size_t operator()(const FrameText& f) const {
+      return std::hash<std::string_view>()(f.name) * 31 +
+             std::hash<std::string_view>()(f.filename) * 17 + static_cast<size_t>(f.line);
+    }
+  };
+  void plain_frame_value(const PyValue& v) {
+    FrameText key{v.items[1].s, v.items[3].s, v.items[5].i};
+    auto [it, inserted] = frame_values_.try_emplace(key, 0);
+    if (!inserted) {
+      memo_get(it->second);
+    } else {
+      op('}');
+      it->second = memoize();
+      op('(');
+      for (const PyValue& x : v.items) value(x);
+      op('u');
+    }
+    shared_memo_.emplace(v.items.identity(), it->second);  // later holders: no hashing
   }
 
   void frame(FrameId id) {
@@ -523,6 +628,10 @@ class Pickler {
   std::unordered_map<StackId, uint32_t> stack_memo_;
   // Memo slots of shared texts and containers, by the buffer they share.
   std::unordered_map<const void*, uint32_t> shared_memo_;
+  // How often the output holds each container the model shares.
+  std::unordered_map<const void*, uint32_t> written_;
+  // Memo slots of frames written as values, by what they say.
+  std::unordered_map<FrameText, uint32_t, FrameTextHash> frame_values_;
 };
 
 }  // namespace

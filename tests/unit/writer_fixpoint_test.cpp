@@ -1,0 +1,136 @@
+// Writing a snapshot back is stable after one round: what the writer writes
+// reads back into a model that it writes again byte for byte, whatever the
+// reader accepted first. The writer shares through the memo exactly what the
+// model shares, so the reader must share a container with every holder that
+// refers to it, however early the first holder was read.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "memsight/error.h"
+#include "memsight/pyvalue.h"
+#include "memsight/reader.h"
+#include "test_data.h"
+
+namespace fs = std::filesystem;
+using namespace memsight;
+
+namespace {
+
+// Every seed of the fuzz corpus and every fixture the reader accepts.
+std::vector<fs::path> accepted_inputs() {
+  std::vector<fs::path> out;
+  for (const fs::path& dir : {fs::path(MEMSIGHT_TEST_DATA),
+                              fs::path(MEMSIGHT_TEST_DATA) / ".." / "fuzz" / "corpus" / "snapshot"})
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".pickle") out.push_back(e.path());
+  return out;
+}
+
+TEST(WriterFixpoint, EverySeedIsStableAfterOneRound) {
+  size_t accepted = 0;
+  for (const fs::path& p : accepted_inputs()) {
+    SCOPED_TRACE(p.filename().string());
+    std::string once;
+    try {
+      once = pickle_snapshot(read_snapshot_bytes(test::slurp(p)));
+    } catch (const Error&) {
+      continue;  // refused inputs are the reader's tests' business
+    }
+    ++accepted;
+    EXPECT_EQ(pickle_snapshot(read_snapshot_bytes(once)), once);
+  }
+  // The corpus holds the trace entry with a key written twice, whose
+  // second write used to lose the sharing of its first.
+  EXPECT_TRUE(fs::exists(fs::path(MEMSIGHT_TEST_DATA) / ".." / "fuzz" / "corpus" / "snapshot" /
+                         "duplicate-frames-key.pickle"));
+  EXPECT_GT(accepted, 30u);
+}
+
+std::string s(std::string_view text) {  // SHORT_BINUNICODE
+  return std::string("\x8c") + static_cast<char>(text.size()) + std::string(text);
+}
+std::string entry(std::string_view action, const std::string& x) {
+  return "}(" + s("action") + s(action) + s("addr") + "K\x01" + s("size") + "K\x10" + s("x") + x +
+         "u";
+}
+
+// Two trace entries hold one list under an unknown key: the first holds it
+// as it is built (memoised), the second reads it back from the memo.
+// Between them, the list gets another item through the memo. pickle.loads
+// gives both entries the one list, [7, 8, 9].
+const std::string kSharedList = std::string("\x80\x04}(") + s("segments") + "]" +
+                                s("device_traces") + "]](" +
+                                entry("alloc", std::string("]\x94(K\x07K\x08"
+                                                           "e")) +
+                                std::string(
+                                    "h\x00K\x09"
+                                    "a0",
+                                    6) +
+                                entry("free_completed", std::string("h\x00", 2)) + "eau.";
+
+TEST(WriterFixpoint, AnEntrysListIsSharedWithALaterMemoRead) {
+  Snapshot snap = read_snapshot_bytes(kSharedList);
+  ASSERT_EQ(snap.trace.rows(), 2u);
+  const PyValue& first = snap.trace.extras.at(0).at(0);
+  const PyValue& second = snap.trace.extras.at(1).at(0);
+  EXPECT_EQ(py_repr(first), "[7, 8, 9]");  // as pickle.loads shows it, the change included
+  EXPECT_EQ(py_repr(second), "[7, 8, 9]");
+  EXPECT_EQ(first.items.identity(), second.items.identity());  // one list, not a copy
+  // Written once and referred to, and read back the same way.
+  const std::string once = pickle_snapshot(snap);
+  Snapshot again = read_snapshot_bytes(once);
+  EXPECT_EQ(again.trace.extras.at(0).at(0).items.identity(),
+            again.trace.extras.at(1).at(0).items.identity());
+  EXPECT_EQ(pickle_snapshot(again), once);
+}
+
+TEST(WriterFixpoint, AListLaterReadAsAStackKeepsItsFrames) {
+  // The first entry holds a list of frames under an unknown key; the second
+  // reads it back as its 'frames', which turns it into an interned stack.
+  const std::string frames = std::string("]\x94(}(") + s("name") + s("f") + s("filename") +
+                             s("a.py") + s("line") +
+                             "K\x01"
+                             "ue";
+  const std::string p = std::string("\x80\x04}(") + s("segments") + "]" + s("device_traces") +
+                        "]](" + entry("alloc", frames) + "}(" + s("action") + s("free_completed") +
+                        s("frames") + std::string("h\x00", 2) + "ueau.";
+  Snapshot snap = read_snapshot_bytes(p);
+  ASSERT_EQ(snap.trace.rows(), 2u);
+  EXPECT_EQ(py_repr(snap.trace.extras.at(0).at(0)),
+            "[{'name': 'f', 'filename': 'a.py', 'line': 1}]");
+  const std::string once = pickle_snapshot(snap);
+  EXPECT_EQ(pickle_snapshot(read_snapshot_bytes(once)), once);
+}
+
+// A value without end is refused as corrupt, as pickle's own recursion is.
+void expect_refused_as_recursive(const std::string& pickle) {
+  try {
+    read_snapshot_bytes(pickle);
+    ADD_FAILURE() << "a value that holds itself was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 1000 levels"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(WriterFixpoint, AListThatHoldsItselfIsRefused) {
+  // An entry's list appends itself through the memo.
+  const std::string self = std::string(
+      "]\x94h\x00"
+      "a",
+      5);  // APPEND after the memo read
+  expect_refused_as_recursive(std::string("\x80\x04}(") + s("segments") + "]" + s("device_traces") +
+                              "]](" + entry("alloc", self) + "eau.");
+}
+
+TEST(WriterFixpoint, AnEntryHoldingItsOwnDeviceListIsRefused) {
+  // The entry holds the list of its device's entries, which then holds the
+  // entry: through the trace table.
+  expect_refused_as_recursive(std::string("\x80\x04}(") + s("segments") + "]" + s("device_traces") +
+                              "](]\x94" + entry("alloc", std::string("h\x00", 2)) + "aeu.");
+}
+
+}  // namespace
