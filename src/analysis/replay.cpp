@@ -57,7 +57,7 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
   alloc::TraceStart ts = alloc::trace_start(snap, device, cfg, 0);
   alloc::CachingAllocator a(cfg, /*index_free=*/false, /*index_starts=*/true);
   res.blocks.reserve(ts.live.size() + ts.allocs);
-  std::vector<uint32_t> block_of(ts.requests, kNone);  // request -> its block while live
+  Column<uint32_t> block_of(ts.requests, kNone);  // request -> its block while live
   alloc::load_start(a, snap, ts, [&](uint32_t b, const alloc::TraceStart::Live& l) {
     block_of[l.request] = b;
     Lifetime lt;

@@ -47,7 +47,7 @@ struct OomState {
 struct Result {
   Counters start, end, peak;
   int64_t peak_allocated_event = -1, peak_active_event = -1, peak_reserved_event = -1;
-  std::vector<Lifetime> blocks;  // every block of the trace, in alloc order (initial ones first)
+  Column<Lifetime> blocks;  // every block of the trace, in alloc order (initial ones first)
   std::vector<OomState> ooms;
   // The state after each event run() was asked for, in the order asked.
   std::vector<OomState> moments;

@@ -45,7 +45,7 @@ struct TraceStart {
   // The block each alloc and free entry is about, by request: the alloc
   // entries in order, then the blocks of `live` (kNoRequest: other entries).
   static constexpr uint32_t kNoRequest = UINT32_MAX;
-  std::vector<uint32_t> request;  // by entry of the device
+  Column<uint32_t> request;  // by entry of the device
   uint32_t requests = 0;
   int64_t space_size = 0;  // an expandable segment's address space
 
