@@ -17,13 +17,12 @@ constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kBigColumn = 2 * kHugePage;
 }  // namespace
 
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
 void* column_alloc(size_t bytes) {
   if (bytes < kBigColumn) return ::operator new(bytes);
   void* p = ::operator new(bytes, std::align_val_t{kHugePage});
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
   // Before any page is touched; a refusal (no THP) leaves ordinary pages.
   ::madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
-#endif
   return p;
 }
 
@@ -33,6 +32,12 @@ void column_free(void* p, size_t bytes) noexcept {
   else
     ::operator delete(p, std::align_val_t{kHugePage});
 }
+#else
+// Elsewhere (the standalone viewer's WebAssembly heap among them) the
+// alignment would only waste memory.
+void* column_alloc(size_t bytes) { return ::operator new(bytes); }
+void column_free(void* p, size_t) noexcept { ::operator delete(p); }
+#endif
 }  // namespace detail
 
 StringTable::StringTable() { intern(""); }
