@@ -44,6 +44,7 @@ class Simulator {
     for (const SegmentEvent& e : p.recorded) floor = std::min(floor, e.addr);
     addresses_ = alloc::SegmentAddresses(floor);
     for (const auto& [a, e] : segs_) addresses_.taken(a, e - a);
+    unanchored_ = segs_.empty() && recorded_allocs_.empty();
     for (const auto& id : p.pool_ids)
       private_.push_back(a_.pool_of(false, id.first, id.second));  // large; small is + 1
     res_.unused_at_peak = a_.now.reserved - a_.now.allocated;
@@ -311,7 +312,7 @@ class Simulator {
       }
     }
     lockstep_ = false;
-    if (recorded_allocs_.empty()) ++res_.segments_placed_unanchored;
+    if (unanchored_) ++res_.segments_placed_unanchored;
     return addresses_.place(size);
   }
 
@@ -452,6 +453,9 @@ class Simulator {
   std::vector<std::pair<int64_t, int64_t>> recorded_allocs_;
   size_t cursor_ = 0;
   bool lockstep_ = true;
+  // No cudaMalloc segment at the start nor in the record: the layout comes
+  // from the model of the driver alone.
+  bool unanchored_ = false;
   int64_t synthetic_ = 0;
   std::vector<int> private_;  // plan's pool index -> its large pool (small: + 1)
   int32_t owner_ = 0;

@@ -90,8 +90,9 @@ struct Result {
   int32_t stopped_at = -1;       // a new OOM's entry: the job would have died there
   int64_t segments_created = 0;  // segment_alloc and segment_map events
   // cudaMalloc segments made while the recording had no cudaMalloc address
-  // at all to start the layout from (it was recorded with expandable
-  // segments): every one sits where the model of the driver puts it.
+  // at all to start the layout from (no such segment at the start nor in
+  // the trace, as when it was recorded with expandable segments): every one
+  // sits where the model of the driver puts it.
   int64_t segments_placed_unanchored = 0;
   // Requests served at another address than the recorded one (with the
   // recording's segments at their recorded addresses, the same decisions

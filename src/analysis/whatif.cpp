@@ -205,9 +205,13 @@ Report run(const Snapshot& snap, const Options& opts) {
   }
   Report r;
   r.table = opts.set.empty();
-  for (size_t d = 0; d < snap.device_count(); ++d)
-    if (snap.device_rows(d).first != snap.device_rows(d).second)
-      r.devices.push_back(report_device(snap, d, opts));
+  AlikeDevices alike;
+  for (size_t d = 0; d < snap.device_count(); ++d) {
+    if (snap.device_rows(d).first == snap.device_rows(d).second) continue;
+    DeviceReport rep = report_device(snap, d, opts);
+    if (!alike.add(device_key(rep, r.table), rep.device)) r.devices.push_back(std::move(rep));
+  }
+  r.members = std::move(alike.members());
   return r;
 }
 

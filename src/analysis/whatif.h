@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/alike.h"
 #include "analysis/simulate.h"
 #include "memsight/snapshot.h"
 #include "memsight/summary.h"
@@ -76,7 +77,10 @@ struct Options {
 
 struct Report {
   bool table = true;  // the standard alternatives (no --set)
+  // Alike devices (analysis/alike.h) keep one report: members[i] are the
+  // devices devices[i] stands for.
   std::vector<DeviceReport> devices;
+  std::vector<DeviceRanges> members;
 };
 
 // Throws Error for settings that cannot be simulated.
@@ -95,6 +99,8 @@ bool avoids(const Outcome& o, int32_t entry, bool high = false);
 
 std::string text(const Report& r);
 std::string json(const Report& r);
+// What makes two devices' reports alike: their text and JSON, device 0.
+std::string device_key(const DeviceReport& d, bool table);
 // One sentence citing the simulation for a recorded OOM (for summary).
 std::string oom_sentence(const DeviceReport& d, int32_t entry);
 // Sets each report's `simulated` sentence, and puts the simulated answer in

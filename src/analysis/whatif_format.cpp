@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "analysis/alike.h"
 #include "analysis/whatif.h"
 #include "memsight/error.h"
 #include "memsight/text_tools.h"
@@ -139,7 +140,8 @@ std::string oom_cell(const DeviceReport& d, const Outcome& o) {
 // (docs/whatif.md, "How close the predictions are").
 // `placed`: how many segments the model placed (< 0: not said).
 std::string layout_caveat(int64_t placed) {
-  return "the history has no cudaMalloc address (it was recorded with expandable segments): " +
+  return "the recording holds no cudaMalloc address (no segment of it came from cudaMalloc, as "
+         "when it is recorded with expandable segments): " +
          (placed >= 0 ? std::to_string(placed) + " segments sit" : std::string("segments sit")) +
          " where the model of the driver puts them. Best fit breaks ties between equal free "
          "blocks by address, so the real peak can differ by a few percent (one measured "
@@ -300,81 +302,105 @@ void json_outcome(std::string& out, const DeviceReport& d, const Outcome& o) {
   out += '}';
 }
 
+// One device's report, without its closing brace (the alike ranges may
+// follow).
+void device_json(std::string& out, const DeviceReport& d, bool table) {
+  const SelfCheck& c = d.check;
+  out += "{\"device\":" + num(d.device) + ",\"entries\":" + num(static_cast<int64_t>(d.entries)) +
+         ",\"recorded_settings\":";
+  json_str(out, d.recorded_conf);
+  out += ",\"memory\":{\"total\":" + num(d.memory.total) +
+         ",\"capacity\":" + num(d.memory.capacity) + ",\"limit\":" + num(d.memory.limit) +
+         ",\"limit_inferred\":" + (d.memory.limit_inferred ? "true" : "false") +
+         ",\"limit_at_most\":" + num(d.memory.limit_inferred ? d.memory.limit_high : -1) + "}";
+  out += ",\"recorded_ooms\":";
+  json_entries(out, d.recorded_ooms);
+  out += ",\"self_check\":{\"ok\":" + std::string(c.ok() ? "true" : "false") + ",\"incomplete\":";
+  json_str(out, c.incomplete);
+  out += ",\"segment_events\":" + num(static_cast<int64_t>(c.events)) +
+         ",\"matching_events\":" + num(static_cast<int64_t>(c.matching)) +
+         ",\"first_difference\":";
+  if (c.differs) {
+    out += "{\"index\":" + num(static_cast<int64_t>(c.matching)) + ",\"recorded\":";
+    if (c.recorded_missing)
+      out += "null";
+    else
+      json_event(out, c.recorded);
+    out += ",\"simulated\":";
+    if (c.simulated_missing)
+      out += "null";
+    else
+      json_event(out, c.simulated);
+    out += '}';
+  } else {
+    out += "null";
+  }
+  out += ",\"peak_reserved_recorded\":" + num(c.peak_recorded) +
+         ",\"peak_reserved_simulated\":" + num(c.peak_simulated) +
+         ",\"allocations\":" + num(c.allocations) + ",\"misplaced\":" + num(c.misplaced) +
+         ",\"ooms_simulated\":";
+  json_entries(out, c.ooms_simulated);
+  out += "},\"results\":[";
+  bool first = true;
+  for (const Outcome& o : d.outcomes) {
+    if (!table && o.alt.recorded) continue;
+    if (!first) out += ',';
+    first = false;
+    json_outcome(out, d, o);
+  }
+  out += "]";
+}
+
+// One device's text after its heading.
+std::string device_text(const DeviceReport& d, bool table) {
+  std::string out = " - " + std::to_string(d.entries) + " trace entries; recorded settings: " +
+                    (d.recorded_conf.empty() ? std::string("torch's defaults") : d.recorded_conf) +
+                    '\n';
+  out += hang("  self-check  ", check_text(d));
+  out += hang("  memory      ", memory_text(d.memory));
+  for (size_t i = 0; i < d.recorded_ooms.size(); ++i)
+    out += "  recorded OOM at trace entry " + std::to_string(d.recorded_ooms[i]) + ": " +
+           sz(d.recorded_oom_sizes[i]) + " requested\n";
+  out += '\n';
+  if (table)
+    out += table_text(d);
+  else
+    for (const Outcome& o : d.outcomes)
+      if (!o.alt.recorded) out += outcome_text(d, o);
+  out += '\n';
+  return out;
+}
+
 }  // namespace
 
 std::string text(const Report& r) {
   if (r.devices.empty()) return "The snapshot has no allocation history to simulate.\n";
   std::string out;
-  for (const DeviceReport& d : r.devices) {
-    out += "Device " + std::to_string(d.device) + " - " + std::to_string(d.entries) +
-           " trace entries; recorded settings: " +
-           (d.recorded_conf.empty() ? std::string("torch's defaults") : d.recorded_conf) + '\n';
-    out += hang("  self-check  ", check_text(d));
-    out += hang("  memory      ", memory_text(d.memory));
-    for (size_t i = 0; i < d.recorded_ooms.size(); ++i)
-      out += "  recorded OOM at trace entry " + std::to_string(d.recorded_ooms[i]) + ": " +
-             sz(d.recorded_oom_sizes[i]) + " requested\n";
-    out += '\n';
-    if (r.table)
-      out += table_text(d);
-    else
-      for (const Outcome& o : d.outcomes)
-        if (!o.alt.recorded) out += outcome_text(d, o);
-    out += '\n';
+  for (size_t i = 0; i < r.devices.size(); ++i) {
+    const DeviceReport& d = r.devices[i];
+    out += (i < r.members.size() ? devices_heading(d.device, r.members[i])
+                                 : "Device " + std::to_string(d.device)) +
+           device_text(d, r.table);
   }
   return out;
+}
+
+std::string device_key(const DeviceReport& d, bool table) {
+  DeviceReport copy = d;
+  copy.device = 0;
+  std::string key = device_text(copy, table);
+  device_json(key, copy, table);
+  return key;
 }
 
 std::string json(const Report& r) {
   std::string out =
       "{\"event_numbering\":\"trace entry index within the device's trace\",\"devices\":[";
   for (size_t i = 0; i < r.devices.size(); ++i) {
-    const DeviceReport& d = r.devices[i];
-    const SelfCheck& c = d.check;
     if (i) out += ',';
-    out += "{\"device\":" + num(d.device) + ",\"entries\":" + num(static_cast<int64_t>(d.entries)) +
-           ",\"recorded_settings\":";
-    json_str(out, d.recorded_conf);
-    out += ",\"memory\":{\"total\":" + num(d.memory.total) +
-           ",\"capacity\":" + num(d.memory.capacity) + ",\"limit\":" + num(d.memory.limit) +
-           ",\"limit_inferred\":" + (d.memory.limit_inferred ? "true" : "false") +
-           ",\"limit_at_most\":" + num(d.memory.limit_inferred ? d.memory.limit_high : -1) + "}";
-    out += ",\"recorded_ooms\":";
-    json_entries(out, d.recorded_ooms);
-    out += ",\"self_check\":{\"ok\":" + std::string(c.ok() ? "true" : "false") + ",\"incomplete\":";
-    json_str(out, c.incomplete);
-    out += ",\"segment_events\":" + num(static_cast<int64_t>(c.events)) +
-           ",\"matching_events\":" + num(static_cast<int64_t>(c.matching)) +
-           ",\"first_difference\":";
-    if (c.differs) {
-      out += "{\"index\":" + num(static_cast<int64_t>(c.matching)) + ",\"recorded\":";
-      if (c.recorded_missing)
-        out += "null";
-      else
-        json_event(out, c.recorded);
-      out += ",\"simulated\":";
-      if (c.simulated_missing)
-        out += "null";
-      else
-        json_event(out, c.simulated);
-      out += '}';
-    } else {
-      out += "null";
-    }
-    out += ",\"peak_reserved_recorded\":" + num(c.peak_recorded) +
-           ",\"peak_reserved_simulated\":" + num(c.peak_simulated) +
-           ",\"allocations\":" + num(c.allocations) + ",\"misplaced\":" + num(c.misplaced) +
-           ",\"ooms_simulated\":";
-    json_entries(out, c.ooms_simulated);
-    out += "},\"results\":[";
-    bool first = true;
-    for (const Outcome& o : d.outcomes) {
-      if (!r.table && o.alt.recorded) continue;
-      if (!first) out += ',';
-      first = false;
-      json_outcome(out, d, o);
-    }
-    out += "]}";
+    device_json(out, r.devices[i], r.table);
+    if (i < r.members.size() && several(r.members[i])) append_alike_json(out, r.members[i]);
+    out += '}';
   }
   return out + "]}\n";
 }

@@ -297,7 +297,7 @@ def test_layout_from_a_history_without_cudamalloc_addresses_is_flagged(run):
     (res,) = dev["results"]
     assert res["segments_placed_unanchored"] == res["segments_created"] > 0
     text = run("whatif", DATA / "expandable.pickle", "--set", "expandable_segments:False").stdout.decode()
-    assert "has no cudaMalloc address" in text and "model of the driver" in text
+    assert "holds no cudaMalloc address" in text and "model of the driver" in text
     table = run("whatif", DATA / "expandable.pickle").stdout.decode()
     assert "addresses: settings without expandable segments" in table
     for r in whatif(run, DATA / "expandable.pickle")["devices"][0]["results"]:
@@ -305,3 +305,25 @@ def test_layout_from_a_history_without_cudamalloc_addresses_is_flagged(run):
     (dev,) = whatif(run, DATA / "mlp_train.pickle", "--set", "expandable_segments:False")["devices"]
     assert dev["results"][0]["segments_placed_unanchored"] == 0
     assert b"model of the driver" not in run("whatif", DATA / "mlp_train.pickle").stdout
+
+
+def test_alike_devices_are_simulated_into_one_report(run, tmp_path):
+    """Devices with the same history read the same: one report stands for
+    all of them (summary's rule), in the text and the JSON, so the output is
+    bounded by what differs, not by how many devices the snapshot names."""
+    snap = pickle.loads((DATA / "mlp_train.pickle").read_bytes())
+    (trace,) = [t for t in snap["device_traces"] if t]
+    other = [dict(e, size=e["size"] * 2) if e["action"] == "alloc" else e for e in trace]
+    n, odd = 40, 7
+    traces = [other if d == odd else trace for d in range(n)]
+    segments = [dict(s, device=d) for d in range(n) for s in snap["segments"] if d != odd]
+    f = tmp_path / "devices.pickle"
+    f.write_bytes(pickle.dumps(dict(snap, segments=segments, device_traces=traces), protocol=4))
+
+    devs = whatif(run, f)["devices"]
+    assert [(d["device"], d.get("alike")) for d in devs] == [(0, [[0, 6], [8, 39]]), (odd, None)]
+    alone = whatif(run, DATA / "mlp_train.pickle")["devices"][0]
+    assert {k: v for k, v in devs[0].items() if k != "alike"} == dict(alone, device=0)
+    text = run("whatif", f).stdout.decode()
+    heads = [line.split(" - ")[0] for line in text.splitlines() if line.startswith("Device")]
+    assert heads == ["Devices 0-6, 8-39 (39 alike)", "Device 7"]
