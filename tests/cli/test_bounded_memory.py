@@ -408,7 +408,8 @@ def test_alike_devices_are_summarised_once(memsight_bin, tmp_path):
                                protocol=4))
     results = run_all(memsight_bin, f, tmp_path, (("summary",), ("summary", "--json"),
                                                   ("view", "-o", "page.html"), ("trace",),
-                                                  ("leaks",), ("leaks", "--json")))
+                                                  ("leaks",), ("leaks", "--json"),
+                                                  ("whatif", "--json")))
     rc, _, _ = run_measured(memsight_bin, "summary", f, tmp=tmp_path)
     text = (tmp_path / "out").read_text()
     assert text.startswith("Devices 0-19999 (20000 alike) - 1 trace entries, 0 segments\n"), text
@@ -423,3 +424,5 @@ def test_alike_devices_are_summarised_once(memsight_bin, tmp_path):
     rc, _, _ = run_measured(memsight_bin, "leaks", "--json", f, tmp=tmp_path)
     (d,) = json.loads((tmp_path / "out").read_text())["devices"]
     assert d["verdict"] == "no iterations" and d["alike"] == [[0, 19_999]]
+    # and whatif (it reported each device: 4 KB of JSON a device)
+    assert results["whatif --json"][1] < 8 * KiB and results["whatif --json"][0] < 48 * MiB, results
