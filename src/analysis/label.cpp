@@ -124,8 +124,8 @@ uint64_t Label::hash_text(std::string_view s) {
   uint64_t h = 0;
   const uint64_t* P = kPow.p;
   for (; n >= 8; n -= 8, q += 8) {
-    uint64_t a = mul(q[0] + 1u, P[7]) + mul(q[1] + 1u, P[6]) + mul(q[2] + 1u, P[5]) +
-                 mul(q[3] + 1u, P[4]);
+    uint64_t a =
+        mul(q[0] + 1u, P[7]) + mul(q[1] + 1u, P[6]) + mul(q[2] + 1u, P[5]) + mul(q[3] + 1u, P[4]);
     uint64_t b = mul(q[4] + 1u, P[3]) + mul(q[5] + 1u, P[2]) + mul(q[6] + 1u, P[1]) + q[7] + 1u;
     h = reduce(reduce(a + mul(h, P[8])) + b);
   }

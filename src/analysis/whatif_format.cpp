@@ -318,8 +318,7 @@ void device_json(std::string& out, const DeviceReport& d, bool table) {
   out += ",\"self_check\":{\"ok\":" + std::string(c.ok() ? "true" : "false") + ",\"incomplete\":";
   json_str(out, c.incomplete);
   out += ",\"segment_events\":" + num(static_cast<int64_t>(c.events)) +
-         ",\"matching_events\":" + num(static_cast<int64_t>(c.matching)) +
-         ",\"first_difference\":";
+         ",\"matching_events\":" + num(static_cast<int64_t>(c.matching)) + ",\"first_difference\":";
   if (c.differs) {
     out += "{\"index\":" + num(static_cast<int64_t>(c.matching)) + ",\"recorded\":";
     if (c.recorded_missing)

@@ -20,7 +20,7 @@ constexpr size_t kBigColumn = 2 * kHugePage;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
 void* column_alloc(size_t bytes) {
   if (bytes < kBigColumn) return ::operator new(bytes);
-  void* p = ::operator new(bytes, std::align_val_t{kHugePage});
+  void* p = ::operator new (bytes, std::align_val_t{kHugePage});
   // Before any page is touched; a refusal (no THP) leaves ordinary pages.
   ::madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
   return p;
@@ -30,7 +30,7 @@ void column_free(void* p, size_t bytes) noexcept {
   if (bytes < kBigColumn)
     ::operator delete(p);
   else
-    ::operator delete(p, std::align_val_t{kHugePage});
+    ::operator delete (p, std::align_val_t{kHugePage});
 }
 #else
 // Elsewhere (the standalone viewer's WebAssembly heap among them) the
