@@ -1,13 +1,13 @@
 // One share of a parallel trace decode (see parallel_decode.cpp for the
-// protocol). The walk counted the share's rows and memo slots, so the
-// share is decoded in place: rows into the model's columns, memo slots into
-// the memo. Strings, frames and stacks new in the share go into local
-// tables; refs to them, and memo reads of slots in earlier shares
-// (pending), are resolved by the main thread afterwards. Anything this
-// decoder does not know fails the share, and the read starts again on one
-// thread.
+// protocol), decoded by a helper thread into local tables: its memo slots,
+// its rows, and the strings, frames and stacks new in it. The helper does
+// not know the number of the share's first memo slot, so a memo read of a
+// slot stored after the helpers started is kept as pending, for the main
+// thread to resolve. An entry this decoder does not know ends the share
+// there: the main thread decodes on from it.
 #include "pickle/row_chunks.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -19,7 +19,8 @@ namespace memsight {
 namespace decode_stats {
 std::atomic<size_t> share_bytes{2 << 20};
 std::atomic<uint64_t> parallel_decodes{0};
-std::atomic<uint64_t> restarts{0};
+std::atomic<uint64_t> shares_refused{0};
+std::atomic<uint64_t> shares_cut{0};
 }  // namespace decode_stats
 
 namespace row_chunks {
@@ -28,32 +29,26 @@ namespace {
 
 class Decoder {
  public:
-  Decoder(Share& s, const Context& ctx) : s_(s), ctx_(ctx), memo_(ctx.memo) {}
+  Decoder(Share& s, const Context& ctx) : s_(s), ctx_(ctx) {}
 
-  // A MEMOIZE between entries: a device's list, whose slot the main thread
-  // filled.
+  // A MEMOIZE between entries: a device's list, made by the main thread.
   bool list_slot() {
-    if (next_list_ >= s_.list_slots.size() || s_.list_slots[next_list_] != slots_) return false;
-    ++next_list_;
-    ++slots_;
+    if (s_.memo.size() >= (1u << kLocalIdBits)) return false;
+    s_.list_slots.push_back(static_cast<uint32_t>(s_.memo.size()));
+    s_.memo.push_back(slot_code(kWantList, 0));
+    s_.ops.push_back(MEMOIZE);
     return true;
   }
-  uint64_t slots() const { return slots_; }
-  uint64_t rows() const { return rows_; }
 
  private:
   Share& s_;
   const Context& ctx_;
-  uint32_t* memo_;
-  uint64_t slots_ = 0;  // memo slots made so far
-  uint64_t rows_ = 0;
-  size_t next_list_ = 0;
   const uint8_t* end() const { return ctx_.end; }
 
-  // The next memo slot; false past the count the walk made.
+  // The next memo slot; false when local ids run out.
   bool new_slot(uint32_t code) {
-    if (slots_ >= s_.memos) return false;
-    memo_[s_.memo_base + slots_++] = code;
+    if (s_.memo.size() >= (1u << kLocalIdBits)) return false;
+    s_.memo.push_back(code);
     return true;
   }
 
@@ -61,8 +56,8 @@ class Decoder {
     while (*q == FRAME) q += 9;
   }
 
-  // A memo read at q of the kind `want`: a global id (a slot before the
-  // shares), a local one (a slot of this share), or a pending read.
+  // A memo read at q of the kind `want`: a global id (a slot stored before
+  // the helpers started) or a pending read (resolved by the main thread).
   bool memo_read(const uint8_t*& q, Want want, uint32_t& out) {
     uint64_t idx;
     if (*q == LONG_BINGET) {
@@ -74,21 +69,24 @@ class Decoder {
     } else {
       return false;
     }
-    if (idx >= s_.memo_base) {
-      if (idx - s_.memo_base >= slots_) return false;  // not stored yet
-      uint32_t m = memo_[idx];
-      if (m >> 28 != kProvisionalTag || (m >> kLocalIdBits & 3) != want) return false;
-      out = ref(kLocal, m & ((1u << kLocalIdBits) - 1));
-      return true;
-    }
-    if (idx >= ctx_.known) {
-      if (s_.pending.size() >= kRefPayload) return false;
-      s_.pending.push_back({static_cast<uint32_t>(idx), want});
-      out = ref(kPending, static_cast<uint32_t>(s_.pending.size() - 1));
+    // A container (a list of frames the main thread has not used as one
+    // yet) is known for what it is only when the main thread gets here.
+    if (idx >= ctx_.memo.size() || is_container(ctx_.memo[idx])) {
+      // Reads of one slot repeat (the same frames, the same action): one
+      // pending read serves them while it is remembered.
+      PendingCache& c = pending_cache_[(idx ^ want) & (kPendingCache - 1)];
+      if (c.idx != idx || c.want != want) {
+        if (s_.pending.size() >= kRefPayload) return false;
+        c.idx = static_cast<uint32_t>(idx);
+        c.want = want;
+        c.id = static_cast<uint32_t>(s_.pending.size());
+        s_.pending.push_back({c.idx, static_cast<uint32_t>(s_.memo.size()), want});
+      }
+      out = ref(kPending, c.id);
       return true;
     }
     uint32_t m = ctx_.memo[idx];
-    if (m == UINT32_MAX) return false;  // a wide slot: rare, left to one thread
+    if (m == UINT32_MAX) return false;  // a wide slot: rare, left to the main thread
     auto tag = static_cast<Val::Tag>(m >> 28);
     uint32_t payload = m & ((1u << 28) - 1);
     Val::Tag expect = want == kWantStr     ? Val::Str
@@ -98,6 +96,18 @@ class Decoder {
     out = ref(kGlobal, payload);
     return true;
   }
+
+  static bool is_container(uint32_t m) {
+    auto tag = static_cast<Val::Tag>(m >> 28);
+    return tag == Val::List || tag == Val::Tuple || tag == Val::Dict;
+  }
+
+  static constexpr size_t kPendingCache = 4096;
+  struct PendingCache {
+    uint32_t idx = UINT32_MAX, id = 0;
+    Want want = kWantStr;
+  };
+  std::vector<PendingCache> pending_cache_ = std::vector<PendingCache>(kPendingCache);
 
   uint32_t local_str(std::string_view sv) {
     if (last_str_id_ != UINT32_MAX && sv == last_str_) return last_str_id_;
@@ -129,7 +139,7 @@ class Decoder {
     out = ref(kLocal, id);
     if (*q == MEMOIZE) {
       ++q;
-      if (!new_slot(provisional(kWantStr, id))) return false;
+      if (!new_slot(slot_code(kWantStr, id))) return false;
     }
     return true;
   }
@@ -172,7 +182,7 @@ class Decoder {
   bool frame(const uint8_t*& q, uint32_t& out) {
     if (q[1] != MEMOIZE || q[2] != MARK) return false;
     q += 3;
-    uint64_t slot = s_.memo_base + slots_;
+    size_t slot = s_.memo.size();
     if (!new_slot(0)) return false;
     LocalFrame f{};
     static constexpr std::string_view kNames[3] = {"name", "filename", "line"};
@@ -195,7 +205,7 @@ class Decoder {
     if (s_.frames.size() >= (1u << kLocalIdBits)) return false;
     auto id = static_cast<uint32_t>(s_.frames.size());
     s_.frames.push_back(f);
-    memo_[slot] = provisional(kWantFrame, id);
+    s_.memo[slot] = slot_code(kWantFrame, id);
     out = ref(kLocal, id);
     return true;
   }
@@ -224,7 +234,7 @@ class Decoder {
     if (*q == BINGET || *q == LONG_BINGET) return memo_read(q, kWantStack, out);
     if (q[0] != EMPTY_LIST || q[1] != MEMOIZE) return false;
     q += 2;
-    stack_slot_ = static_cast<int64_t>(s_.memo_base + slots_);
+    stack_slot_ = static_cast<int64_t>(s_.memo.size());
     if (!new_slot(0)) return false;
     frame_buf_.clear();
     uint32_t f;
@@ -251,14 +261,33 @@ class Decoder {
   }
 
  public:
-  // Decodes the entry whose EMPTY_DICT is at q into its row; q moves past
-  // its SETITEMS.
+  // Decodes the entry whose EMPTY_DICT is at q into a row; q moves past
+  // its SETITEMS. An entry it cannot decode leaves no trace in the share
+  // (the main thread decodes it), and q where it was.
   bool row(const uint8_t*& q) {
+    const size_t memo = s_.memo.size(), strings = s_.strings.size(), frames = s_.frames.size(),
+                 pending = s_.pending.size();
+    const uint8_t* at = q;
+    if (row_body(q)) return true;
+    q = at;
+    s_.memo.resize(memo);
+    for (size_t i = strings; i < s_.strings.size(); ++i) str_index_.erase(s_.strings[i]);
+    s_.strings.resize(strings);
+    last_str_id_ = UINT32_MAX;
+    s_.frames.resize(frames);
+    if (s_.pending.size() != pending) {
+      s_.pending.resize(pending);
+      std::fill(pending_cache_.begin(), pending_cache_.end(), PendingCache{});
+    }
+    return false;
+  }
+
+ private:
+  bool row_body(const uint8_t*& q) {
     if (q[1] != MEMOIZE || q[2] != MARK) return false;
     q += 3;
-    if (rows_ >= s_.rows) return false;
-    const uint64_t row = s_.row_base + rows_;
-    if (row >= (1u << 28) || !new_slot(static_cast<uint32_t>(uint64_t{Val::Row} << 28 | row)))
+    const size_t row = s_.rows.size_rows();
+    if (row >= (1u << kLocalIdBits) || !new_slot(slot_code(kWantRow, static_cast<uint32_t>(row))))
       return false;
     stack_slot_ = -1;
     uint32_t action = 0, cc = 0, um = 0, stack = 0;
@@ -324,37 +353,38 @@ class Decoder {
       s.field[s.n++] = f;
     }
     if (s.n == 0) return false;
+    // The layout: usually the previous row's. Nothing fails past the checks
+    // here (a stack interned cannot be taken back).
+    size_t shape = last_shape_;
+    bool new_shape = false;
+    if (!same_shape || s.n != last->n) {
+      shape = 0;
+      while (shape < s_.shapes.size() && !same(s_.shapes[shape], s)) ++shape;
+      new_shape = shape == s_.shapes.size();
+      if (new_shape && shape > 65535) return false;
+    }
+    if (stack_slot_ >= 0 && s_.stacks.stack_count() >= (1u << kLocalIdBits) - 1) return false;
     if (stack_slot_ >= 0) {
       StackId id = s_.stacks.intern_stack(frame_buf_);
-      if (id >= (1u << kLocalIdBits)) return false;
-      memo_[stack_slot_] = provisional(kWantStack, id);
+      s_.memo[static_cast<size_t>(stack_slot_)] = slot_code(kWantStack, id);
       stack = ref(kLocal, id);
     }
-    // The layout: usually the previous row's.
-    if (!same_shape || s.n != last->n) {
-      size_t i = 0;
-      while (i < s_.shapes.size() && !same(s_.shapes[i], s)) ++i;
-      if (i == s_.shapes.size()) {
-        if (i > 65535) return false;
-        s_.shapes.push_back(s);
-      }
-      last_shape_ = i;
-    }
-    TraceTable& t = *ctx_.trace;
+    if (new_shape) s_.shapes.push_back(s);
+    last_shape_ = shape;
     Action a = Action::Other;
     if (ref_kind(action) == kGlobal && ref_payload(action) < ctx_.action_of.size())
       a = ctx_.action_of[ref_payload(action)];
     if (a == Action::Other) s_.action_refs.emplace_back(static_cast<uint32_t>(row), action);
-    t.action[row] = a;
-    t.addr[row] = addr;
-    t.size[row] = size;
-    t.stream[row] = stream;
-    t.time_us[row] = time_us;
-    t.compile_context[row] = cc;
-    t.user_metadata[row] = um;
-    t.stack[row] = stack;
-    t.shape[row] = static_cast<ShapeId>(last_shape_);
-    ++rows_;
+    LocalRows& t = s_.rows;
+    t.action.push_back(a);
+    t.addr.push_back(addr);
+    t.size.push_back(size);
+    t.stream.push_back(stream);
+    t.time_us.push_back(time_us);
+    t.compile_context.push_back(cc);
+    t.user_metadata.push_back(um);
+    t.stack.push_back(stack);
+    t.shape.push_back(static_cast<uint16_t>(shape));
     return true;
   }
 
@@ -375,37 +405,89 @@ class Decoder {
 
 }  // namespace
 
-void decode_share(Share& s, const Context& ctx) {
-  Decoder dec(s, ctx);
-  const uint8_t* q = s.start;
-  trace_walk::PageDropper dropper(*ctx.src, ctx.base, q);
-  s.ok = false;
-  while (q < s.stop) {
-    if (ctx.end - q < 1024) return;
-    dropper.step(q);
-    switch (*q) {
-      case EMPTY_DICT:
-        if (!dec.row(q)) return;
-        break;
-      case MARK:
-      case APPENDS:
-      case APPEND:
-      case EMPTY_LIST:  // replayed by the main thread from the walk
-        ++q;
-        break;
-      case MEMOIZE:
-        if (!dec.list_slot()) return;
-        ++q;
-        break;
-      case FRAME:
-        q += 9;
-        break;
-      default:
-        return;
-    }
+namespace {
+// The first entry at or after `from` (an opcode's start), within 1 MiB: an
+// EMPTY_DICT MEMOIZE MARK and the action key.
+const uint8_t* first_entry(const uint8_t* q, const Context& ctx) {
+  for (const uint8_t* limit = q + (1 << 20); ctx.end - q >= 1024 && q <= limit;) {
+    if (is_entry(q, ctx)) return q;
+    size_t n = trace_walk::op_size(q);
+    if (n == 0) return nullptr;
+    q += n;
   }
-  dropper.all(q);
-  s.ok = q == s.stop && dec.rows() == s.rows && dec.slots() == s.memos;
+  return nullptr;
+}
+}  // namespace
+
+bool is_entry(const uint8_t* q, const Context& ctx) {
+  return q[0] == EMPTY_DICT && q[1] == MEMOIZE && q[2] == MARK &&
+         std::memcmp(q + 3, ctx.entry_key.data(), ctx.entry_key.size()) == 0;
+}
+
+void decode_share(Share& s, const Context& ctx) {
+  const uint8_t* q = first_entry(s.from, ctx);
+  if (!q) {
+    s.state.store(-1, std::memory_order_release);
+    return;
+  }
+  s.start = s.stop = q;
+  s.state.store(1, std::memory_order_release);
+  try {
+    size_t guess = static_cast<size_t>((s.limit ? s.limit : ctx.end) - q) / 64;
+    LocalRows& r = s.rows;
+    r.action.reserve(guess);
+    r.addr.reserve(guess);
+    r.size.reserve(guess);
+    r.stream.reserve(guess);
+    r.time_us.reserve(guess);
+    r.compile_context.reserve(guess);
+    r.user_metadata.reserve(guess);
+    r.stack.reserve(guess);
+    r.shape.reserve(guess);
+    s.ops.reserve(guess + guess / 500);
+    Decoder dec(s, ctx);
+    trace_walk::PageDropper dropper(*ctx.src, ctx.base, q);
+    for (bool more = true; more && ctx.end - q >= 1024;) {
+      switch (*q) {
+        case EMPTY_DICT:
+          if (s.limit && q >= s.limit && is_entry(q, ctx)) {
+            more = false;  // the next share's first entry
+          } else if (dec.row(q)) {
+            s.ops.push_back(EMPTY_DICT);
+            if (dropper.step(q) && (ctx.cancel.load(std::memory_order_relaxed) ||
+                                    s.cancel.load(std::memory_order_relaxed)))
+              more = false;
+          } else {
+            s.cut = true;
+            more = false;
+          }
+          break;
+        case MARK:
+        case APPENDS:
+        case APPEND:
+        case EMPTY_LIST:  // replayed by the main thread
+          s.ops.push_back(*q++);
+          break;
+        case MEMOIZE:
+          if (dec.list_slot()) {
+            ++q;
+          } else {
+            more = false;
+          }
+          break;
+        case FRAME:
+          q += 9;
+          break;
+        default:
+          more = false;
+      }
+    }
+    dropper.all(q);
+    s.stop = q;
+  } catch (...) {  // out of memory: the main thread decodes the share
+    s.stop = s.start;
+  }
+  s.state.store(2, std::memory_order_release);
 }
 
 }  // namespace row_chunks

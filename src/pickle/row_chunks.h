@@ -1,7 +1,10 @@
 #pragma once
 // Decoding a big trace on several threads (see parallel_decode.cpp for the
-// protocol): one share of the trace, decoded in place into the model's
-// columns and the memo, with local tables for what is new in the share.
+// protocol): one share of the trace, decoded by a helper thread while the
+// main thread is still before it, into local tables. The helper does not
+// know where the share's memo slots and rows will go, so every memo read it
+// cannot resolve alone is kept as pending, and the main thread resolves and
+// appends the share when it gets there.
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -19,33 +22,37 @@ namespace decode_stats {
 // Bytes of trace per share, at least (default 2 MiB); tests make it small
 // so that the fixtures are decoded in many shares.
 extern std::atomic<size_t> share_bytes;
-extern std::atomic<uint64_t> parallel_decodes;  // reads that decoded shares on helper threads
-extern std::atomic<uint64_t> restarts;          // reads that had to start again on one thread
+extern std::atomic<uint64_t> parallel_decodes;  // reads that took a share a helper decoded
+extern std::atomic<uint64_t> shares_refused;    // shares the main thread decoded again itself
+extern std::atomic<uint64_t> shares_cut;  // shares ended early by an entry their helper did not decode
 }  // namespace decode_stats
 
 namespace row_chunks {
 
 // A reference a share cannot resolve alone: a global id, a local one (new
-// in this share), or a pending memo read of a slot in an earlier share.
+// in this share), or a pending memo read.
 enum RefKind : uint32_t { kGlobal = 0, kLocal = 1u << 30, kPending = 2u << 30 };
 constexpr uint32_t kRefPayload = (1u << 30) - 1;
 inline uint32_t ref(RefKind k, uint32_t payload) { return k | payload; }
 inline RefKind ref_kind(uint32_t r) { return static_cast<RefKind>(r & ~kRefPayload); }
 inline uint32_t ref_payload(uint32_t r) { return r & kRefPayload; }
 
-// What a memo read must turn out to be.
-enum Want : uint8_t { kWantStr, kWantStack, kWantFrame };
+// What a memo slot of a share holds, or what a memo read must turn out to
+// be. kWantList: a device's list, made by the main thread from the ops.
+enum Want : uint8_t { kWantStr, kWantStack, kWantFrame, kWantRow, kWantList };
 
-// A memo slot written by a share before its local ids are known: the
-// unpickler's Skipped tag, the kind (a Want) and the local id.
-constexpr uint32_t kProvisionalTag = 14;  // Val::Skipped
-constexpr uint32_t kLocalIdBits = 26;
-inline uint32_t provisional(Want w, uint32_t local) {
-  return kProvisionalTag << 28 | uint32_t{w} << kLocalIdBits | local;
-}
+// A share's memo slot: the kind and the local id (row, string, ...).
+constexpr uint32_t kLocalIdBits = 28;
+inline uint32_t slot_code(Want w, uint32_t local) { return uint32_t{w} << kLocalIdBits | local; }
+inline Want slot_want(uint32_t code) { return static_cast<Want>(code >> kLocalIdBits); }
+inline uint32_t slot_local(uint32_t code) { return code & ((1u << kLocalIdBits) - 1); }
 
+// A memo read of a slot the share did not know when it read it: one the
+// main thread stores later, or one of the share's own (the share does not
+// know its first slot's number).
 struct Pending {
-  uint32_t idx;  // the memo index read (a slot of an earlier share)
+  uint32_t idx;    // the memo index read
+  uint32_t slots;  // the share's slots made before the read
   Want want;
 };
 
@@ -61,44 +68,80 @@ struct LocalShape {
   uint8_t field[12];
 };
 
-// What every share may read; set before the shares start, then read-only.
+// The share's rows, as the model's columns hold them, with refs for ids.
+struct LocalRows {
+  std::vector<Action> action;
+  std::vector<int64_t> addr, size, stream, time_us;
+  std::vector<uint32_t> compile_context, user_metadata, stack;  // refs
+  std::vector<uint16_t> shape;                                  // index into shapes
+  size_t size_rows() const { return action.size(); }
+};
+
+// What every share may read; set before the helpers start, then read-only.
 struct Context {
   const ByteSource* src = nullptr;  // the mapped input: pages are given back as shares finish
   const uint8_t* base = nullptr;
   const uint8_t* end = nullptr;
-  uint32_t* memo = nullptr;  // the memo: slots below `known` are final, a share writes its own
-  uint64_t known = 0;
+  // The memo's first slots, as they were when the helpers started (protocol
+  // 4 writes each slot once, and the main thread checks that none changed).
+  std::vector<uint32_t> memo;
   std::vector<uint8_t> row_key_of;  // string id -> row field (0xff: none)
   std::vector<Action> action_of;    // string id -> action
   StrId name_key = 0, filename_key = 0, line_key = 0;
   // Key texts, for keys a share spells out instead of reading from the memo.
   std::vector<std::pair<std::string, uint8_t>> row_key_names;
-  // The model's columns, sized for every row; a share writes its own rows.
-  TraceTable* trace = nullptr;
+  std::string entry_key;  // the bytes of an entry's first key: a memo read of "action"
+  std::atomic<bool> cancel{false};
 };
 
-// One share: where it is, where its rows and memo slots go, and what it
-// found that the main thread must intern and resolve.
+// One share: where it is, and what it decoded, for the main thread to
+// resolve and append.
 struct Share {
-  const uint8_t* start = nullptr;  // its first entry
-  const uint8_t* stop = nullptr;   // just past its last op
-  uint64_t memo_base = 0;          // its first memo slot
-  uint32_t row_base = 0;           // its first row
-  uint64_t memos = 0;              // slots and rows the walk counted
-  uint64_t rows = 0;
-  std::vector<uint64_t> list_slots;  // slots (relative) the main thread filled: device lists
+  const uint8_t* from = nullptr;   // a frame's first opcode: the search for the first entry starts here
+  const uint8_t* limit = nullptr;  // the next share's `from` (null: the last share)
+  // 0 while working, 1 once `start` is known, 2 done, -1 no entry found.
+  std::atomic<int> state{0};
+  const uint8_t* start = nullptr;  // its first entry (valid from state 1)
+  const uint8_t* stop = nullptr;   // where it stopped: an entry at or past `limit`, or an op it does
+                                   // not decode (valid from state 2)
+  bool cut = false;                // stopped on an entry it does not decode
+  std::atomic<bool> cancel{false};  // the main thread will not take it
 
-  bool ok = false;
+  std::vector<uint32_t> memo;  // its slots, in order (slot_code)
+  // The list ops between entries (EMPTY_DICT: an entry, a row), replayed by
+  // the main thread on its stack, and the slots its MEMOIZEs made.
+  std::vector<uint8_t> ops;
+  std::vector<uint32_t> list_slots;
+  LocalRows rows;
   std::vector<std::string_view> strings;
   std::vector<LocalFrame> frames;
   FrameTable stacks;  // stacks of frame refs (0: empty)
   std::vector<LocalShape> shapes;
   std::vector<Pending> pending;
-  std::vector<std::pair<uint32_t, uint32_t>> action_refs;  // (row, string ref): not a known action
+  std::vector<std::pair<uint32_t, uint32_t>> action_refs;  // (local row, string ref): not a known action
+
+  // Gives back what the share decoded, once taken or refused.
+  void release() {
+    memo = {};
+    ops = {};
+    list_slots = {};
+    rows = {};
+    strings = {};
+    frames = {};
+    stacks = {};
+    shapes = {};
+    pending = {};
+    action_refs = {};
+  }
 };
 
-// Decodes a share in place; sets s.ok when it decoded exactly the rows and
-// memo slots the walk counted and ended at s.stop.
+// Whether q starts a trace entry: EMPTY_DICT MEMOIZE MARK and the action key
+// (q has at least 16 readable bytes).
+bool is_entry(const uint8_t* q, const Context& ctx);
+
+// Finds the share's first entry, publishes it, and decodes entries until
+// the next share's first entry, an opcode it does not decode, or a cancel.
+// Never throws (a failure ends the share where it is).
 void decode_share(Share& s, const Context& ctx);
 
 }  // namespace row_chunks

@@ -216,8 +216,9 @@ std::vector<Val> Unpickler::list_items(Val v) const {
 void Unpickler::memo_put(uint64_t idx) {
   if (stack_.empty()) fail("memo store on an empty stack");
   Val v = stack_.back();
-  if (idx < memo_.size()) key_slots_ = {};  // a memo slot changes: cached keys may be stale
   if (idx < memo_.size()) {
+    key_slots_ = {};  // a memo slot changes: cached keys may be stale
+    ++memo_rewrites_;
     memo_set(idx, v);
   } else if (idx == memo_.size()) {
     memo_.push_back(0);

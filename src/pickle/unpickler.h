@@ -99,11 +99,6 @@ unsigned reader_threads();
 // gives the answer, or the error, for the input as it is.
 struct NeedsFullRead {};
 
-// Thrown when a parallel decode (parallel_decode.cpp) meets something its
-// helpers cannot decode after it has started filling the model: the caller
-// reads the input again on one thread.
-struct RestartRead {};
-
 // A trace entry decoded by the row lane: typed fields in key order.
 struct RowFields {
   static constexpr int kMax = 12;
@@ -343,6 +338,7 @@ class Unpickler {
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_nodes_;
   uint64_t shared_changes_ = 0;
+  uint64_t memo_rewrites_ = 0;  // stores into a memo slot already stored
   std::vector<double> floats_;
   std::vector<std::string> blobs_;  // bytes and big ints
 
@@ -353,14 +349,8 @@ class Unpickler {
   void par_arm();
   void par_step();
   bool par_launch();
-  bool par_take_over();
-  bool walks_fit_stack(const std::vector<trace_walk::Chunk>& walks) const;
-  void replay_walks(const std::vector<trace_walk::Chunk>& walks,
-                    const std::vector<row_chunks::Share>& shares);
-  void par_abandon();
-  struct Ids;
-  Val slot_value(const std::vector<row_chunks::Share>& shares, const std::vector<Ids>& ids,
-                 uint64_t idx) const;
+  bool par_take(row_chunks::Share& s);
+  bool share_fits_stack(const row_chunks::Share& s) const;
   struct Parallel;
   struct ParallelDeleter {
     void operator()(Parallel* p) const;

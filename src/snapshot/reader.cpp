@@ -932,14 +932,8 @@ Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope
     } catch (const NeedsFullRead&) {
     }
   }
-  try {
-    auto src = open();
-    return read_snapshot(*src, progress, ReadScope::Everything, /*parallel=*/true);
-  } catch (const RestartRead&) {
-    ++decode_stats::restarts;
-  }
   auto src = open();
-  return read_snapshot(*src, progress, ReadScope::Everything, /*parallel=*/false);
+  return read_snapshot(*src, progress, ReadScope::Everything, /*parallel=*/true);
 }
 }  // namespace
 

@@ -1,7 +1,7 @@
 // libFuzzer target: the restricted pickle machine alone, with no snapshot
 // hook, so every opcode path is reached whatever the value's shape. A
-// memsight::Error (bad input) or NeedsFullRead/RestartRead (never thrown
-// without a skip or parallel key) are the only outcomes besides a value.
+// memsight::Error (bad input) or NeedsFullRead (never thrown
+// without a skip key) are the only outcomes besides a value.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>

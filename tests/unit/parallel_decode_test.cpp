@@ -131,9 +131,9 @@ TEST(ParallelDecode, DamageGivesTheOneThreadError) {
 }
 
 // An entry the helpers do not decode late in the trace (an int written as
-// an empty LONG1, which the walk accepts): the read starts again on one
-// thread and gives its model.
-TEST(ParallelDecode, AnEntryTheHelpersCannotDecodeRestartsTheRead) {
+// an empty LONG1): its share ends there, and the main thread decodes on
+// from it, giving the one-thread model.
+TEST(ParallelDecode, AnEntryTheHelpersCannotDecodeEndsItsShare) {
   using namespace pickle_op;
   std::string bytes = slurp(fs::path(MEMSIGHT_TEST_DATA) / "transformer_train.pickle");
   // Find, in an entry past 80% of the file, a value written as BININT1 0,
@@ -156,9 +156,9 @@ TEST(ParallelDecode, AnEntryTheHelpersCannotDecodeRestartsTheRead) {
   ASSERT_NE(patched, 0u);
   std::string original = bytes;
   bytes[patched] = static_cast<char>(LONG1);
-  uint64_t restarts = decode_stats::restarts;
+  uint64_t cut = decode_stats::shares_cut;
   EXPECT_EQ(disagreement(bytes), "");
-  EXPECT_GT(decode_stats::restarts, restarts) << "the helpers decoded an entry they should not";
+  EXPECT_GT(decode_stats::shares_cut, cut) << "the helpers decoded an entry they should not";
   Outcome patched_read = read(bytes, 4, 16 << 10), original_read = read(original, 1, kDefaultShare);
   ASSERT_TRUE(patched_read.snap && original_read.snap);
   EXPECT_EQ(model_difference(*patched_read.snap, *original_read.snap), "");  // 0 either way
@@ -171,10 +171,12 @@ TEST(ParallelDecode, TwoDevicesAndLateDefinitions) {
   std::string bytes =
       test::decompress(slurp(fs::path(MEMSIGHT_TEST_DATA) / "synthetic_two_devices.pickle.gz"));
   for (size_t share : {size_t{16} << 10, size_t{64} << 10, size_t{256} << 10}) {
-    uint64_t before = decode_stats::parallel_decodes, restarts = decode_stats::restarts;
+    uint64_t before = decode_stats::parallel_decodes, refused = decode_stats::shares_refused,
+             cut = decode_stats::shares_cut;
     EXPECT_EQ(disagreement(bytes, share), "") << share;
     EXPECT_EQ(decode_stats::parallel_decodes, before + 1) << share;
-    EXPECT_EQ(decode_stats::restarts, restarts) << share;
+    EXPECT_EQ(decode_stats::shares_refused, refused) << share;
+    EXPECT_EQ(decode_stats::shares_cut, cut) << share;
   }
   Outcome many = read(bytes, 4, 16 << 10);
   ASSERT_TRUE(many.snap);
@@ -183,13 +185,14 @@ TEST(ParallelDecode, TwoDevicesAndLateDefinitions) {
 }
 
 // An entry whose frames are a memo read of a string stored by an entry of
-// the same share: not a stack, so the helper must not take it for one.
-TEST(ParallelDecode, AMemoReadOfTheWrongKindRestartsTheRead) {
+// the same share: not a stack, so the main thread refuses the share and
+// decodes it itself.
+TEST(ParallelDecode, AMemoReadOfTheWrongKindRefusesTheShare) {
   std::string bytes =
       test::decompress(slurp(fs::path(MEMSIGHT_TEST_DATA) / "synthetic_mixed_kinds.pickle.gz"));
-  uint64_t restarts = decode_stats::restarts;
+  uint64_t refused = decode_stats::shares_refused;
   EXPECT_EQ(disagreement(bytes, 16 << 10), "");
-  EXPECT_EQ(decode_stats::restarts, restarts + 1);
+  EXPECT_EQ(decode_stats::shares_refused, refused + 1);
 }
 
 // memsight's own pickles are framed like Python's, so they too are decoded
