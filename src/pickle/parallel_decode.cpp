@@ -113,14 +113,16 @@ bool Unpickler::par_launch() {
   size_t share = std::max<size_t>(decode_stats::share_bytes.load(), 4096);
   auto left = static_cast<size_t>(end_ - p_);
   // One share per helper; the main thread's own part, before the first
-  // share, is as big as a share.
+  // share, is a little smaller than a share: it also takes the shares.
   size_t n = std::min(threads - 1, left / share - 1);
   if (threads < 2 || n == 0) return false;
   P.threads = threads;
   std::vector<const uint8_t*> frames = trace_walk::frame_starts(src_, base_, end_);
   std::vector<const uint8_t*> from;
   for (size_t k = 1; k <= n; ++k) {
-    auto it = std::lower_bound(frames.begin(), frames.end(), p_ + left * k / (n + 1));
+    double at = (static_cast<double>(k) - 0.1) / (static_cast<double>(n) + 0.9);
+    auto it = std::lower_bound(frames.begin(), frames.end(),
+                               p_ + static_cast<size_t>(static_cast<double>(left) * at));
     if (it == frames.end() || static_cast<size_t>(end_ - *it) < share / 4) break;
     if (*it > (from.empty() ? p_ : from.back()) + share / 4) from.push_back(*it);
   }
@@ -317,33 +319,34 @@ bool Unpickler::par_take(Share& s) {
     id.shape[i] = hook_->row_shape(f);
   }
 
-  // The memo slots and rows, with their final ids.
+  // The memo slots and rows with their final ids, on the helpers' threads
+  // too (they are done): most of the time of taking a share goes into
+  // filling these columns' fresh pages.
   memo_.resize(memo_base + s.memo.size());
-  for (size_t j = 0; j < s.memo.size(); ++j) {
-    uint32_t c = s.memo[j], local = slot_local(c);
-    switch (slot_want(c)) {
-      case kWantStr:
-        c = uint32_t{Val::Str} << 28 | id.str[local];
-        break;
-      case kWantStack:
-        c = uint32_t{Val::StackRef} << 28 | id.stack[local];
-        break;
-      case kWantFrame:
-        c = uint32_t{Val::FrameRef} << 28 | id.frame[local];
-        break;
-      case kWantRow:
-        c = uint32_t{Val::Row} << 28 | static_cast<uint32_t>(row_base + local);
-        break;
-      default:
-        c = 0;  // a list: set by the replay below
-    }
-    memo_[memo_base + j] = c;
-  }
   table.resize(row_base + nrows);
-  // The rows, on the helpers' threads too (they are done): most of the
-  // time of taking a share goes into filling these columns' fresh pages.
-  auto copy_rows = [&](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
+  auto copy = [&](size_t part, size_t parts) {
+    for (size_t j = s.memo.size() * part / parts, to = s.memo.size() * (part + 1) / parts; j < to;
+         ++j) {
+      uint32_t c = s.memo[j], local = slot_local(c);
+      switch (slot_want(c)) {
+        case kWantStr:
+          c = uint32_t{Val::Str} << 28 | id.str[local];
+          break;
+        case kWantStack:
+          c = uint32_t{Val::StackRef} << 28 | id.stack[local];
+          break;
+        case kWantFrame:
+          c = uint32_t{Val::FrameRef} << 28 | id.frame[local];
+          break;
+        case kWantRow:
+          c = uint32_t{Val::Row} << 28 | static_cast<uint32_t>(row_base + local);
+          break;
+        default:
+          c = 0;  // a list: set by the replay below
+      }
+      memo_[memo_base + j] = c;
+    }
+    for (size_t i = nrows * part / parts, to = nrows * (part + 1) / parts; i < to; ++i) {
       size_t row = row_base + i;
       table.action[row] = r.action[i];
       table.addr[row] = r.addr[i];
@@ -360,12 +363,11 @@ bool Unpickler::par_take(Share& s) {
   std::vector<std::thread> copiers;
   size_t part = 1;
   try {
-    for (; part < parts; ++part)
-      copiers.emplace_back(copy_rows, nrows * part / parts, nrows * (part + 1) / parts);
+    for (; part < parts; ++part) copiers.emplace_back(copy, part, parts);
   } catch (const std::system_error&) {  // no threads to be had: the rest here
   }
-  copy_rows(0, nrows / parts);
-  copy_rows(nrows * part / parts, nrows);
+  copy(0, parts);
+  for (size_t k = part; k < parts; ++k) copy(k, parts);
   for (auto& t : copiers) t.join();
   for (auto [row, a] : s.action_refs)
     hook_->set_row_action(static_cast<uint32_t>(row_base + row), id.tr(a, id.str));

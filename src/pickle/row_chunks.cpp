@@ -445,6 +445,7 @@ void decode_share(Share& s, const Context& ctx) {
     r.stack.reserve(guess);
     r.shape.reserve(guess);
     s.ops.reserve(guess + guess / 500);
+    s.memo.reserve(2 * guess);
     Decoder dec(s, ctx);
     trace_walk::PageDropper dropper(*ctx.src, ctx.base, q);
     for (bool more = true; more && ctx.end - q >= 1024;) {

@@ -69,11 +69,13 @@ struct LocalShape {
 };
 
 // The share's rows, as the model's columns hold them, with refs for ids.
+// (Columns, as the model's: big ones are backed by huge pages, which spares
+// the helper most of its page faults.)
 struct LocalRows {
-  std::vector<Action> action;
-  std::vector<int64_t> addr, size, stream, time_us;
-  std::vector<uint32_t> compile_context, user_metadata, stack;  // refs
-  std::vector<uint16_t> shape;                                  // index into shapes
+  Column<Action> action;
+  Column<int64_t> addr, size, stream, time_us;
+  Column<uint32_t> compile_context, user_metadata, stack;  // refs
+  Column<uint16_t> shape;                                  // index into shapes
   size_t size_rows() const { return action.size(); }
 };
 
@@ -107,7 +109,7 @@ struct Share {
   bool cut = false;                // stopped on an entry it does not decode
   std::atomic<bool> cancel{false};  // the main thread will not take it
 
-  std::vector<uint32_t> memo;  // its slots, in order (slot_code)
+  Column<uint32_t> memo;  // its slots, in order (slot_code)
   // The list ops between entries (EMPTY_DICT: an entry, a row), replayed by
   // the main thread on its stack, and the slots its MEMOIZEs made.
   std::vector<uint8_t> ops;
@@ -117,7 +119,7 @@ struct Share {
   std::vector<LocalFrame> frames;
   FrameTable stacks;  // stacks of frame refs (0: empty)
   std::vector<LocalShape> shapes;
-  std::vector<Pending> pending;
+  Column<Pending> pending;
   std::vector<std::pair<uint32_t, uint32_t>> action_refs;  // (local row, string ref): not a known action
 
   // Gives back what the share decoded, once taken or refused.

@@ -14,7 +14,7 @@ namespace memsight {
 namespace detail {
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kBigColumn = 2 * kHugePage;
+constexpr size_t kBigColumn = kHugePage;
 }  // namespace
 
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
