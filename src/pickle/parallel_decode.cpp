@@ -180,8 +180,10 @@ void Unpickler::par_step() {
       par_check_ = s.from;
       return;
     }
+    // Waiting blocks: on a busy machine a spinning main thread would take
+    // the core from the helper it waits for.
     int state;
-    while ((state = s.state.load(std::memory_order_acquire)) == 0) std::this_thread::yield();
+    while ((state = s.state.load(std::memory_order_acquire)) == 0) s.state.wait(0);
     if (state > 0 && p_ < s.start) {
       par_check_ = s.start;
       return;
@@ -191,7 +193,7 @@ void Unpickler::par_step() {
       s.cancel.store(true);
       continue;
     }
-    while (s.state.load(std::memory_order_acquire) != 2) std::this_thread::yield();
+    while ((state = s.state.load(std::memory_order_acquire)) != 2) s.state.wait(state);
     bool taken = par_take(s);
     s.release();
     if (!taken) {

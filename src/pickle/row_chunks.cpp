@@ -428,10 +428,12 @@ void decode_share(Share& s, const Context& ctx) {
   const uint8_t* q = first_entry(s.from, ctx);
   if (!q) {
     s.state.store(-1, std::memory_order_release);
+    s.state.notify_all();
     return;
   }
   s.start = s.stop = q;
   s.state.store(1, std::memory_order_release);
+  s.state.notify_all();
   try {
     size_t guess = static_cast<size_t>((s.limit ? s.limit : ctx.end) - q) / 64;
     LocalRows& r = s.rows;
@@ -489,6 +491,7 @@ void decode_share(Share& s, const Context& ctx) {
     s.stop = s.start;
   }
   s.state.store(2, std::memory_order_release);
+  s.state.notify_all();
 }
 
 }  // namespace row_chunks
