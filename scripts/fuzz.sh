@@ -11,7 +11,7 @@ SECONDS_EACH=${1:?usage: scripts/fuzz.sh SECONDS [TARGET...]}
 shift
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(unpickler snapshot source roundtrip)
+  TARGETS=(unpickler snapshot source roundtrip shares)
   [ -x build/fuzz/fuzz_profile ] && TARGETS+=(profile)
 fi
 for t in "${TARGETS[@]}"; do
@@ -19,6 +19,7 @@ for t in "${TARGETS[@]}"; do
     source) dict=tests/fuzz/dict/source.dict; seeds=tests/fuzz/corpus/source ;;
     profile) dict=tests/fuzz/dict/profile.dict; seeds=tests/fuzz/corpus/profile ;;
     roundtrip) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/snapshot ;;
+    shares) dict=tests/fuzz/dict/shares.dict; seeds=tests/fuzz/corpus/shares ;;
     *) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/$t ;;
   esac
   work=build/fuzz/corpus/$t
