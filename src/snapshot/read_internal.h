@@ -14,7 +14,6 @@ using OpenSource = std::function<std::unique_ptr<ByteSource>()>;
 Snapshot read_snapshot_named(const OpenSource& open, const std::string& name,
                              const Progress& progress, ReadScope scope);
 
-// `parallel`: a big trace may be decoded on several threads (parallel_decode.cpp).
-Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope,
-                       bool parallel = true);
+// A full read decodes a big trace on several threads (parallel_decode.cpp).
+Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope);
 }  // namespace memsight

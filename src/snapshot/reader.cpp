@@ -892,7 +892,7 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
 
 }  // namespace
 
-Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope, bool parallel) {
+Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope) {
   Snapshot snap;
   Builder builder(snap);
   Unpickler vm(src, snap.strings, &builder, progress);
@@ -902,7 +902,7 @@ Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scop
   bool skip = scope == ReadScope::SegmentsOnly;
   if (skip)
     vm.skip_value_of(kDeviceTraces);
-  else if (parallel)
+  else
     vm.decode_in_parallel(kDeviceTraces, kFilename, kLine);
   if (src.total() > 0 && src.compression().empty()) {
     // Reserved, not touched: untouched pages cost no memory, and tables that
@@ -933,7 +933,7 @@ Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope
     }
   }
   auto src = open();
-  return read_snapshot(*src, progress, ReadScope::Everything, /*parallel=*/true);
+  return read_snapshot(*src, progress, ReadScope::Everything);
 }
 }  // namespace
 
