@@ -3,10 +3,13 @@
 // A full read of a framed (protocol 4+) snapshot spends most of its time on
 // the trace entries. Once the main thread is a little way into a big trace
 // list (the entries' keys are memoised by then), the rest of the input is
-// cut into shares at pickle frame boundaries, which are opcode boundaries.
-// The main thread keeps decoding the first part; a helper thread per share
-// finds the share's first entry and decodes entries from there into local
-// tables (row_chunks.cpp), until the next share's first entry.
+// cut into parts at pickle frame boundaries, which are opcode boundaries,
+// and the parts are dealt round-robin to the main thread and the helpers.
+// The main thread decodes its parts as it goes. A helper's part is a share:
+// the helper finds its first entry and decodes entries from there into
+// local tables (row_chunks.cpp), until the next part's first entry; then it
+// waits until the main thread is done with that share, and reuses its
+// tables for its next one, so it holds one decoded share at a time.
 //
 // A helper does not know how many memo slots and rows come before its
 // share, so its memo slots and rows are numbered from zero, and a memo read
@@ -55,10 +58,17 @@ struct Unpickler::Parallel {
       if (t.joinable()) t.join();
     helpers.clear();
   }
-  ~Parallel() {
+  // Stops the helpers: none waits for a share the main thread will not
+  // get to.
+  void stop() {
     ctx.cancel.store(true);
+    for (auto& s : shares) {
+      s->released.store(true);
+      s->released.notify_all();
+    }
     join();
   }
+  ~Parallel() { stop(); }
 };
 
 void Unpickler::ParallelDeleter::operator()(Parallel* p) const { delete p; }
@@ -112,22 +122,26 @@ bool Unpickler::par_launch() {
   size_t threads = std::min<size_t>(skip_stats::reader_threads(), 32);
   size_t share = std::max<size_t>(decode_stats::share_bytes.load(), 4096);
   auto left = static_cast<size_t>(end_ - p_);
-  // One share per helper; the main thread's own part, before the first
-  // share, is a little smaller than a share: it also takes the shares.
-  size_t n = std::min(threads - 1, left / share - 1);
-  if (threads < 2 || n == 0) return false;
+  // The rest is cut into parts, dealt round-robin to the main thread and
+  // the helpers, up to four rounds: a helper holds one decoded share at a
+  // time, and reuses its tables for the next. The main thread's parts are
+  // a little smaller: it also takes the shares.
+  size_t parts = std::min({left / share, 4 * threads, size_t{256}});
+  if (threads < 2 || parts < 2) return false;
   P.threads = threads;
   std::vector<const uint8_t*> frames = trace_walk::frame_starts(src_, base_, end_);
-  std::vector<const uint8_t*> from;
-  for (size_t k = 1; k <= n; ++k) {
-    double at = (static_cast<double>(k) - 0.1) / (static_cast<double>(n) + 0.9);
+  std::vector<const uint8_t*> bounds{p_};
+  double total = 0;
+  for (size_t k = 0; k < parts; ++k) total += k % threads == 0 ? 0.9 : 1.0;
+  double at = 0;
+  for (size_t k = 1; k < parts; ++k) {
+    at += (k - 1) % threads == 0 ? 0.9 : 1.0;
     auto it = std::lower_bound(frames.begin(), frames.end(),
-                               p_ + static_cast<size_t>(static_cast<double>(left) * at));
+                               p_ + static_cast<size_t>(static_cast<double>(left) * at / total));
     if (it == frames.end() || static_cast<size_t>(end_ - *it) < share / 4) break;
-    if (*it > (from.empty() ? p_ : from.back()) + share / 4) from.push_back(*it);
+    if (*it > bounds.back() + share / 4) bounds.push_back(*it);
   }
-  if (from.empty()) return false;
-
+  if (bounds.size() < 2) return false;
   Context& ctx = P.ctx;
   ctx.src = &src_;
   ctx.base = base_;
@@ -151,16 +165,23 @@ bool Unpickler::par_launch() {
     for (int b = 0; b < 4; ++b) ctx.entry_key.push_back(static_cast<char>((slot >> (8 * b)) & 0xff));
   }
   P.memo_rewrites = memo_rewrites_;
-  for (size_t k = 0; k < from.size(); ++k) {
+  // Part k goes to thread k % threads (0: the main thread, which decodes
+  // its parts as it goes).
+  std::vector<std::vector<Share*>> mine(threads);
+  for (size_t k = 1; k < bounds.size(); ++k) {
+    if (k % threads == 0) continue;
     P.shares.push_back(std::make_unique<Share>());
-    P.shares.back()->from = from[k];
-    P.shares.back()->limit = k + 1 < from.size() ? from[k + 1] : nullptr;
+    Share& sh = *P.shares.back();
+    sh.from = bounds[k];
+    sh.limit = k + 1 < bounds.size() ? bounds[k + 1] : nullptr;
+    mine[k % threads].push_back(&sh);
   }
   try {
-    for (auto& s : P.shares) P.helpers.emplace_back(decode_share, std::ref(*s), std::cref(ctx));
+    for (size_t t = 1; t < threads; ++t)
+      if (!mine[t].empty()) P.helpers.emplace_back(decode_shares, mine[t], std::cref(ctx));
   } catch (const std::system_error&) {  // no threads to be had (a tight limit): alone
-    ctx.cancel.store(true);
-    P.join();
+    P.stop();
+    P.shares.clear();
     return false;
   }
   return true;
@@ -189,13 +210,18 @@ void Unpickler::par_step() {
       return;
     }
     ++P.next;
+    auto done = [&s] {  // its helper may go on to its next share
+      s.released.store(true, std::memory_order_release);
+      s.released.notify_all();
+    };
     if (state < 0 || p_ > s.start) {  // no entry found, or not where this thread is
       s.cancel.store(true);
+      done();
       continue;
     }
     while ((state = s.state.load(std::memory_order_acquire)) != 2) s.state.wait(state);
     bool taken = par_take(s);
-    s.release();
+    done();
     if (!taken) {
       ++decode_stats::shares_refused;
       continue;  // decoded here instead, from where the share starts
@@ -207,6 +233,7 @@ void Unpickler::par_step() {
   }
   par_check_ = kNever;
   P.join();
+  P.shares.clear();
 }
 
 // Whether the share's list operations, replayed on the stack as it is,

@@ -424,6 +424,7 @@ bool is_entry(const uint8_t* q, const Context& ctx) {
          std::memcmp(q + 3, ctx.entry_key.data(), ctx.entry_key.size()) == 0;
 }
 
+namespace {
 void decode_share(Share& s, const Context& ctx) {
   const uint8_t* q = first_entry(s.from, ctx);
   if (!q) {
@@ -492,6 +493,25 @@ void decode_share(Share& s, const Context& ctx) {
   }
   s.state.store(2, std::memory_order_release);
   s.state.notify_all();
+}
+}  // namespace
+
+void decode_shares(const std::vector<Share*>& mine, const Context& ctx) {
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (i > 0) {
+      Share& done = *mine[i - 1];
+      while (!done.released.load(std::memory_order_acquire)) done.released.wait(false);
+      if (ctx.cancel.load()) {
+        for (size_t j = i; j < mine.size(); ++j) {
+          mine[j]->state.store(-1, std::memory_order_release);
+          mine[j]->state.notify_all();
+        }
+        return;
+      }
+      mine[i]->reuse(done);
+    }
+    decode_share(*mine[i], ctx);
+  }
 }
 
 }  // namespace row_chunks

@@ -108,6 +108,9 @@ struct Share {
                                    // not decode (valid from state 2)
   bool cut = false;                // stopped on an entry it does not decode
   std::atomic<bool> cancel{false};  // the main thread will not take it
+  // The main thread is done with it (taken, refused or passed by): its
+  // helper may reuse its tables for the next share.
+  std::atomic<bool> released{false};
 
   Column<uint32_t> memo;  // its slots, in order (slot_code)
   // The list ops between entries (EMPTY_DICT: an entry, a row), replayed by
@@ -122,18 +125,27 @@ struct Share {
   Column<Pending> pending;
   std::vector<std::pair<uint32_t, uint32_t>> action_refs;  // (local row, string ref): not a known action
 
-  // Gives back what the share decoded, once taken or refused.
-  void release() {
-    memo = {};
-    ops = {};
-    list_slots = {};
-    rows = {};
-    strings = {};
-    frames = {};
-    stacks = {};
-    shapes = {};
-    pending = {};
-    action_refs = {};
+  // Takes the tables of a share the main thread is done with, emptied:
+  // their memory is paged in already.
+  void reuse(Share& done) {
+    auto take = [](auto& mine, auto& theirs) {
+      std::swap(mine, theirs);
+      mine.clear();
+    };
+    take(memo, done.memo);
+    take(ops, done.ops);
+    take(list_slots, done.list_slots);
+    take(rows.action, done.rows.action);
+    take(rows.addr, done.rows.addr);
+    take(rows.size, done.rows.size);
+    take(rows.stream, done.rows.stream);
+    take(rows.time_us, done.rows.time_us);
+    take(rows.compile_context, done.rows.compile_context);
+    take(rows.user_metadata, done.rows.user_metadata);
+    take(rows.stack, done.rows.stack);
+    take(rows.shape, done.rows.shape);
+    take(pending, done.pending);
+    take(action_refs, done.action_refs);
   }
 };
 
@@ -141,10 +153,12 @@ struct Share {
 // (q has at least 16 readable bytes).
 bool is_entry(const uint8_t* q, const Context& ctx);
 
-// Finds the share's first entry, publishes it, and decodes entries until
-// the next share's first entry, an opcode it does not decode, or a cancel.
-// Never throws (a failure ends the share where it is).
-void decode_share(Share& s, const Context& ctx);
+// A helper's work: its shares in file order. Each share is found (its first
+// entry published) and decoded until the next part's first entry, an
+// opcode it does not decode, or a cancel; a share after the first waits
+// until the main thread is done with the one before, whose tables it
+// reuses. Never throws (a failure ends a share where it is).
+void decode_shares(const std::vector<Share*>& mine, const Context& ctx);
 
 }  // namespace row_chunks
 }  // namespace memsight

@@ -130,32 +130,37 @@ TEST(ParallelDecode, DamageGivesTheOneThreadError) {
   }
 }
 
-// An entry the helpers do not decode late in the trace (an int written as
-// an empty LONG1): its share ends there, and the main thread decodes on
-// from it, giving the one-thread model.
+// Entries the helpers do not decode (an int written as an empty LONG1), one
+// every 2% of the file from 20% on, so that some fall in helpers' shares:
+// a share ends at such an entry, and the main thread decodes on from it,
+// giving the one-thread model.
 TEST(ParallelDecode, AnEntryTheHelpersCannotDecodeEndsItsShare) {
   using namespace pickle_op;
   std::string bytes = slurp(fs::path(MEMSIGHT_TEST_DATA) / "transformer_train.pickle");
-  // Find, in an entry past 80% of the file, a value written as BININT1 0,
-  // and write it as LONG1 of length 0 (also 0): the same two bytes.
+  std::string original = bytes;
+  // In the first entry at or after each point, a value written as BININT1
+  // 0 is written as LONG1 of length 0 (also 0): the same two bytes.
   size_t patched = 0;
-  for (size_t e = entry_at(bytes, bytes.size() * 8 / 10); e != std::string::npos && !patched;
-       e = entry_at(bytes, e + 1)) {
-    const auto* q = reinterpret_cast<const uint8_t*>(bytes.data()) + e + 3;
-    for (int item = 0; item < 16 && *q != SETITEMS; ++item) {
-      size_t n = trace_walk::op_size(q);
-      if (n == 0) break;
-      if (item % 2 == 1 && q[0] == BININT1 && q[1] == 0) {
-        patched = static_cast<size_t>(q - reinterpret_cast<const uint8_t*>(bytes.data()));
-        break;
+  for (int percent = 20; percent < 100; percent += 2) {
+    bool done = false;
+    for (size_t e = entry_at(bytes, bytes.size() * static_cast<size_t>(percent) / 100);
+         e != std::string::npos && !done; e = entry_at(bytes, e + 1)) {
+      auto* q = reinterpret_cast<uint8_t*>(bytes.data()) + e + 3;
+      for (int item = 0; item < 16 && *q != SETITEMS; ++item) {
+        size_t n = trace_walk::op_size(q);
+        if (n == 0) break;
+        if (item % 2 == 1 && q[0] == BININT1 && q[1] == 0) {
+          *q = LONG1;
+          ++patched;
+          done = true;
+          break;
+        }
+        q += n;
+        if (*q == MEMOIZE) ++q;
       }
-      q += n;
-      if (*q == MEMOIZE) ++q;
     }
   }
-  ASSERT_NE(patched, 0u);
-  std::string original = bytes;
-  bytes[patched] = static_cast<char>(LONG1);
+  ASSERT_GT(patched, 20u);
   uint64_t cut = decode_stats::shares_cut;
   EXPECT_EQ(disagreement(bytes), "");
   EXPECT_GT(decode_stats::shares_cut, cut) << "the helpers decoded an entry they should not";
