@@ -7,9 +7,9 @@
 // and the parts are dealt round-robin to the main thread and the helpers.
 // The main thread decodes its parts as it goes. A helper's part is a share:
 // the helper finds its first entry and decodes entries from there into
-// local tables (row_chunks.cpp), until the next part's first entry; then it
-// waits until the main thread is done with that share, and reuses its
-// tables for its next one, so it holds one decoded share at a time.
+// local tables (row_chunks.cpp), until the next part's first entry. It
+// holds two shares at most: for its third, it waits until the main thread
+// is done with its first, and reuses that share's tables.
 //
 // A helper does not know how many memo slots and rows come before its
 // share, so its memo slots and rows are numbered from zero, and a memo read

@@ -497,9 +497,11 @@ void decode_share(Share& s, const Context& ctx) {
 }  // namespace
 
 void decode_shares(const std::vector<Share*>& mine, const Context& ctx) {
+  // Two shares in hand at most: one decoding while the main thread takes
+  // the other.
   for (size_t i = 0; i < mine.size(); ++i) {
-    if (i > 0) {
-      Share& done = *mine[i - 1];
+    if (i >= 2) {
+      Share& done = *mine[i - 2];
       while (!done.released.load(std::memory_order_acquire)) done.released.wait(false);
       if (ctx.cancel.load()) {
         for (size_t j = i; j < mine.size(); ++j) {

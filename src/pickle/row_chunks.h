@@ -155,9 +155,9 @@ bool is_entry(const uint8_t* q, const Context& ctx);
 
 // A helper's work: its shares in file order. Each share is found (its first
 // entry published) and decoded until the next part's first entry, an
-// opcode it does not decode, or a cancel; a share after the first waits
-// until the main thread is done with the one before, whose tables it
-// reuses. Never throws (a failure ends a share where it is).
+// opcode it does not decode, or a cancel; from the third share on, one
+// waits until the main thread is done with the share two before, whose
+// tables it reuses. Never throws (a failure ends a share where it is).
 void decode_shares(const std::vector<Share*>& mine, const Context& ctx);
 
 }  // namespace row_chunks
