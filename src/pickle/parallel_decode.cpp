@@ -162,7 +162,8 @@ bool Unpickler::par_launch() {
     ctx.entry_key = {static_cast<char>(BINGET), static_cast<char>(slot)};
   } else {
     ctx.entry_key = {static_cast<char>(LONG_BINGET)};
-    for (int b = 0; b < 4; ++b) ctx.entry_key.push_back(static_cast<char>((slot >> (8 * b)) & 0xff));
+    for (int b = 0; b < 4; ++b)
+      ctx.entry_key.push_back(static_cast<char>((slot >> (8 * b)) & 0xff));
   }
   P.memo_rewrites = memo_rewrites_;
   // Part k goes to thread k % threads (0: the main thread, which decodes
@@ -283,8 +284,7 @@ bool Unpickler::par_take(Share& s) {
   Parallel& P = *par_;
   const LocalRows& r = s.rows;
   const size_t nrows = r.size_rows();
-  if (s.stop == s.start || !sparse_memo_.empty() || memo_rewrites_ != P.memo_rewrites)
-    return false;
+  if (s.stop == s.start || !sparse_memo_.empty() || memo_rewrites_ != P.memo_rewrites) return false;
   TraceTable& table = *hook_->trace_table();
   const uint64_t memo_base = memo_.size(), row_base = table.rows();
   if (row_base + nrows >= (uint64_t{1} << 28) || memo_base + s.memo.size() >= (uint64_t{1} << 32))

@@ -24,7 +24,8 @@ namespace decode_stats {
 extern std::atomic<size_t> share_bytes;
 extern std::atomic<uint64_t> parallel_decodes;  // reads that took a share a helper decoded
 extern std::atomic<uint64_t> shares_refused;    // shares the main thread decoded again itself
-extern std::atomic<uint64_t> shares_cut;  // shares ended early by an entry their helper did not decode
+// Shares ended early by an entry their helper does not decode.
+extern std::atomic<uint64_t> shares_cut;
 }  // namespace decode_stats
 
 namespace row_chunks {
@@ -99,14 +100,17 @@ struct Context {
 // One share: where it is, and what it decoded, for the main thread to
 // resolve and append.
 struct Share {
-  const uint8_t* from = nullptr;   // a frame's first opcode: the search for the first entry starts here
-  const uint8_t* limit = nullptr;  // the next share's `from` (null: the last share)
+  // A frame's first opcode, where the search for the first entry starts,
+  // and the next part's (null: the last part).
+  const uint8_t* from = nullptr;
+  const uint8_t* limit = nullptr;
   // 0 while working, 1 once `start` is known, 2 done, -1 no entry found.
   std::atomic<int> state{0};
-  const uint8_t* start = nullptr;  // its first entry (valid from state 1)
-  const uint8_t* stop = nullptr;   // where it stopped: an entry at or past `limit`, or an op it does
-                                   // not decode (valid from state 2)
-  bool cut = false;                // stopped on an entry it does not decode
+  // Its first entry (from state 1), and where it stopped (from state 2): an
+  // entry at or past `limit`, or an opcode it does not decode.
+  const uint8_t* start = nullptr;
+  const uint8_t* stop = nullptr;
+  bool cut = false;                 // stopped on an entry it does not decode
   std::atomic<bool> cancel{false};  // the main thread will not take it
   // The main thread is done with it (taken, refused or passed by): its
   // helper may reuse its tables for the next share.
@@ -123,7 +127,8 @@ struct Share {
   FrameTable stacks;  // stacks of frame refs (0: empty)
   std::vector<LocalShape> shapes;
   Column<Pending> pending;
-  std::vector<std::pair<uint32_t, uint32_t>> action_refs;  // (local row, string ref): not a known action
+  std::vector<std::pair<uint32_t, uint32_t>>
+      action_refs;  // (local row, string ref): not a known action
 
   // Takes the tables of a share the main thread is done with, emptied:
   // their memory is paged in already.
