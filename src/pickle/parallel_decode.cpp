@@ -123,9 +123,9 @@ bool Unpickler::par_launch() {
   size_t share = std::max<size_t>(decode_stats::share_bytes.load(), 4096);
   auto left = static_cast<size_t>(end_ - p_);
   // The rest is cut into parts, dealt round-robin to the main thread and
-  // the helpers, up to four rounds: a helper holds one decoded share at a
-  // time, and reuses its tables for the next. The main thread's parts are
-  // a little smaller: it also takes the shares.
+  // the helpers, up to four rounds (a helper holds two shares at most, so
+  // rounds bound the memory of a big trace). The main thread's parts are a
+  // little smaller: it also takes the shares.
   size_t parts = std::min({left / share, 4 * threads, size_t{256}});
   if (threads < 2 || parts < 2) return false;
   P.threads = threads;
