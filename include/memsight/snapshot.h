@@ -201,7 +201,19 @@ struct TraceTable {
   size_t rows() const { return action.size(); }
   void reserve(size_t n);
   void resize(size_t n);  // new rows are uninitialised (see Column)
-  void push_back_row();   // appends a zeroed row
+  void push_back_row(Action a, int64_t address, int64_t bytes, int64_t on_stream, int64_t time,
+                     StrId context, StrId metadata, StackId frames, ShapeId layout) {
+    action.push_back(a);
+    addr.push_back(address);
+    size.push_back(bytes);
+    stream.push_back(on_stream);
+    time_us.push_back(time);
+    compile_context.push_back(context);
+    user_metadata.push_back(metadata);
+    stack.push_back(frames);
+    shape.push_back(layout);
+  }
+  void push_back_row() { push_back_row(Action::Other, 0, 0, 0, 0, 0, 0, 0, 0); }  // a zeroed row
 };
 
 enum class BlockState : uint8_t { ActiveAllocated, ActivePendingFree, Inactive, Other };

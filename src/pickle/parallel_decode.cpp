@@ -282,8 +282,8 @@ bool Unpickler::share_fits_stack(const Share& s) const {
 // changed) when the share cannot be taken as it is.
 bool Unpickler::par_take(Share& s) {
   Parallel& P = *par_;
-  const LocalRows& r = s.rows;
-  const size_t nrows = r.size_rows();
+  const TraceTable& r = s.rows;
+  const size_t nrows = r.rows();
   if (s.stop == s.start || !sparse_memo_.empty() || memo_rewrites_ != P.memo_rewrites) return false;
   TraceTable& table = *hook_->trace_table();
   const uint64_t memo_base = memo_.size(), row_base = table.rows();

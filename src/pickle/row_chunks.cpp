@@ -286,7 +286,7 @@ class Decoder {
   bool row_body(const uint8_t*& q) {
     if (q[1] != MEMOIZE || q[2] != MARK) return false;
     q += 3;
-    const size_t row = s_.rows.size_rows();
+    const size_t row = s_.rows.rows();
     if (row >= (1u << kLocalIdBits) || !new_slot(slot_code(kWantRow, static_cast<uint32_t>(row))))
       return false;
     stack_slot_ = -1;
@@ -375,16 +375,8 @@ class Decoder {
     if (ref_kind(action) == kGlobal && ref_payload(action) < ctx_.action_of.size())
       a = ctx_.action_of[ref_payload(action)];
     if (a == Action::Other) s_.action_refs.emplace_back(static_cast<uint32_t>(row), action);
-    LocalRows& t = s_.rows;
-    t.action.push_back(a);
-    t.addr.push_back(addr);
-    t.size.push_back(size);
-    t.stream.push_back(stream);
-    t.time_us.push_back(time_us);
-    t.compile_context.push_back(cc);
-    t.user_metadata.push_back(um);
-    t.stack.push_back(stack);
-    t.shape.push_back(static_cast<uint16_t>(shape));
+    s_.rows.push_back_row(a, addr, size, stream, time_us, cc, um, stack,
+                          static_cast<ShapeId>(shape));
     return true;
   }
 
@@ -437,16 +429,7 @@ void decode_share(Share& s, const Context& ctx) {
   s.state.notify_all();
   try {
     size_t guess = static_cast<size_t>((s.limit ? s.limit : ctx.end) - q) / 64;
-    LocalRows& r = s.rows;
-    r.action.reserve(guess);
-    r.addr.reserve(guess);
-    r.size.reserve(guess);
-    r.stream.reserve(guess);
-    r.time_us.reserve(guess);
-    r.compile_context.reserve(guess);
-    r.user_metadata.reserve(guess);
-    r.stack.reserve(guess);
-    r.shape.reserve(guess);
+    s.rows.reserve(guess);
     s.ops.reserve(guess + guess / 500);
     s.memo.reserve(2 * guess);
     Decoder dec(s, ctx);

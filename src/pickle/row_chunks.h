@@ -69,17 +69,6 @@ struct LocalShape {
   uint8_t field[12];
 };
 
-// The share's rows, as the model's columns hold them, with refs for ids.
-// (Columns, as the model's: big ones are backed by huge pages, which spares
-// the helper most of its page faults.)
-struct LocalRows {
-  Column<Action> action;
-  Column<int64_t> addr, size, stream, time_us;
-  Column<uint32_t> compile_context, user_metadata, stack;  // refs
-  Column<uint16_t> shape;                                  // index into shapes
-  size_t size_rows() const { return action.size(); }
-};
-
 // What every share may read; set before the helpers start, then read-only.
 struct Context {
   const ByteSource* src = nullptr;  // the mapped input: pages are given back as shares finish
@@ -121,7 +110,8 @@ struct Share {
   // the main thread on its stack, and the slots its MEMOIZEs made.
   std::vector<uint8_t> ops;
   std::vector<uint32_t> list_slots;
-  LocalRows rows;
+  // Its rows, with refs for ids and indices into `shapes` for layouts.
+  TraceTable rows;
   std::vector<std::string_view> strings;
   std::vector<LocalFrame> frames;
   FrameTable stacks;  // stacks of frame refs (0: empty)
@@ -140,17 +130,10 @@ struct Share {
     take(memo, done.memo);
     take(ops, done.ops);
     take(list_slots, done.list_slots);
-    take(rows.action, done.rows.action);
-    take(rows.addr, done.rows.addr);
-    take(rows.size, done.rows.size);
-    take(rows.stream, done.rows.stream);
-    take(rows.time_us, done.rows.time_us);
-    take(rows.compile_context, done.rows.compile_context);
-    take(rows.user_metadata, done.rows.user_metadata);
-    take(rows.stack, done.rows.stack);
-    take(rows.shape, done.rows.shape);
     take(pending, done.pending);
     take(action_refs, done.action_refs);
+    std::swap(rows, done.rows);
+    rows.resize(0);
   }
 };
 

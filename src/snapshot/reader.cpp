@@ -140,16 +140,9 @@ class Builder : public DictHook {
       last_row_shape_ = snap_.shapes.intern({keys, n});
     }
     Action a = action_of(r.action);
-    t.action.push_back(a);
     if (a == Action::Other) t.action_name[row] = r.action;
-    t.addr.push_back(r.addr);
-    t.size.push_back(r.size);
-    t.stream.push_back(r.stream);
-    t.time_us.push_back(r.time_us);
-    t.compile_context.push_back(r.compile_context);
-    t.user_metadata.push_back(r.user_metadata);
-    t.stack.push_back(r.stack);
-    t.shape.push_back(last_row_shape_);
+    t.push_back_row(a, r.addr, r.size, r.stream, r.time_us, r.compile_context, r.user_metadata,
+                    r.stack, last_row_shape_);
     return row;
   }
 
@@ -346,16 +339,8 @@ uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
     last_shape_id_ = snap_.shapes.intern(keys);
     last_shape_.assign(keys.begin(), keys.end());
   }
-  t.action.push_back(action);
   if (action == Action::Other) t.action_name[row] = action_str;
-  t.addr.push_back(addr);
-  t.size.push_back(size);
-  t.stream.push_back(stream);
-  t.time_us.push_back(time_us);
-  t.compile_context.push_back(cc);
-  t.user_metadata.push_back(um);
-  t.stack.push_back(stack);
-  t.shape.push_back(last_shape_id_);
+  t.push_back_row(action, addr, size, stream, time_us, cc, um, stack, last_shape_id_);
   return row;
 }
 

@@ -177,18 +177,6 @@ void TraceTable::resize(size_t n) {
   shape.resize(n);
 }
 
-void TraceTable::push_back_row() {
-  action.push_back(Action::Other);
-  addr.push_back(0);
-  size.push_back(0);
-  stream.push_back(0);
-  time_us.push_back(0);
-  compile_context.push_back(0);
-  user_metadata.push_back(0);
-  stack.push_back(0);
-  shape.push_back(0);
-}
-
 const PyValue* Snapshot::top(std::string_view key) const {
   for (auto& [k, v] : top_level)
     if (k == key) return &v;
