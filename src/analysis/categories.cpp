@@ -19,6 +19,7 @@
 // backward and recompute are one). A block's category follows from the run
 // and pass it was made in and the event that freed it (docs/summary.md).
 #include <algorithm>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -160,9 +161,9 @@ std::string_view str_of(const PyValue* v) {
 // Where each allocation's phase and module come from (see the top).
 class PhaseFinder {
  public:
-  PhaseFinder(const Snapshot& snap, size_t device, BlockCategories& bc)
+  PhaseFinder(const Snapshot& snap, size_t device, std::vector<std::string>& modules)
       : snap_(snap),
-        bc_(bc),
+        modules_(modules),
         stacks_(snap.frames.stack_count(), 0xff),
         file_bits_(snap),
         name_bits_(snap) {
@@ -173,11 +174,7 @@ class PhaseFinder {
     read_annotations(static_cast<int64_t>(device));
   }
 
-  struct Found {
-    Phase phase = Phase::Unknown;
-    uint32_t module = 0;
-    bool accumulate = false;
-  };
+  using Found = AllocPhases::Alloc;
 
   Found at(uint32_t row) {
     const TraceTable& t = snap_.trace;
@@ -247,8 +244,8 @@ class PhaseFinder {
   uint32_t module_id(std::string_view name) {
     auto it = module_ids_.find(std::string(name));
     if (it != module_ids_.end()) return it->second;
-    bc_.modules.emplace_back(name);
-    auto id = static_cast<uint32_t>(bc_.modules.size());
+    modules_.emplace_back(name);
+    auto id = static_cast<uint32_t>(modules_.size());
     module_ids_.emplace(std::string(name), id);
     return id;
   }
@@ -288,7 +285,7 @@ class PhaseFinder {
   }
 
   const Snapshot& snap_;
-  BlockCategories& bc_;
+  std::vector<std::string>& modules_;
   bool frames_recorded_ = false;
   std::vector<uint8_t> stacks_;  // per stack: phase | 0x80 for AccumulateGrad; 0xff: not yet
   StringBits file_bits_, name_bits_;
@@ -402,7 +399,12 @@ Category parse_category(std::string_view s) {
 
 // Tags over the blocks live at the end of the replay (those of the snapshot).
 void apply_tags(const std::vector<StorageTag>& tags, int64_t device, const replay::Result& rr,
-                BlockCategories& bc, std::unordered_map<std::string, uint32_t>& module_ids) {
+                BlockCategories& bc) {
+  if (std::none_of(tags.begin(), tags.end(),
+                   [&](const StorageTag& t) { return t.device == device; }))
+    return;
+  std::unordered_map<std::string, uint32_t> module_ids;
+  for (uint32_t m = 0; m < bc.modules.size(); ++m) module_ids.emplace(bc.modules[m], m + 1);
   std::vector<std::pair<int64_t, uint32_t>> live;  // (address, block)
   for (uint32_t i = 0; i < rr.blocks.size(); ++i)
     if (rr.blocks[i].free_requested == replay::Lifetime::kNever)
@@ -469,45 +471,65 @@ std::vector<StorageTag> read_tags(const Snapshot& snap) {
   return out;
 }
 
+AllocPhases find_phases(const Snapshot& snap, size_t device) {
+  AllocPhases ph;
+  auto [begin, end] =
+      device < snap.device_count() ? snap.device_rows(device) : std::pair<uint32_t, uint32_t>{};
+  PhaseFinder finder(snap, device, ph.modules);
+  const Action* action = snap.trace.action.data();
+  for (uint32_t r = begin; r < end; ++r) {
+    if (action[r] != Action::Alloc) continue;
+    ph.allocs.push_back(finder.at(r));
+    if (known(ph.allocs.back().phase)) ++ph.sources.phase_allocs;
+  }
+  ph.sources.allocs = static_cast<int64_t>(ph.allocs.size());
+  ph.sources.phases = finder.sources();
+  return ph;
+}
+
 BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
                                 const std::vector<StorageTag>& tags) {
+  return classify_blocks(snap, device, rr, tags, find_phases(snap, device));
+}
+
+BlockCategories classify_blocks(const Snapshot&, size_t device, const replay::Result& rr,
+                                const std::vector<StorageTag>& tags, AllocPhases phases) {
   BlockCategories bc;
   bc.blocks.resize(rr.blocks.size());
-  uint32_t begin = device < snap.device_count() ? snap.device_rows(device).first : 0;
-  PhaseFinder finder(snap, device, bc);
+  bc.modules = std::move(phases.modules);
+  bc.sources = std::move(phases.sources);
+  // The replay's blocks: those live at the start, then one per alloc entry.
+  const std::vector<AllocPhases::Alloc>& found = phases.allocs;
+  if (found.size() > rr.blocks.size()) throw std::logic_error("classify_blocks: another trace");
+  const size_t first = rr.blocks.size() - found.size();
 
-  // Phases of the allocations (blocks are in allocation order), and the runs.
-  std::vector<PhaseFinder::Found> found(rr.blocks.size());
+  // The runs of the allocations' phases.
   Timeline tl;
   Phase last = Phase::Unknown;
-  std::vector<int32_t> run_of(rr.blocks.size(), -1);
-  for (size_t i = 0; i < rr.blocks.size(); ++i) {
-    const replay::Lifetime& l = rr.blocks[i];
-    if (l.alloc_event < 0) continue;
-    ++bc.sources.allocs;
-    found[i] = finder.at(begin + static_cast<uint32_t>(l.alloc_event));
-    bc.blocks[i].module = found[i].module;
-    bc.blocks[i].phase = found[i].phase;
-    if (!known(found[i].phase)) continue;
-    ++bc.sources.phase_allocs;
-    tl.add(found[i].phase, l.alloc_event, last);
-    run_of[i] = static_cast<int32_t>(tl.runs.size() - 1);
+  std::vector<int32_t> run_of(found.size(), -1);
+  for (size_t k = 0; k < found.size(); ++k) {
+    BlockClass& c = bc.blocks[first + k];
+    c.module = found[k].module;
+    c.phase = found[k].phase;
+    if (!known(found[k].phase)) continue;
+    tl.add(found[k].phase, rr.blocks[first + k].alloc_event, last);
+    run_of[k] = static_cast<int32_t>(tl.runs.size() - 1);
   }
   tl.finish();
-  bc.sources.phases = finder.sources();
 
   std::vector<size_t> lasting;
   size_t next_run = 0;  // the first run starting after the current allocation
   for (size_t i = 0; i < rr.blocks.size(); ++i) {
     const replay::Lifetime& l = rr.blocks[i];
     BlockClass& c = bc.blocks[i];
-    if (l.alloc_event < 0) {
+    if (l.alloc_event < 0 || i < first) {
       c.category = Category::BeforeRecording;
       continue;
     }
     while (next_run < tl.runs.size() && tl.runs[next_run].start <= l.alloc_event) ++next_run;
     const int32_t f = l.free_requested;
-    const Phase p = found[i].phase;
+    const size_t k = i - first;
+    const Phase p = found[k].phase;
     if (p == Phase::Unknown) {
       c.category = Category::Unknown;
       continue;
@@ -522,7 +544,7 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
                                                                              : Category::Unknown;
       continue;
     }
-    const Timeline::Run& run = tl.runs[static_cast<size_t>(run_of[i])];
+    const Timeline::Run& run = tl.runs[static_cast<size_t>(run_of[k])];
     const Timeline::Pass& pass = tl.passes[run.pass];
     switch (p) {
       case Phase::Init:
@@ -545,8 +567,8 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
         if (freed_before(f, pass.end))
           c.category = Category::AutogradInternal;
         else if (pass.end == kOpen)  // the trace ended in this backward
-          c.category = found[i].accumulate ? Category::Gradient : Category::AutogradInternal;
-        else if (freed_before(f, tl.next_backward_end(run.pass)) || found[i].accumulate)
+          c.category = found[k].accumulate ? Category::Gradient : Category::AutogradInternal;
+        else if (freed_before(f, tl.next_backward_end(run.pass)) || found[k].accumulate)
           c.category = Category::Gradient;  // freed by the next zero_grad, or AccumulateGrad's
         else
           lasting.push_back(i);  // a gradient kept, or a workspace the backward made
@@ -556,21 +578,20 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
   // Made in a backward and kept from then on: gradients kept across steps
   // (zero_grad(set_to_none=False), the last step's) have a parameter's size;
   // what else lives on (the autograd thread's cuBLAS workspace) is unknown.
-  std::unordered_set<int64_t> param_sizes;
-  for (size_t i = 0; i < rr.blocks.size(); ++i)
-    if (bc.blocks[i].category == Category::Parameter ||
-        (rr.blocks[i].alloc_event < 0 && rr.blocks[i].free_requested == kOpen))
-      param_sizes.insert(rr.blocks[i].requested);
-  for (const StorageTag& t : tags)
-    if (t.device == static_cast<int64_t>(device) && t.category == Category::Parameter)
-      param_sizes.insert(t.size);
-  for (size_t i : lasting)
-    bc.blocks[i].category =
-        param_sizes.count(rr.blocks[i].requested) ? Category::Gradient : Category::Unknown;
-
-  std::unordered_map<std::string, uint32_t> module_ids;
-  for (uint32_t m = 0; m < bc.modules.size(); ++m) module_ids.emplace(bc.modules[m], m + 1);
-  apply_tags(tags, static_cast<int64_t>(device), rr, bc, module_ids);
+  if (!lasting.empty()) {
+    std::unordered_set<int64_t> param_sizes;
+    for (size_t i = 0; i < rr.blocks.size(); ++i)
+      if (bc.blocks[i].category == Category::Parameter ||
+          (rr.blocks[i].alloc_event < 0 && rr.blocks[i].free_requested == kOpen))
+        param_sizes.insert(rr.blocks[i].requested);
+    for (const StorageTag& t : tags)
+      if (t.device == static_cast<int64_t>(device) && t.category == Category::Parameter)
+        param_sizes.insert(t.size);
+    for (size_t i : lasting)
+      bc.blocks[i].category =
+          param_sizes.count(rr.blocks[i].requested) ? Category::Gradient : Category::Unknown;
+  }
+  apply_tags(tags, static_cast<int64_t>(device), rr, bc);
   return bc;
 }
 

@@ -46,8 +46,26 @@ struct BlockCategories {
   CategorySources sources;
 };
 
+// When each allocation of a device's trace was made: the half of the
+// classification that the trace alone decides, so that it can be found
+// beside the replay.
+struct AllocPhases {
+  struct Alloc {
+    uint32_t module = 0;  // as BlockClass::module
+    Phase phase = Phase::Unknown;
+    bool accumulate = false;  // made by AccumulateGrad (C++ stacks)
+  };
+  std::vector<Alloc> allocs;  // the trace's alloc entries, in order
+  std::vector<std::string> modules;
+  CategorySources sources;  // allocs, phase_allocs and phases
+};
+AllocPhases find_phases(const Snapshot& snap, size_t device);
+
 BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
                                 const std::vector<StorageTag>& tags);
+// The same, with the device's phases found already.
+BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
+                                const std::vector<StorageTag>& tags, AllocPhases phases);
 
 // The blocks allocated after trace entry `event` (as group_sites counts
 // them), by category and module.
