@@ -1,7 +1,8 @@
 #pragma once
 // An address-keyed table for the allocator replay, flat and open-addressed:
 // the replay does a lookup per trace entry, where node-based containers were
-// the summary's largest cost. Erase leaves a tombstone.
+// the summary's largest cost. A key and its value share a slot (one cache
+// line per probe). Erase leaves a tombstone, which an insert reuses.
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -12,46 +13,55 @@ namespace memsight {
 template <typename V>
 class AddressMap {
  public:
-  AddressMap() : keys_(1024, kEmpty), vals_(1024) {}
+  AddressMap() : slots_(1024) {}
   V* find(int64_t a) {
-    size_t mask = keys_.size() - 1;
+    size_t mask = slots_.size() - 1;
     for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
-      if (keys_[i] == a) return &vals_[i];
-      if (keys_[i] == kEmpty) return nullptr;
+      if (slots_[i].key == a) return &slots_[i].val;
+      if (slots_[i].key == kEmpty) return nullptr;
     }
   }
+  // The value at a, made (V{}) when a has none: one probe either way.
   V& operator[](int64_t a) {
-    if (V* v = find(a)) return *v;
-    if ((used_ + 1) * 2 > keys_.size())
-      rehash(size_ * 4 > keys_.size() ? keys_.size() * 2 : keys_.size());
-    size_t mask = keys_.size() - 1, i = hash(a) & mask;
-    while (keys_[i] != kEmpty && keys_[i] != kTomb) i = (i + 1) & mask;
-    if (keys_[i] == kEmpty) ++used_;
-    keys_[i] = a;
-    vals_[i] = V{};
-    ++size_;
-    return vals_[i];
+    for (;;) {
+      size_t mask = slots_.size() - 1, free = SIZE_MAX, i = hash(a) & mask;
+      for (;; i = (i + 1) & mask) {
+        if (slots_[i].key == a) return slots_[i].val;
+        if (slots_[i].key == kEmpty) break;
+        if (slots_[i].key == kTomb && free == SIZE_MAX) free = i;
+      }
+      if (free == SIZE_MAX) {  // a fresh slot: keep at least half of them empty
+        if ((used_ + 1) * 2 > slots_.size()) {
+          rehash(size_ * 4 > slots_.size() ? slots_.size() * 2 : slots_.size());
+          continue;
+        }
+        free = i;
+        ++used_;
+      }
+      ++size_;
+      slots_[free] = {a, V{}};
+      return slots_[free].val;
+    }
   }
   void erase(int64_t a) {
-    size_t mask = keys_.size() - 1;
+    size_t mask = slots_.size() - 1;
     for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
-      if (keys_[i] == a) {
-        keys_[i] = kTomb;
+      if (slots_[i].key == a) {
+        slots_[i].key = kTomb;
         --size_;
         return;
       }
-      if (keys_[i] == kEmpty) return;
+      if (slots_[i].key == kEmpty) return;
     }
-  }
-  template <typename F>
-  void for_each(F&& f) {
-    for (size_t i = 0; i < keys_.size(); ++i)
-      if (keys_[i] != kEmpty && keys_[i] != kTomb) f(keys_[i], vals_[i]);
   }
 
  private:
   // Neither is a valid address.
   static constexpr int64_t kEmpty = INT64_MIN, kTomb = INT64_MIN + 1;
+  struct Slot {
+    int64_t key = kEmpty;
+    V val{};
+  };
   // Addresses are multiples of 512: mix every bit down (splitmix64's finaliser).
   static size_t hash(int64_t a) {
     auto x = static_cast<uint64_t>(a);
@@ -62,22 +72,18 @@ class AddressMap {
     return static_cast<size_t>(x ^ (x >> 33));
   }
   void rehash(size_t cap) {
-    std::vector<int64_t> keys(cap, kEmpty);
-    std::vector<V> vals(cap);
+    std::vector<Slot> slots(cap);
     size_t mask = cap - 1;
-    for (size_t j = 0; j < keys_.size(); ++j) {
-      if (keys_[j] == kEmpty || keys_[j] == kTomb) continue;
-      size_t i = hash(keys_[j]) & mask;
-      while (keys[i] != kEmpty) i = (i + 1) & mask;
-      keys[i] = keys_[j];
-      vals[i] = vals_[j];
+    for (const Slot& s : slots_) {
+      if (s.key == kEmpty || s.key == kTomb) continue;
+      size_t i = hash(s.key) & mask;
+      while (slots[i].key != kEmpty) i = (i + 1) & mask;
+      slots[i] = s;
     }
-    keys_.swap(keys);
-    vals_.swap(vals);
+    slots_.swap(slots);
     used_ = size_;
   }
-  std::vector<int64_t> keys_;
-  std::vector<V> vals_;
+  std::vector<Slot> slots_;
   size_t size_ = 0, used_ = 0;  // live keys; live keys + tombstones
 };
 
