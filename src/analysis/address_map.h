@@ -15,11 +15,8 @@ class AddressMap {
  public:
   AddressMap() : slots_(1024) {}
   V* find(int64_t a) {
-    size_t mask = slots_.size() - 1;
-    for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
-      if (slots_[i].key == a) return &slots_[i].val;
-      if (slots_[i].key == kEmpty) return nullptr;
-    }
+    Slot* s = slot(a);
+    return s ? &s->val : nullptr;
   }
   // The value at a, made (V{}) when a has none: one probe either way.
   V& operator[](int64_t a) {
@@ -44,15 +41,11 @@ class AddressMap {
     }
   }
   void erase(int64_t a) {
-    size_t mask = slots_.size() - 1;
-    for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
-      if (slots_[i].key == a) {
-        slots_[i].key = kTomb;
-        --size_;
-        return;
-      }
-      if (slots_[i].key == kEmpty) return;
-    }
+    if (Slot* s = slot(a)) erase(*s);
+  }
+  // Erases a only where its value is v.
+  void erase(int64_t a, const V& v) {
+    if (Slot* s = slot(a); s && s->val == v) erase(*s);
   }
 
  private:
@@ -62,6 +55,17 @@ class AddressMap {
     int64_t key = kEmpty;
     V val{};
   };
+  Slot* slot(int64_t a) {
+    size_t mask = slots_.size() - 1;
+    for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
+      if (slots_[i].key == a) return &slots_[i];
+      if (slots_[i].key == kEmpty) return nullptr;
+    }
+  }
+  void erase(Slot& s) {
+    s.key = kTomb;
+    --size_;
+  }
   // Addresses are multiples of 512: mix every bit down (splitmix64's finaliser).
   static size_t hash(int64_t a) {
     auto x = static_cast<uint64_t>(a);
