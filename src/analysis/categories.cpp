@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "analysis/classify.h"
 
@@ -436,6 +435,11 @@ void apply_tags(const std::vector<StorageTag>& tags, int64_t device, const repla
 
 }  // namespace
 
+struct PhaseTimeline {
+  Timeline tl;
+  std::vector<int32_t> run_of;  // per alloc entry: its run; -1: no known phase
+};
+
 std::string_view phase_name(Phase p) {
   static constexpr std::string_view kNames[] = {"",
                                                 "outside forward, backward and optimizer step",
@@ -476,14 +480,26 @@ AllocPhases find_phases(const Snapshot& snap, size_t device) {
   auto [begin, end] =
       device < snap.device_count() ? snap.device_rows(device) : std::pair<uint32_t, uint32_t>{};
   PhaseFinder finder(snap, device, ph.modules);
+  auto timeline = std::make_shared<PhaseTimeline>();
+  Timeline& tl = timeline->tl;
+  Phase last = Phase::Unknown;
   const Action* action = snap.trace.action.data();
   for (uint32_t r = begin; r < end; ++r) {
     if (action[r] != Action::Alloc) continue;
-    ph.allocs.push_back(finder.at(r));
-    if (known(ph.allocs.back().phase)) ++ph.sources.phase_allocs;
+    const AllocPhases::Alloc found = finder.at(r);
+    ph.allocs.push_back(found);
+    int32_t run = -1;
+    if (known(found.phase)) {
+      ++ph.sources.phase_allocs;
+      tl.add(found.phase, static_cast<int32_t>(r - begin), last);
+      run = static_cast<int32_t>(tl.runs.size() - 1);
+    }
+    timeline->run_of.push_back(run);
   }
+  tl.finish();
   ph.sources.allocs = static_cast<int64_t>(ph.allocs.size());
   ph.sources.phases = finder.sources();
+  ph.timeline = std::move(timeline);
   return ph;
 }
 
@@ -503,33 +519,26 @@ BlockCategories classify_blocks(const Snapshot&, size_t device, const replay::Re
   if (found.size() > rr.blocks.size()) throw std::logic_error("classify_blocks: another trace");
   const size_t first = rr.blocks.size() - found.size();
 
-  // The runs of the allocations' phases.
-  Timeline tl;
-  Phase last = Phase::Unknown;
-  std::vector<int32_t> run_of(found.size(), -1);
-  for (size_t k = 0; k < found.size(); ++k) {
-    BlockClass& c = bc.blocks[first + k];
-    c.module = found[k].module;
-    c.phase = found[k].phase;
-    if (!known(found[k].phase)) continue;
-    tl.add(found[k].phase, rr.blocks[first + k].alloc_event, last);
-    run_of[k] = static_cast<int32_t>(tl.runs.size() - 1);
-  }
-  tl.finish();
+  const Timeline& tl = phases.timeline->tl;
+  const std::vector<int32_t>& run_of = phases.timeline->run_of;
 
   std::vector<size_t> lasting;
-  size_t next_run = 0;  // the first run starting after the current allocation
+  std::vector<int64_t> param_sizes;  // requested sizes of parameters, and of blocks kept throughout
+  size_t next_run = 0;               // the first run starting after the current allocation
   for (size_t i = 0; i < rr.blocks.size(); ++i) {
     const replay::Lifetime& l = rr.blocks[i];
     BlockClass& c = bc.blocks[i];
     if (l.alloc_event < 0 || i < first) {
       c.category = Category::BeforeRecording;
+      if (l.free_requested == kOpen) param_sizes.push_back(l.requested);
       continue;
     }
     while (next_run < tl.runs.size() && tl.runs[next_run].start <= l.alloc_event) ++next_run;
     const int32_t f = l.free_requested;
     const size_t k = i - first;
     const Phase p = found[k].phase;
+    c.module = found[k].module;
+    c.phase = p;
     if (p == Phase::Unknown) {
       c.category = Category::Unknown;
       continue;
@@ -549,6 +558,7 @@ BlockCategories classify_blocks(const Snapshot&, size_t device, const replay::Re
     switch (p) {
       case Phase::Init:
         c.category = freed_before(f, run.end) ? Category::Temporary : Category::Parameter;
+        if (c.category == Category::Parameter) param_sizes.push_back(l.requested);
         break;
       case Phase::Optimizer:
         c.category = freed_before(f, run.end) ? Category::Temporary : Category::OptimizerState;
@@ -579,17 +589,15 @@ BlockCategories classify_blocks(const Snapshot&, size_t device, const replay::Re
   // (zero_grad(set_to_none=False), the last step's) have a parameter's size;
   // what else lives on (the autograd thread's cuBLAS workspace) is unknown.
   if (!lasting.empty()) {
-    std::unordered_set<int64_t> param_sizes;
-    for (size_t i = 0; i < rr.blocks.size(); ++i)
-      if (bc.blocks[i].category == Category::Parameter ||
-          (rr.blocks[i].alloc_event < 0 && rr.blocks[i].free_requested == kOpen))
-        param_sizes.insert(rr.blocks[i].requested);
     for (const StorageTag& t : tags)
       if (t.device == static_cast<int64_t>(device) && t.category == Category::Parameter)
-        param_sizes.insert(t.size);
+        param_sizes.push_back(t.size);
+    std::sort(param_sizes.begin(), param_sizes.end());
     for (size_t i : lasting)
       bc.blocks[i].category =
-          param_sizes.count(rr.blocks[i].requested) ? Category::Gradient : Category::Unknown;
+          std::binary_search(param_sizes.begin(), param_sizes.end(), rr.blocks[i].requested)
+              ? Category::Gradient
+              : Category::Unknown;
   }
   apply_tags(tags, static_cast<int64_t>(device), rr, bc);
   return bc;

@@ -3,6 +3,7 @@
 // block of replay::Result::blocks gets a category and a module. The summary,
 // the page and categories_at() all ask it, so there is one answer.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct BlockCategories {
 // When each allocation of a device's trace was made: the half of the
 // classification that the trace alone decides, so that it can be found
 // beside the replay.
+struct PhaseTimeline;  // the runs and passes of one phase they form (categories.cpp)
 struct AllocPhases {
   struct Alloc {
     uint32_t module = 0;  // as BlockClass::module
@@ -58,6 +60,7 @@ struct AllocPhases {
   std::vector<Alloc> allocs;  // the trace's alloc entries, in order
   std::vector<std::string> modules;
   CategorySources sources;  // allocs, phase_allocs and phases
+  std::shared_ptr<const PhaseTimeline> timeline;
 };
 AllocPhases find_phases(const Snapshot& snap, size_t device);
 
