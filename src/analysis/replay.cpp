@@ -50,25 +50,9 @@ void free_segment(alloc::CachingAllocator& a, int64_t addr, int64_t size) {
 
 }  // namespace
 
-Column<Lifetime> blocks_memory(const Snapshot& snap, size_t device) {
-  Column<Lifetime> memory;
-  if (device >= snap.device_count()) return memory;
-  auto [begin, end] = snap.device_rows(device);
-  size_t n = static_cast<size_t>(std::count(snap.trace.action.begin() + begin,
-                                            snap.trace.action.begin() + end, Action::Alloc));
-  for (const Segment& s : snap.segments)
-    if (s.device == static_cast<int64_t>(device))
-      for (const memsight::Block& b : snap.segment_blocks(s))
-        n += b.state == BlockState::ActiveAllocated || b.state == BlockState::ActivePendingFree;
-  memory.reserve(n);
-  return memory;
-}
-
 Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
-           std::span<const int64_t> moments, Column<Lifetime> memory) {
+           std::span<const int64_t> moments) {
   Result res;
-  res.blocks = std::move(memory);
-  res.blocks.clear();
   const TraceTable& t = snap.trace;
   alloc::TraceStart ts = alloc::trace_start(snap, device, cfg, 0);
   alloc::CachingAllocator a(cfg, /*index_free=*/false, /*index_starts=*/true);
@@ -103,10 +87,9 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
   keep_moments(-1);
 
   // Ends a block's life in the record (its allocated bytes stop at
-  // `ev`; free_completed: its active bytes too).
-  // A block still allocated has had no free_requested (pending: it has),
-  // which the allocator's state tells without reading the lifetime, a cache
-  // miss on a big trace.
+  // `ev`; free_completed: its active bytes too). A block still allocated
+  // has had no free_requested: the allocator's state says so without a read
+  // of the lifetime (a cache miss on a big trace).
   auto end_life = [&](uint32_t b, int32_t ev, bool completed) {
     Lifetime& l = res.blocks[a.blocks[b].tag];
     if (a.blocks[b].allocated) l.free_requested = ev;

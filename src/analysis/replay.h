@@ -61,15 +61,8 @@ struct Result {
 };
 
 // `moments`: events (-1: before the first) whose state to keep in
-// Result::moments; events outside the trace are left out. `memory`: where
-// Result::blocks is to be written (see blocks_memory).
+// Result::moments; events outside the trace are left out.
 Result run(const Snapshot& snap, size_t device, const alloc::Settings& settings,
-           std::span<const int64_t> moments = {}, Column<Lifetime> memory = {});
-
-// Memory for the blocks of a device's replay (its capacity: one per alloc
-// entry and block live at the snapshot, which is all of them unless the
-// trace frees blocks it never allocated), not yet paged in: another thread
-// can page it in (page_in) while run() begins.
-Column<Lifetime> blocks_memory(const Snapshot& snap, size_t device);
+           std::span<const int64_t> moments = {});
 
 }  // namespace memsight::replay

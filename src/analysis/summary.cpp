@@ -14,7 +14,6 @@
 #include "analysis/summary_json.h"
 #include "analysis/whatif.h"
 #include "pickle/unpickler.h"
-#include "util/page_in.h"
 #include "util/parallel.h"
 
 namespace memsight {
@@ -190,19 +189,13 @@ DeviceSummary summarize_device(const DeviceInputs& in, size_t d, std::function<v
   const unsigned threads = ds.entries >= kThreadedEntries ? skip_stats::reader_threads() : 1;
   // The replay is the longest step; what the snapshot and the trace alone
   // decide is found beside it.
-  // The replay's blocks are paged in beside it too.
   replay::Result rr;
   AllocPhases phases;
-  Column<replay::Lifetime> memory;
-  if (threads > 1) memory = replay::blocks_memory(in.snap, d);
-  const void* memory_at = memory.data();
-  const size_t memory_bytes = memory.capacity() * sizeof(replay::Lifetime);
   parallel_for(2, threads, [&](size_t i) {
     if (i == 0) {
-      rr = replay::run(in.snap, d, in.cfg, {}, std::move(memory));
+      rr = replay::run(in.snap, d, in.cfg);
       return;
     }
-    page_in(memory_at, memory_bytes);
     state_at_snapshot(in.snap, ds);
     phases = find_phases(in.snap, d);
     if (threads > 1 && side) {
