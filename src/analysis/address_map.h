@@ -3,6 +3,7 @@
 // the replay does a lookup per trace entry, where node-based containers were
 // the summary's largest cost. A key and its value share a slot (one cache
 // line per probe). Erase leaves a tombstone, which an insert reuses.
+#include <bit>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +14,7 @@ namespace memsight {
 template <typename V>
 class AddressMap {
  public:
-  AddressMap() : slots_(1024) {}
+  AddressMap() : slots_(kFirstSlots) {}
   V* find(int64_t a) {
     Slot* s = slot(a);
     return s ? &s->val : nullptr;
@@ -21,7 +22,7 @@ class AddressMap {
   // The value at a, made (V{}) when a has none: one probe either way.
   V& operator[](int64_t a) {
     for (;;) {
-      size_t mask = slots_.size() - 1, free = SIZE_MAX, i = hash(a) & mask;
+      size_t mask = slots_.size() - 1, free = SIZE_MAX, i = index(a);
       for (;; i = (i + 1) & mask) {
         if (slots_[i].key == a) return slots_[i].val;
         if (slots_[i].key == kEmpty) break;
@@ -49,6 +50,7 @@ class AddressMap {
   }
 
  private:
+  static constexpr size_t kFirstSlots = 1024;
   // Neither is a valid address.
   static constexpr int64_t kEmpty = INT64_MIN, kTomb = INT64_MIN + 1;
   struct Slot {
@@ -57,7 +59,7 @@ class AddressMap {
   };
   Slot* slot(int64_t a) {
     size_t mask = slots_.size() - 1;
-    for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
+    for (size_t i = index(a);; i = (i + 1) & mask) {
       if (slots_[i].key == a) return &slots_[i];
       if (slots_[i].key == kEmpty) return nullptr;
     }
@@ -66,29 +68,28 @@ class AddressMap {
     s.key = kTomb;
     --size_;
   }
-  // Addresses are multiples of 512: mix every bit down (splitmix64's finaliser).
-  static size_t hash(int64_t a) {
-    auto x = static_cast<uint64_t>(a);
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return static_cast<size_t>(x ^ (x >> 33));
+  // Addresses are multiples of 512: the top bits of their product with
+  // 2^64 / golden ratio (Fibonacci hashing) spread them in one multiply, on
+  // the replay's critical path.
+  size_t index(int64_t a) const {
+    return static_cast<size_t>((static_cast<uint64_t>(a) * 0x9E3779B97F4A7C15ull) >> shift_);
   }
   void rehash(size_t cap) {
     std::vector<Slot> slots(cap);
-    size_t mask = cap - 1;
-    for (const Slot& s : slots_) {
-      if (s.key == kEmpty || s.key == kTomb) continue;
-      size_t i = hash(s.key) & mask;
-      while (slots[i].key != kEmpty) i = (i + 1) & mask;
-      slots[i] = s;
-    }
     slots_.swap(slots);
+    shift_ = 64 - std::countr_zero(cap);
+    size_t mask = cap - 1;
+    for (const Slot& s : slots) {
+      if (s.key == kEmpty || s.key == kTomb) continue;
+      size_t i = index(s.key);
+      while (slots_[i].key != kEmpty) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
     used_ = size_;
   }
   std::vector<Slot> slots_;
-  size_t size_ = 0, used_ = 0;  // live keys; live keys + tombstones
+  int shift_ = 64 - std::countr_zero(kFirstSlots);  // 64 - log2(slots)
+  size_t size_ = 0, used_ = 0;                      // live keys; live keys + tombstones
 };
 
 }  // namespace memsight

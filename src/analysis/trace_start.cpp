@@ -68,9 +68,28 @@ class RangeSet {
 bool is_alloc_event(Action a) {
   return a == Action::Alloc || a == Action::FreeRequested || a == Action::FreeCompleted;
 }
+// Segment events are the four actions from SegmentAlloc to SegmentUnmap.
+static_assert(static_cast<int>(Action::SegmentFree) == static_cast<int>(Action::SegmentAlloc) + 1 &&
+              static_cast<int>(Action::SegmentMap) == static_cast<int>(Action::SegmentAlloc) + 2 &&
+              static_cast<int>(Action::SegmentUnmap) == static_cast<int>(Action::SegmentAlloc) + 3);
 bool is_segment_event(Action a) {
-  return a == Action::SegmentAlloc || a == Action::SegmentFree || a == Action::SegmentMap ||
-         a == Action::SegmentUnmap;
+  return static_cast<uint8_t>(static_cast<uint8_t>(a) -
+                              static_cast<uint8_t>(Action::SegmentAlloc)) < 4;
+}
+
+// The rows of [begin, end) holding segment events: a few among many, so
+// the actions are tested 64 at a time (a loop the compiler vectorises).
+std::vector<uint32_t> segment_rows(const Action* action, uint32_t begin, uint32_t end) {
+  std::vector<uint32_t> rows;
+  for (uint32_t r = begin; r < end;) {
+    uint32_t stop = end - r > 64 ? r + 64 : end;
+    bool any = false;
+    for (uint32_t k = r; k < stop; ++k) any |= is_segment_event(action[k]);
+    for (; any && r < stop; ++r)
+      if (is_segment_event(action[r])) rows.push_back(r);
+    r = stop;
+  }
+  return rows;
 }
 
 // Which pool an expandable segment event belongs to when the snapshot does
@@ -153,8 +172,7 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
   // Segment events are few: found once, so that the passes over them read
   // no other entry.
   const Action* action = t.action.data();
-  for (uint32_t r = ts.begin; r < ts.end; ++r)
-    if (is_segment_event(action[r])) ts.segment_rows.push_back(r);
+  ts.segment_rows = segment_rows(action, ts.begin, ts.end);
   for (uint32_t r : ts.segment_rows)
     if (t.action[r] == Action::SegmentMap)
       kinds.note(t.stream[r], t.addr[r], t.size[r] % kLargeBuffer != 0);
