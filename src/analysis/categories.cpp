@@ -511,7 +511,7 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
 BlockCategories classify_blocks(const Snapshot&, size_t device, const replay::Result& rr,
                                 const std::vector<StorageTag>& tags, AllocPhases phases) {
   BlockCategories bc;
-  bc.blocks.resize(rr.blocks.size());
+  bc.blocks.reserve(rr.blocks.size());  // each is made in the pass below, not zeroed first
   bc.modules = std::move(phases.modules);
   bc.sources = std::move(phases.sources);
   // The replay's blocks: those live at the start, then one per alloc entry.
@@ -527,7 +527,7 @@ BlockCategories classify_blocks(const Snapshot&, size_t device, const replay::Re
   size_t next_run = 0;               // the first run starting after the current allocation
   for (size_t i = 0; i < rr.blocks.size(); ++i) {
     const replay::Lifetime& l = rr.blocks[i];
-    BlockClass& c = bc.blocks[i];
+    BlockClass& c = bc.blocks.emplace_back();
     if (l.alloc_event < 0 || i < first) {
       c.category = Category::BeforeRecording;
       if (l.free_requested == kOpen) param_sizes.push_back(l.requested);
