@@ -186,9 +186,8 @@ class PhaseFinder {
         return it->second;
       }
     }
-    int64_t time = t.time_us[row];
     if (!marks_.empty()) {
-      auto it = std::upper_bound(marks_.begin(), marks_.end(), time,
+      auto it = std::upper_bound(marks_.begin(), marks_.end(), t.time_us[row],
                                  [](int64_t v, const TimedMark& m) { return v < m.time; });
       if (it != marks_.begin() && std::prev(it)->found.phase != Phase::None) {
         ++by_annotations_;
@@ -204,13 +203,14 @@ class PhaseFinder {
       }
       out.phase = static_cast<Phase>(c & 0x7f);
       out.accumulate = c & 0x80;
-    } else if (frames_recorded_ && shape_has(snap_, t.shape[row], Field::Frames)) {
+    } else if (frames_recorded_ && has_frames(t.shape[row])) {
       out.phase = Phase::Backward;  // a thread with no Python frames: the autograd engine's
     }
     if (out.phase != Phase::None && out.phase != Phase::Unknown) {
       ++by_stacks_;
       return out;
     }
+    const int64_t time = optimizer_steps_.empty() ? 0 : t.time_us[row];
     for (auto [from, to] : optimizer_steps_)
       if (time >= from && time <= to) {
         ++by_optimizer_annotations_;
@@ -239,6 +239,15 @@ class PhaseFinder {
     int64_t time;
     Found found;
   };
+
+  // Whether entries of this shape have a "frames" key, asked once a shape.
+  bool has_frames(ShapeId shape) {
+    if (shape >= shape_frames_.size()) shape_frames_.resize(snap_.shapes.size(), -1);
+    if (shape >= shape_frames_.size()) return shape_has(snap_, shape, Field::Frames);
+    int8_t& f = shape_frames_[shape];
+    if (f < 0) f = shape_has(snap_, shape, Field::Frames);
+    return f;
+  }
 
   uint32_t module_id(std::string_view name) {
     auto it = module_ids_.find(std::string(name));
@@ -286,7 +295,8 @@ class PhaseFinder {
   const Snapshot& snap_;
   std::vector<std::string>& modules_;
   bool frames_recorded_ = false;
-  std::vector<uint8_t> stacks_;  // per stack: phase | 0x80 for AccumulateGrad; 0xff: not yet
+  std::vector<uint8_t> stacks_;       // per stack: phase | 0x80 for AccumulateGrad; 0xff: not yet
+  std::vector<int8_t> shape_frames_;  // per shape: has_frames(); -1: not yet
   StringBits file_bits_, name_bits_;
   std::unordered_map<StrId, Found> meta_;
   std::unordered_map<std::string, uint32_t> module_ids_;
@@ -484,6 +494,10 @@ AllocPhases find_phases(const Snapshot& snap, size_t device) {
   Timeline& tl = timeline->tl;
   Phase last = Phase::Unknown;
   const Action* action = snap.trace.action.data();
+  // Sized once: growing them would page in twice their memory.
+  const auto allocs = static_cast<size_t>(std::count(action + begin, action + end, Action::Alloc));
+  ph.allocs.reserve(allocs);
+  timeline->run_of.reserve(allocs);
   for (uint32_t r = begin; r < end; ++r) {
     if (action[r] != Action::Alloc) continue;
     const AllocPhases::Alloc found = finder.at(r);
