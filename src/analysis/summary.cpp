@@ -123,11 +123,10 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
   ds.top_sites = std::move(g.sites);
   ds.before_recording_bytes = g.before_bytes;
   ds.before_recording_count = g.before_count;
-  for (const replay::Lifetime& l : rr.blocks)
-    if (l.alloc_event == replay::Lifetime::kBefore) {
-      ds.before_recording_start_bytes += l.size;
-      ++ds.before_recording_start_count;
-    }
+  for (size_t i = 0, n = replay::allocated_by(rr, replay::Lifetime::kBefore); i < n; ++i) {
+    ds.before_recording_start_bytes += rr.blocks[i].size;
+    ++ds.before_recording_start_count;
+  }
 }
 
 // One report per OOM of the device's replay: the allocator's state then, its
