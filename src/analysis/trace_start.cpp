@@ -83,7 +83,7 @@ std::vector<uint32_t> segment_rows(const Action* action, uint32_t begin, uint32_
   std::vector<uint32_t> rows;
   for (uint32_t r = begin; r < end;) {
     uint32_t stop = end - r > 64 ? r + 64 : end;
-    bool any = false;
+    unsigned any = 0;
     for (uint32_t k = r; k < stop; ++k) any |= is_segment_event(action[k]);
     for (; any && r < stop; ++r)
       if (is_segment_event(action[r])) rows.push_back(r);
