@@ -23,7 +23,6 @@
 #include <unordered_map>
 
 #include "analysis/classify.h"
-#include "util/parallel.h"
 
 namespace memsight {
 namespace {
@@ -524,9 +523,9 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
 }
 
 BlockCategories classify_blocks(const Snapshot&, size_t device, const replay::Result& rr,
-                                const std::vector<StorageTag>& tags, AllocPhases phases,
-                                unsigned threads) {
+                                const std::vector<StorageTag>& tags, AllocPhases phases) {
   BlockCategories bc;
+  bc.blocks.reserve(rr.blocks.size());  // each is made in the pass below, not zeroed first
   bc.modules = std::move(phases.modules);
   bc.sources = std::move(phases.sources);
   // The replay's blocks: those live at the start, then one per alloc entry.
@@ -537,95 +536,80 @@ BlockCategories classify_blocks(const Snapshot&, size_t device, const replay::Re
   const Timeline& tl = phases.timeline->tl;
   const std::vector<int32_t>& run_of = phases.timeline->run_of;
 
-  // The category pass, over the two halves of the blocks at once where a
-  // second thread is free; each half is made in its own vector (not zeroed
-  // first), the second then appended.
-  const size_t n = rr.blocks.size(), mid = threads > 1 ? n / 2 : n;
-  std::vector<size_t> lasting[2];
-  // Requested sizes of parameters, and of blocks kept throughout.
-  std::vector<int64_t> param_sizes[2];
-  std::vector<BlockClass> upper;
-  bc.blocks.reserve(n);
-  upper.reserve(n - mid);
-  parallel_for(2, threads, [&](size_t h) {
-    std::vector<BlockClass>& out = h == 0 ? bc.blocks : upper;
-    size_t next_run = 0;  // the first run starting after the current allocation
-    for (size_t i = h == 0 ? 0 : mid, end = h == 0 ? mid : n; i < end; ++i) {
-      const replay::Lifetime& l = rr.blocks[i];
-      BlockClass& c = out.emplace_back();
-      if (l.alloc_event < 0 || i < first) {
-        c.category = Category::BeforeRecording;
-        if (l.free_requested == kOpen) param_sizes[h].push_back(l.requested);
-        continue;
-      }
-      while (next_run < tl.runs.size() && tl.runs[next_run].start <= l.alloc_event) ++next_run;
-      const int32_t f = l.free_requested;
-      const size_t k = i - first;
-      const Phase p = found[k].phase;
-      c.module = found[k].module;
-      c.phase = p;
-      if (p == Phase::Unknown) {
-        c.category = Category::Unknown;
-        continue;
-      }
-      if (p == Phase::None) {
-        if (next_run == tl.runs.size())
-          c.category = f == kOpen ? Category::Unknown : Category::Temporary;
-        else if (f < tl.runs[next_run].start)
-          c.category = Category::Temporary;
-        else
-          c.category = until(f, tl.activation_horizon(tl.runs[next_run].pass))
-                           ? Category::Activation
-                           : Category::Unknown;
-        continue;
-      }
-      const Timeline::Run& run = tl.runs[static_cast<size_t>(run_of[k])];
-      const Timeline::Pass& pass = tl.passes[run.pass];
-      switch (p) {
-        case Phase::Init:
-          c.category = freed_before(f, run.end) ? Category::Temporary : Category::Parameter;
-          if (c.category == Category::Parameter) param_sizes[h].push_back(l.requested);
-          break;
-        case Phase::Optimizer:
-          c.category = freed_before(f, run.end) ? Category::Temporary : Category::OptimizerState;
-          break;
-        case Phase::Forward:
-          c.category = freed_before(f, run.end)                        ? Category::Temporary
-                       : until(f, tl.activation_horizon(run.pass + 1)) ? Category::Activation
-                                                                       : Category::Unknown;
-          break;
-        case Phase::Recompute:
-          c.category = freed_before(f, run.end)                         ? Category::Temporary
-                       : freed_before(f, pass.end) || pass.end == kOpen ? Category::Activation
-                                                                        : Category::Unknown;
-          break;
-        default:  // Backward
-          if (freed_before(f, pass.end))
-            c.category = Category::AutogradInternal;
-          else if (pass.end == kOpen)  // the trace ended in this backward
-            c.category = found[k].accumulate ? Category::Gradient : Category::AutogradInternal;
-          else if (freed_before(f, tl.next_backward_end(run.pass)) || found[k].accumulate)
-            c.category = Category::Gradient;  // freed by the next zero_grad, or AccumulateGrad's
-          else
-            lasting[h].push_back(i);  // a gradient kept, or a workspace the backward made
-          break;
-      }
+  std::vector<size_t> lasting;
+  std::vector<int64_t> param_sizes;  // requested sizes of parameters, and of blocks kept throughout
+  size_t next_run = 0;               // the first run starting after the current allocation
+  for (size_t i = 0; i < rr.blocks.size(); ++i) {
+    const replay::Lifetime& l = rr.blocks[i];
+    BlockClass& c = bc.blocks.emplace_back();
+    if (l.alloc_event < 0 || i < first) {
+      c.category = Category::BeforeRecording;
+      if (l.free_requested == kOpen) param_sizes.push_back(l.requested);
+      continue;
     }
-  });
-  bc.blocks.insert(bc.blocks.end(), upper.begin(), upper.end());
-  lasting[0].insert(lasting[0].end(), lasting[1].begin(), lasting[1].end());
-  param_sizes[0].insert(param_sizes[0].end(), param_sizes[1].begin(), param_sizes[1].end());
+    while (next_run < tl.runs.size() && tl.runs[next_run].start <= l.alloc_event) ++next_run;
+    const int32_t f = l.free_requested;
+    const size_t k = i - first;
+    const Phase p = found[k].phase;
+    c.module = found[k].module;
+    c.phase = p;
+    if (p == Phase::Unknown) {
+      c.category = Category::Unknown;
+      continue;
+    }
+    if (p == Phase::None) {
+      if (next_run == tl.runs.size())
+        c.category = f == kOpen ? Category::Unknown : Category::Temporary;
+      else if (f < tl.runs[next_run].start)
+        c.category = Category::Temporary;
+      else
+        c.category = until(f, tl.activation_horizon(tl.runs[next_run].pass)) ? Category::Activation
+                                                                             : Category::Unknown;
+      continue;
+    }
+    const Timeline::Run& run = tl.runs[static_cast<size_t>(run_of[k])];
+    const Timeline::Pass& pass = tl.passes[run.pass];
+    switch (p) {
+      case Phase::Init:
+        c.category = freed_before(f, run.end) ? Category::Temporary : Category::Parameter;
+        if (c.category == Category::Parameter) param_sizes.push_back(l.requested);
+        break;
+      case Phase::Optimizer:
+        c.category = freed_before(f, run.end) ? Category::Temporary : Category::OptimizerState;
+        break;
+      case Phase::Forward:
+        c.category = freed_before(f, run.end)                        ? Category::Temporary
+                     : until(f, tl.activation_horizon(run.pass + 1)) ? Category::Activation
+                                                                     : Category::Unknown;
+        break;
+      case Phase::Recompute:
+        c.category = freed_before(f, run.end)                         ? Category::Temporary
+                     : freed_before(f, pass.end) || pass.end == kOpen ? Category::Activation
+                                                                      : Category::Unknown;
+        break;
+      default:  // Backward
+        if (freed_before(f, pass.end))
+          c.category = Category::AutogradInternal;
+        else if (pass.end == kOpen)  // the trace ended in this backward
+          c.category = found[k].accumulate ? Category::Gradient : Category::AutogradInternal;
+        else if (freed_before(f, tl.next_backward_end(run.pass)) || found[k].accumulate)
+          c.category = Category::Gradient;  // freed by the next zero_grad, or AccumulateGrad's
+        else
+          lasting.push_back(i);  // a gradient kept, or a workspace the backward made
+        break;
+    }
+  }
   // Made in a backward and kept from then on: gradients kept across steps
   // (zero_grad(set_to_none=False), the last step's) have a parameter's size;
   // what else lives on (the autograd thread's cuBLAS workspace) is unknown.
-  if (!lasting[0].empty()) {
+  if (!lasting.empty()) {
     for (const StorageTag& t : tags)
       if (t.device == static_cast<int64_t>(device) && t.category == Category::Parameter)
-        param_sizes[0].push_back(t.size);
-    std::sort(param_sizes[0].begin(), param_sizes[0].end());
-    for (size_t i : lasting[0])
+        param_sizes.push_back(t.size);
+    std::sort(param_sizes.begin(), param_sizes.end());
+    for (size_t i : lasting)
       bc.blocks[i].category =
-          std::binary_search(param_sizes[0].begin(), param_sizes[0].end(), rr.blocks[i].requested)
+          std::binary_search(param_sizes.begin(), param_sizes.end(), rr.blocks[i].requested)
               ? Category::Gradient
               : Category::Unknown;
   }

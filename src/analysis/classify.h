@@ -66,11 +66,9 @@ AllocPhases find_phases(const Snapshot& snap, size_t device);
 
 BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
                                 const std::vector<StorageTag>& tags);
-// The same, with the device's phases found already, on up to `threads`
-// threads (two at most).
+// The same, with the device's phases found already.
 BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
-                                const std::vector<StorageTag>& tags, AllocPhases phases,
-                                unsigned threads = 1);
+                                const std::vector<StorageTag>& tags, AllocPhases phases);
 
 // The blocks allocated after trace entry `event` (as group_sites counts
 // them), by category and module.
