@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   }
   int repeats = argc > 2 ? std::stoi(argv[2]) : 9;
   // ENGINE_PHASES_ONLY=simulation: only the simulation, `repeats` times (for a
-  // profiler); =read: only the read (to subtract).
+  // profiler); =summarize: only summarize(); =replay: only the replay
+  // (its start state included); =read: only the read (to subtract).
   const char* only_env = std::getenv("ENGINE_PHASES_ONLY");
   std::string only = only_env ? only_env : "";
   using namespace memsight;
@@ -52,6 +53,21 @@ int main(int argc, char** argv) {
   int64_t sink = 0;
   for (int i = 0; i < repeats; ++i) {
     if (only == "read") return 0;
+    if (only == "summarize") {
+      for (int k = 0; k < repeats; ++k)
+        sum.push_back(ms_of([&] { sink += summarize(snap).total_entries; }));
+      report("summarize", sum);
+      return sink == 42;
+    }
+    if (only == "replay") {
+      for (int k = 0; k < repeats; ++k)
+        replay.push_back(ms_of([&] {
+          for (size_t d = 0; d < snap.device_count(); ++d)
+            sink += replay::run(snap, d, s).peak.reserved;
+        }));
+      report("replay (all devices)", replay);
+      return sink == 42;
+    }
     if (only == "simulation") {
       simulate::Plan p = simulate::plan(snap, 0);
       for (int k = 0; k < repeats; ++k)

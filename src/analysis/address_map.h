@@ -1,7 +1,9 @@
 #pragma once
 // An address-keyed table for the allocator replay, flat and open-addressed:
 // the replay does a lookup per trace entry, where node-based containers were
-// the summary's largest cost. Erase leaves a tombstone.
+// the summary's largest cost. A key and its value share a slot (one cache
+// line per probe). Erase leaves a tombstone, which an insert reuses.
+#include <bit>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -12,73 +14,82 @@ namespace memsight {
 template <typename V>
 class AddressMap {
  public:
-  AddressMap() : keys_(1024, kEmpty), vals_(1024) {}
+  AddressMap() : slots_(kFirstSlots) {}
   V* find(int64_t a) {
-    size_t mask = keys_.size() - 1;
-    for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
-      if (keys_[i] == a) return &vals_[i];
-      if (keys_[i] == kEmpty) return nullptr;
-    }
+    Slot* s = slot(a);
+    return s ? &s->val : nullptr;
   }
+  // The value at a, made (V{}) when a has none: one probe either way.
   V& operator[](int64_t a) {
-    if (V* v = find(a)) return *v;
-    if ((used_ + 1) * 2 > keys_.size())
-      rehash(size_ * 4 > keys_.size() ? keys_.size() * 2 : keys_.size());
-    size_t mask = keys_.size() - 1, i = hash(a) & mask;
-    while (keys_[i] != kEmpty && keys_[i] != kTomb) i = (i + 1) & mask;
-    if (keys_[i] == kEmpty) ++used_;
-    keys_[i] = a;
-    vals_[i] = V{};
-    ++size_;
-    return vals_[i];
+    for (;;) {
+      size_t mask = slots_.size() - 1, free = SIZE_MAX, i = index(a);
+      for (;; i = (i + 1) & mask) {
+        if (slots_[i].key == a) return slots_[i].val;
+        if (slots_[i].key == kEmpty) break;
+        if (slots_[i].key == kTomb && free == SIZE_MAX) free = i;
+      }
+      if (free == SIZE_MAX) {  // a fresh slot: keep at least half of them empty
+        if ((used_ + 1) * 2 > slots_.size()) {
+          rehash(size_ * 4 > slots_.size() ? slots_.size() * 2 : slots_.size());
+          continue;
+        }
+        free = i;
+        ++used_;
+      }
+      ++size_;
+      slots_[free] = {a, V{}};
+      return slots_[free].val;
+    }
   }
   void erase(int64_t a) {
-    size_t mask = keys_.size() - 1;
-    for (size_t i = hash(a) & mask;; i = (i + 1) & mask) {
-      if (keys_[i] == a) {
-        keys_[i] = kTomb;
-        --size_;
-        return;
-      }
-      if (keys_[i] == kEmpty) return;
-    }
+    if (Slot* s = slot(a)) erase(*s);
   }
-  template <typename F>
-  void for_each(F&& f) {
-    for (size_t i = 0; i < keys_.size(); ++i)
-      if (keys_[i] != kEmpty && keys_[i] != kTomb) f(keys_[i], vals_[i]);
+  // Erases a only where its value is v.
+  void erase(int64_t a, const V& v) {
+    if (Slot* s = slot(a); s && s->val == v) erase(*s);
   }
 
  private:
+  static constexpr size_t kFirstSlots = 1024;
   // Neither is a valid address.
   static constexpr int64_t kEmpty = INT64_MIN, kTomb = INT64_MIN + 1;
-  // Addresses are multiples of 512: mix every bit down (splitmix64's finaliser).
-  static size_t hash(int64_t a) {
-    auto x = static_cast<uint64_t>(a);
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return static_cast<size_t>(x ^ (x >> 33));
+  struct Slot {
+    int64_t key = kEmpty;
+    V val{};
+  };
+  Slot* slot(int64_t a) {
+    size_t mask = slots_.size() - 1;
+    for (size_t i = index(a);; i = (i + 1) & mask) {
+      if (slots_[i].key == a) return &slots_[i];
+      if (slots_[i].key == kEmpty) return nullptr;
+    }
+  }
+  void erase(Slot& s) {
+    s.key = kTomb;
+    --size_;
+  }
+  // Addresses are multiples of 512: the top bits of their product with
+  // 2^64 / golden ratio (Fibonacci hashing) spread them in one multiply, on
+  // the replay's critical path.
+  size_t index(int64_t a) const {
+    return static_cast<size_t>((static_cast<uint64_t>(a) * 0x9E3779B97F4A7C15ull) >> shift_);
   }
   void rehash(size_t cap) {
-    std::vector<int64_t> keys(cap, kEmpty);
-    std::vector<V> vals(cap);
+    std::vector<Slot> slots(cap);
+    slots_.swap(slots);
+    shift_ = 64 - std::countr_zero(cap);
     size_t mask = cap - 1;
-    for (size_t j = 0; j < keys_.size(); ++j) {
-      if (keys_[j] == kEmpty || keys_[j] == kTomb) continue;
-      size_t i = hash(keys_[j]) & mask;
-      while (keys[i] != kEmpty) i = (i + 1) & mask;
-      keys[i] = keys_[j];
-      vals[i] = vals_[j];
+    for (const Slot& s : slots) {
+      if (s.key == kEmpty || s.key == kTomb) continue;
+      size_t i = index(s.key);
+      while (slots_[i].key != kEmpty) i = (i + 1) & mask;
+      slots_[i] = s;
     }
-    keys_.swap(keys);
-    vals_.swap(vals);
     used_ = size_;
   }
-  std::vector<int64_t> keys_;
-  std::vector<V> vals_;
-  size_t size_ = 0, used_ = 0;  // live keys; live keys + tombstones
+  std::vector<Slot> slots_;
+  int shift_ = 64 - std::countr_zero(kFirstSlots);  // 64 - log2(slots)
+  size_t size_ = 0, used_ = 0;                      // live keys; live keys + tombstones
 };
 
 }  // namespace memsight

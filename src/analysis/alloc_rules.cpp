@@ -247,12 +247,6 @@ int64_t allocation_size(int64_t size) {
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-bool should_split(const Settings& s, bool small_pool, int64_t block_size, int64_t size) {
-  int64_t remaining = block_size - size;
-  if (small_pool || s.expandable_segments) return remaining >= kMinBlockSize;
-  return size < s.max_split_size && remaining > kSmallSize;
-}
-
 bool may_serve(const Settings& s, int64_t size, int64_t block_size) {
   // No oversize block for a request below max_split_size; an oversize
   // request takes an oversize block only up to max_non_split_rounding more.

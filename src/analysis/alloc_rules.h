@@ -61,7 +61,11 @@ inline bool small_request(int64_t rounded) { return rounded <= kSmallSize; }
 // The segment a request needs when no cached block fits (cudaMalloc size).
 int64_t allocation_size(int64_t rounded);
 // Whether carving `size` out of a free block of `block_size` leaves a block.
-bool should_split(const Settings& s, bool small_pool, int64_t block_size, int64_t size);
+inline bool should_split(const Settings& s, bool small_pool, int64_t block_size, int64_t size) {
+  int64_t remaining = block_size - size;
+  if (small_pool || s.expandable_segments) return remaining >= kMinBlockSize;
+  return size < s.max_split_size && remaining > kSmallSize;
+}
 // get_free_block's oversize rules: whether a free block of `block_size`
 // (the smallest that fits) may serve a request of `size`.
 bool may_serve(const Settings& s, int64_t size, int64_t block_size);

@@ -213,13 +213,14 @@ bool CachingAllocator::mergeable_into(uint32_t dst, uint32_t src) const {
   return src != kNone && blocks[src].mergeable() && blocks[src].mapped == blocks[dst].mapped;
 }
 
-void CachingAllocator::rekey(const Block& old_key, uint32_t b) {
+void CachingAllocator::rekey(FreeKey old, uint32_t b) {
   Block& x = blocks[b];
   Pool& p = pools[x.pool];
   x.gc_base = p.free_searches;
-  if (index_free_)
-    p.free.rekey(FreeSet::hi_of(old_key.stream, old_key.size), static_cast<uint64_t>(old_key.addr),
-                 FreeSet::hi_of(x.stream, x.size), static_cast<uint64_t>(x.addr), b);
+  if (index_free_) {
+    FreeKey now = free_key(x);
+    p.free.rekey(old.hi, old.lo, now.hi, now.lo, b);
+  }
 }
 
 bool CachingAllocator::merge(uint32_t dst, uint32_t src, bool index) {
@@ -228,17 +229,19 @@ bool CachingAllocator::merge(uint32_t dst, uint32_t src, bool index) {
   Block& d = blocks[dst];
   if (s.mapped) {
     if (index) take_free(src);
-    clear_start(s.addr, src);
   } else {
     take_unmapped(src);
   }
   if (d.prev == src) {
+    // dst now starts where src did: that start is pointed at dst below, so
+    // only dst's old one is cleared.
     clear_start(d.addr, dst);
     d.addr = s.addr;
     d.prev = s.prev;
     if (d.prev != kNone) blocks[d.prev].next = dst;
     if (d.mapped) set_start(dst);
   } else {
+    if (s.mapped) clear_start(s.addr, src);
     d.next = s.next;
     if (d.next != kNone) blocks[d.next].prev = dst;
   }
@@ -252,7 +255,7 @@ uint32_t CachingAllocator::carve(uint32_t b, int64_t size, int64_t requested, bo
   uint32_t out = b;
   if (!split) take_free(b);
   if (split) {
-    Block old = blocks[b];
+    FreeKey old = free_key(blocks[b]);
     out = new_block();
     Block& r = blocks[b];
     Block& n = blocks[out];
@@ -336,17 +339,15 @@ void CachingAllocator::free_block(uint32_t b) {
   // The merged block takes a neighbour's place in the index.
   uint32_t prev = x.prev, next = x.next;
   bool with_prev = mergeable_into(b, prev), with_next = mergeable_into(b, next);
-  Block old_prev = with_prev ? blocks[prev] : Block{},
-        old_next = with_next ? blocks[next] : Block{};
+  FreeKey old_prev = with_prev ? free_key(blocks[prev]) : FreeKey{},
+          old_next = with_next ? free_key(blocks[next]) : FreeKey{};
   if (with_prev) merge(b, prev, false);
   if (with_next) merge(b, next, false);
   if (with_next) {
     rekey(old_next, b);
     if (with_prev) {
       Block& y = blocks[b];
-      if (index_free_)
-        pools[y.pool].free.erase(FreeSet::hi_of(old_prev.stream, old_prev.size),
-                                 static_cast<uint64_t>(old_prev.addr));
+      if (index_free_) pools[y.pool].free.erase(old_prev.hi, old_prev.lo);
     }
   } else if (with_prev) {
     rekey(old_prev, b);

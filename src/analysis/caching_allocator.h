@@ -145,14 +145,20 @@ class CachingAllocator {
   bool mergeable_into(uint32_t dst, uint32_t src) const;
   // Merges src into dst; `index`: also takes src out of its pool's index.
   bool merge(uint32_t dst, uint32_t src, bool index = true);
-  void rekey(const Block& old_key, uint32_t b);
+  // A free block's place in its pool's index.
+  struct FreeKey {
+    uint64_t hi = 0, lo = 0;
+  };
+  static FreeKey free_key(const Block& x) {
+    return {FreeSet::hi_of(x.stream, x.size), static_cast<uint64_t>(x.addr)};
+  }
+  // Block b, free, had key `old` in its pool's index.
+  void rekey(FreeKey old, uint32_t b);
   void set_start(uint32_t b) {
     if (index_starts_) starts_[blocks[b].addr] = b;
   }
   void clear_start(int64_t addr, uint32_t b) {
-    if (!index_starts_) return;
-    uint32_t* at = starts_.find(addr);
-    if (at && *at == b) starts_.erase(addr);
+    if (index_starts_) starts_.erase(addr, b);
   }
   void put_unmapped(uint32_t b);
   void take_unmapped(uint32_t b);

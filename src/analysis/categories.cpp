@@ -19,8 +19,8 @@
 // backward and recompute are one). A block's category follows from the run
 // and pass it was made in and the event that freed it (docs/summary.md).
 #include <algorithm>
+#include <stdexcept>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "analysis/classify.h"
 
@@ -160,9 +160,9 @@ std::string_view str_of(const PyValue* v) {
 // Where each allocation's phase and module come from (see the top).
 class PhaseFinder {
  public:
-  PhaseFinder(const Snapshot& snap, size_t device, BlockCategories& bc)
+  PhaseFinder(const Snapshot& snap, size_t device, std::vector<std::string>& modules)
       : snap_(snap),
-        bc_(bc),
+        modules_(modules),
         stacks_(snap.frames.stack_count(), 0xff),
         file_bits_(snap),
         name_bits_(snap) {
@@ -173,11 +173,7 @@ class PhaseFinder {
     read_annotations(static_cast<int64_t>(device));
   }
 
-  struct Found {
-    Phase phase = Phase::Unknown;
-    uint32_t module = 0;
-    bool accumulate = false;
-  };
+  using Found = AllocPhases::Alloc;
 
   Found at(uint32_t row) {
     const TraceTable& t = snap_.trace;
@@ -190,9 +186,8 @@ class PhaseFinder {
         return it->second;
       }
     }
-    int64_t time = t.time_us[row];
     if (!marks_.empty()) {
-      auto it = std::upper_bound(marks_.begin(), marks_.end(), time,
+      auto it = std::upper_bound(marks_.begin(), marks_.end(), t.time_us[row],
                                  [](int64_t v, const TimedMark& m) { return v < m.time; });
       if (it != marks_.begin() && std::prev(it)->found.phase != Phase::None) {
         ++by_annotations_;
@@ -208,13 +203,14 @@ class PhaseFinder {
       }
       out.phase = static_cast<Phase>(c & 0x7f);
       out.accumulate = c & 0x80;
-    } else if (frames_recorded_ && shape_has(snap_, t.shape[row], Field::Frames)) {
+    } else if (frames_recorded_ && has_frames(t.shape[row])) {
       out.phase = Phase::Backward;  // a thread with no Python frames: the autograd engine's
     }
     if (out.phase != Phase::None && out.phase != Phase::Unknown) {
       ++by_stacks_;
       return out;
     }
+    const int64_t time = optimizer_steps_.empty() ? 0 : t.time_us[row];
     for (auto [from, to] : optimizer_steps_)
       if (time >= from && time <= to) {
         ++by_optimizer_annotations_;
@@ -244,11 +240,20 @@ class PhaseFinder {
     Found found;
   };
 
+  // Whether entries of this shape have a "frames" key, asked once a shape.
+  bool has_frames(ShapeId shape) {
+    if (shape >= shape_frames_.size()) shape_frames_.resize(snap_.shapes.size(), -1);
+    if (shape >= shape_frames_.size()) return shape_has(snap_, shape, Field::Frames);
+    int8_t& f = shape_frames_[shape];
+    if (f < 0) f = shape_has(snap_, shape, Field::Frames);
+    return f;
+  }
+
   uint32_t module_id(std::string_view name) {
     auto it = module_ids_.find(std::string(name));
     if (it != module_ids_.end()) return it->second;
-    bc_.modules.emplace_back(name);
-    auto id = static_cast<uint32_t>(bc_.modules.size());
+    modules_.emplace_back(name);
+    auto id = static_cast<uint32_t>(modules_.size());
     module_ids_.emplace(std::string(name), id);
     return id;
   }
@@ -288,9 +293,10 @@ class PhaseFinder {
   }
 
   const Snapshot& snap_;
-  BlockCategories& bc_;
+  std::vector<std::string>& modules_;
   bool frames_recorded_ = false;
-  std::vector<uint8_t> stacks_;  // per stack: phase | 0x80 for AccumulateGrad; 0xff: not yet
+  std::vector<uint8_t> stacks_;       // per stack: phase | 0x80 for AccumulateGrad; 0xff: not yet
+  std::vector<int8_t> shape_frames_;  // per shape: has_frames(); -1: not yet
   StringBits file_bits_, name_bits_;
   std::unordered_map<StrId, Found> meta_;
   std::unordered_map<std::string, uint32_t> module_ids_;
@@ -402,7 +408,12 @@ Category parse_category(std::string_view s) {
 
 // Tags over the blocks live at the end of the replay (those of the snapshot).
 void apply_tags(const std::vector<StorageTag>& tags, int64_t device, const replay::Result& rr,
-                BlockCategories& bc, std::unordered_map<std::string, uint32_t>& module_ids) {
+                BlockCategories& bc) {
+  if (std::none_of(tags.begin(), tags.end(),
+                   [&](const StorageTag& t) { return t.device == device; }))
+    return;
+  std::unordered_map<std::string, uint32_t> module_ids;
+  for (uint32_t m = 0; m < bc.modules.size(); ++m) module_ids.emplace(bc.modules[m], m + 1);
   std::vector<std::pair<int64_t, uint32_t>> live;  // (address, block)
   for (uint32_t i = 0; i < rr.blocks.size(); ++i)
     if (rr.blocks[i].free_requested == replay::Lifetime::kNever)
@@ -433,6 +444,11 @@ void apply_tags(const std::vector<StorageTag>& tags, int64_t device, const repla
 }
 
 }  // namespace
+
+struct PhaseTimeline {
+  Timeline tl;
+  std::vector<int32_t> run_of;  // per alloc entry: its run; -1: no known phase
+};
 
 std::string_view phase_name(Phase p) {
   static constexpr std::string_view kNames[] = {"",
@@ -469,45 +485,74 @@ std::vector<StorageTag> read_tags(const Snapshot& snap) {
   return out;
 }
 
-BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
-                                const std::vector<StorageTag>& tags) {
-  BlockCategories bc;
-  bc.blocks.resize(rr.blocks.size());
-  uint32_t begin = device < snap.device_count() ? snap.device_rows(device).first : 0;
-  PhaseFinder finder(snap, device, bc);
-
-  // Phases of the allocations (blocks are in allocation order), and the runs.
-  std::vector<PhaseFinder::Found> found(rr.blocks.size());
-  Timeline tl;
+AllocPhases find_phases(const Snapshot& snap, size_t device) {
+  AllocPhases ph;
+  auto [begin, end] =
+      device < snap.device_count() ? snap.device_rows(device) : std::pair<uint32_t, uint32_t>{};
+  PhaseFinder finder(snap, device, ph.modules);
+  auto timeline = std::make_shared<PhaseTimeline>();
+  Timeline& tl = timeline->tl;
   Phase last = Phase::Unknown;
-  std::vector<int32_t> run_of(rr.blocks.size(), -1);
-  for (size_t i = 0; i < rr.blocks.size(); ++i) {
-    const replay::Lifetime& l = rr.blocks[i];
-    if (l.alloc_event < 0) continue;
-    ++bc.sources.allocs;
-    found[i] = finder.at(begin + static_cast<uint32_t>(l.alloc_event));
-    bc.blocks[i].module = found[i].module;
-    bc.blocks[i].phase = found[i].phase;
-    if (!known(found[i].phase)) continue;
-    ++bc.sources.phase_allocs;
-    tl.add(found[i].phase, l.alloc_event, last);
-    run_of[i] = static_cast<int32_t>(tl.runs.size() - 1);
+  const Action* action = snap.trace.action.data();
+  // Sized once: growing them would page in twice their memory.
+  const auto allocs = static_cast<size_t>(std::count(action + begin, action + end, Action::Alloc));
+  ph.allocs.reserve(allocs);
+  timeline->run_of.reserve(allocs);
+  for (uint32_t r = begin; r < end; ++r) {
+    if (action[r] != Action::Alloc) continue;
+    const AllocPhases::Alloc found = finder.at(r);
+    ph.allocs.push_back(found);
+    int32_t run = -1;
+    if (known(found.phase)) {
+      ++ph.sources.phase_allocs;
+      tl.add(found.phase, static_cast<int32_t>(r - begin), last);
+      run = static_cast<int32_t>(tl.runs.size() - 1);
+    }
+    timeline->run_of.push_back(run);
   }
   tl.finish();
-  bc.sources.phases = finder.sources();
+  ph.sources.allocs = static_cast<int64_t>(ph.allocs.size());
+  ph.sources.phases = finder.sources();
+  ph.timeline = std::move(timeline);
+  return ph;
+}
+
+BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
+                                const std::vector<StorageTag>& tags) {
+  return classify_blocks(snap, device, rr, tags, find_phases(snap, device));
+}
+
+BlockCategories classify_blocks(const Snapshot&, size_t device, const replay::Result& rr,
+                                const std::vector<StorageTag>& tags, AllocPhases phases) {
+  BlockCategories bc;
+  bc.blocks.reserve(rr.blocks.size());  // each is made in the pass below, not zeroed first
+  bc.modules = std::move(phases.modules);
+  bc.sources = std::move(phases.sources);
+  // The replay's blocks: those live at the start, then one per alloc entry.
+  const std::vector<AllocPhases::Alloc>& found = phases.allocs;
+  if (found.size() > rr.blocks.size()) throw std::logic_error("classify_blocks: another trace");
+  const size_t first = rr.blocks.size() - found.size();
+
+  const Timeline& tl = phases.timeline->tl;
+  const std::vector<int32_t>& run_of = phases.timeline->run_of;
 
   std::vector<size_t> lasting;
-  size_t next_run = 0;  // the first run starting after the current allocation
+  std::vector<int64_t> param_sizes;  // requested sizes of parameters, and of blocks kept throughout
+  size_t next_run = 0;               // the first run starting after the current allocation
   for (size_t i = 0; i < rr.blocks.size(); ++i) {
     const replay::Lifetime& l = rr.blocks[i];
-    BlockClass& c = bc.blocks[i];
-    if (l.alloc_event < 0) {
+    BlockClass& c = bc.blocks.emplace_back();
+    if (l.alloc_event < 0 || i < first) {
       c.category = Category::BeforeRecording;
+      if (l.free_requested == kOpen) param_sizes.push_back(l.requested);
       continue;
     }
     while (next_run < tl.runs.size() && tl.runs[next_run].start <= l.alloc_event) ++next_run;
     const int32_t f = l.free_requested;
-    const Phase p = found[i].phase;
+    const size_t k = i - first;
+    const Phase p = found[k].phase;
+    c.module = found[k].module;
+    c.phase = p;
     if (p == Phase::Unknown) {
       c.category = Category::Unknown;
       continue;
@@ -522,11 +567,12 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
                                                                              : Category::Unknown;
       continue;
     }
-    const Timeline::Run& run = tl.runs[static_cast<size_t>(run_of[i])];
+    const Timeline::Run& run = tl.runs[static_cast<size_t>(run_of[k])];
     const Timeline::Pass& pass = tl.passes[run.pass];
     switch (p) {
       case Phase::Init:
         c.category = freed_before(f, run.end) ? Category::Temporary : Category::Parameter;
+        if (c.category == Category::Parameter) param_sizes.push_back(l.requested);
         break;
       case Phase::Optimizer:
         c.category = freed_before(f, run.end) ? Category::Temporary : Category::OptimizerState;
@@ -545,8 +591,8 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
         if (freed_before(f, pass.end))
           c.category = Category::AutogradInternal;
         else if (pass.end == kOpen)  // the trace ended in this backward
-          c.category = found[i].accumulate ? Category::Gradient : Category::AutogradInternal;
-        else if (freed_before(f, tl.next_backward_end(run.pass)) || found[i].accumulate)
+          c.category = found[k].accumulate ? Category::Gradient : Category::AutogradInternal;
+        else if (freed_before(f, tl.next_backward_end(run.pass)) || found[k].accumulate)
           c.category = Category::Gradient;  // freed by the next zero_grad, or AccumulateGrad's
         else
           lasting.push_back(i);  // a gradient kept, or a workspace the backward made
@@ -556,21 +602,18 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
   // Made in a backward and kept from then on: gradients kept across steps
   // (zero_grad(set_to_none=False), the last step's) have a parameter's size;
   // what else lives on (the autograd thread's cuBLAS workspace) is unknown.
-  std::unordered_set<int64_t> param_sizes;
-  for (size_t i = 0; i < rr.blocks.size(); ++i)
-    if (bc.blocks[i].category == Category::Parameter ||
-        (rr.blocks[i].alloc_event < 0 && rr.blocks[i].free_requested == kOpen))
-      param_sizes.insert(rr.blocks[i].requested);
-  for (const StorageTag& t : tags)
-    if (t.device == static_cast<int64_t>(device) && t.category == Category::Parameter)
-      param_sizes.insert(t.size);
-  for (size_t i : lasting)
-    bc.blocks[i].category =
-        param_sizes.count(rr.blocks[i].requested) ? Category::Gradient : Category::Unknown;
-
-  std::unordered_map<std::string, uint32_t> module_ids;
-  for (uint32_t m = 0; m < bc.modules.size(); ++m) module_ids.emplace(bc.modules[m], m + 1);
-  apply_tags(tags, static_cast<int64_t>(device), rr, bc, module_ids);
+  if (!lasting.empty()) {
+    for (const StorageTag& t : tags)
+      if (t.device == static_cast<int64_t>(device) && t.category == Category::Parameter)
+        param_sizes.push_back(t.size);
+    std::sort(param_sizes.begin(), param_sizes.end());
+    for (size_t i : lasting)
+      bc.blocks[i].category =
+          std::binary_search(param_sizes.begin(), param_sizes.end(), rr.blocks[i].requested)
+              ? Category::Gradient
+              : Category::Unknown;
+  }
+  apply_tags(tags, static_cast<int64_t>(device), rr, bc);
   return bc;
 }
 

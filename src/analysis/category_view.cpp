@@ -137,9 +137,9 @@ CategoryView view_at(const BlockCategories& bc, const replay::Result& rr, int64_
   CategoryView v;
   v.event = event;
   std::vector<std::array<int64_t, kCategoryCount>> by_module(bc.modules.size());
-  for (size_t i = 0; i < rr.blocks.size(); ++i) {
+  for (size_t i = 0, n = replay::allocated_by(rr, event); i < n; ++i) {
     const replay::Lifetime& l = rr.blocks[i];
-    if (l.alloc_event > event || l.free_requested <= event) continue;
+    if (l.free_requested <= event) continue;
     const BlockClass& c = bc.blocks[i];
     auto k = static_cast<size_t>(c.category);
     v.totals.bytes[k] += l.size;

@@ -3,6 +3,7 @@
 // block of replay::Result::blocks gets a category and a module. The summary,
 // the page and categories_at() all ask it, so there is one answer.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,28 @@ struct BlockCategories {
   CategorySources sources;
 };
 
+// When each allocation of a device's trace was made: the half of the
+// classification that the trace alone decides, so that it can be found
+// beside the replay.
+struct PhaseTimeline;  // the runs and passes of one phase they form (categories.cpp)
+struct AllocPhases {
+  struct Alloc {
+    uint32_t module = 0;  // as BlockClass::module
+    Phase phase = Phase::Unknown;
+    bool accumulate = false;  // made by AccumulateGrad (C++ stacks)
+  };
+  std::vector<Alloc> allocs;  // the trace's alloc entries, in order
+  std::vector<std::string> modules;
+  CategorySources sources;  // allocs, phase_allocs and phases
+  std::shared_ptr<const PhaseTimeline> timeline;
+};
+AllocPhases find_phases(const Snapshot& snap, size_t device);
+
 BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
                                 const std::vector<StorageTag>& tags);
+// The same, with the device's phases found already.
+BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
+                                const std::vector<StorageTag>& tags, AllocPhases phases);
 
 // The blocks allocated after trace entry `event` (as group_sites counts
 // them), by category and module.

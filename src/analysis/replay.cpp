@@ -13,10 +13,10 @@ namespace {
 using alloc::Block;
 using alloc::kNone;
 
-// The free block a recorded allocation was carved from, or kNone when the
-// replay's state disagrees with the record there.
-uint32_t free_block_for(alloc::CachingAllocator& a, int64_t addr, int64_t rounded) {
-  uint32_t b = a.starting_at(addr);
+// The free block a recorded allocation was carved from (b: the block
+// starting at its address), or kNone when the replay's state disagrees with
+// the record there.
+uint32_t free_block_for(const alloc::CachingAllocator& a, uint32_t b, int64_t rounded) {
   if (b == kNone) return kNone;
   const Block& x = a.blocks[b];
   return x.mergeable() && x.mapped && x.size >= rounded ? b : kNone;
@@ -87,10 +87,12 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
   keep_moments(-1);
 
   // Ends a block's life in the record (its allocated bytes stop at
-  // `ev`; free_completed: its active bytes too).
+  // `ev`; free_completed: its active bytes too). A block still allocated
+  // has had no free_requested: the allocator's state says so without a read
+  // of the lifetime (a cache miss on a big trace).
   auto end_life = [&](uint32_t b, int32_t ev, bool completed) {
     Lifetime& l = res.blocks[a.blocks[b].tag];
-    if (l.free_requested == Lifetime::kNever) l.free_requested = ev;
+    if (a.blocks[b].allocated) l.free_requested = ev;
     if (completed) {
       l.freed = true;
       a.free_block(b);
@@ -98,16 +100,24 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
       a.free_requested(b);
     }
   };
+  // The columns, held here: the compiler cannot tell that the allocator's
+  // writes leave them where they are.
+  const Action* action = t.action.data();
+  const int64_t *addr_of = t.addr.data(), *size_of = t.size.data();
+  const uint32_t* request = ts.request.data();
   for (uint32_t r = ts.begin; r < ts.end; ++r) {
     auto ev = static_cast<int32_t>(r - ts.begin);
-    int64_t addr = t.addr[r], sz = t.size[r];
-    switch (t.action[r]) {
+    int64_t addr = addr_of[r];
+    switch (action[r]) {
       case Action::Alloc: {
-        if (uint32_t old = a.starting_at(addr);
-            old != kNone && (a.blocks[old].allocated || a.blocks[old].pending))
-          end_life(old, ev, true);  // a block we thought live is taken again: the state was off
+        int64_t sz = size_of[r];
+        uint32_t b = a.starting_at(addr);
+        if (b != kNone && (a.blocks[b].allocated || a.blocks[b].pending)) {
+          end_life(b, ev, true);  // a block we thought live is taken again: the state was off
+          b = a.starting_at(addr);
+        }
         int64_t rounded = alloc::round_size(cfg, sz);
-        uint32_t b = free_block_for(a, addr, rounded);
+        b = free_block_for(a, b, rounded);
         if (b != kNone) {
           const Block& x = a.blocks[b];
           bool split = alloc::should_split(cfg, a.pools[x.pool].small, x.size, rounded);
@@ -124,27 +134,30 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
         l.alloc_event = ev;
         a.blocks[b].tag = static_cast<uint32_t>(res.blocks.size());
         res.blocks.push_back(l);
-        block_of[ts.request[ev]] = b;
+        block_of[request[ev]] = b;
         break;
       }
       case Action::FreeRequested:
       case Action::FreeCompleted: {
-        uint32_t q = ts.request[ev], b = q == ts.kNoRequest ? kNone : block_of[q];
+        uint32_t q = request[ev], b = q == ts.kNoRequest ? kNone : block_of[q];
         if (b == kNone) break;
         const Block& x = a.blocks[b];
         if (!x.used || x.addr != addr || !(x.allocated || x.pending)) break;
-        bool completed = t.action[r] == Action::FreeCompleted;
+        bool completed = action[r] == Action::FreeCompleted;
         if (completed) block_of[q] = kNone;
         end_life(b, ev, completed);
         break;
       }
-      case Action::SegmentAlloc:
+      case Action::SegmentAlloc: {
+        int64_t sz = size_of[r];
         a.add_segment(addr, sz, ts.pool_of(a, addr, sz, false), ts.rank(t.stream[r]));
         break;
+      }
       case Action::SegmentFree:
-        free_segment(a, addr, sz);
+        free_segment(a, addr, size_of[r]);
         break;
       case Action::SegmentMap: {
+        int64_t sz = size_of[r];
         uint16_t pool = ts.pool_of(a, addr, sz, true), stream = ts.rank(t.stream[r]);
         uint32_t u = a.unmapped_at(pool, stream, addr);
         if (u != kNone && addr + sz <= a.blocks[u].addr + a.blocks[u].size)
@@ -154,6 +167,7 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
         break;
       }
       case Action::SegmentUnmap: {
+        int64_t sz = size_of[r];
         uint32_t b = a.space_block_at(addr);
         if (b != kNone && a.blocks[b].mergeable() && a.blocks[b].mapped &&
             addr + sz <= a.blocks[b].addr + a.blocks[b].size)

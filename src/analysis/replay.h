@@ -10,6 +10,7 @@
 // record: both move one CachingAllocator. See docs/summary.md ("torch's
 // numbers").
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -59,6 +60,16 @@ struct Result {
   // snapshot's: 0 when the replay agrees with the allocator.
   int64_t size_mismatches = 0;
 };
+
+// How many blocks were allocated at or before `event` (-1: the blocks from
+// before the trace): Result::blocks is in alloc order, so they are its
+// first ones, and a moment's live blocks are among them.
+inline size_t allocated_by(const Result& r, int64_t event) {
+  return static_cast<size_t>(
+      std::upper_bound(r.blocks.begin(), r.blocks.end(), event,
+                       [](int64_t e, const Lifetime& l) { return e < l.alloc_event; }) -
+      r.blocks.begin());
+}
 
 // `moments`: events (-1: before the first) whose state to keep in
 // Result::moments; events outside the trace are left out.

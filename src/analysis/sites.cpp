@@ -15,8 +15,9 @@ SiteGroups group_sites(const FrameClassifier& fc, const replay::Result& rr, int6
   std::unordered_map<Label, uint32_t, Label::Hash> index;
   std::vector<Label> labels;
   std::vector<SiteStat> sites;
-  for (const replay::Lifetime& l : rr.blocks) {
-    if (l.alloc_event > event || l.free_requested <= event) continue;
+  for (size_t i = 0, n = replay::allocated_by(rr, event); i < n; ++i) {
+    const replay::Lifetime& l = rr.blocks[i];
+    if (l.free_requested <= event) continue;
     if (l.alloc_event == replay::Lifetime::kBefore) {
       g.before_bytes += l.size;
       ++g.before_count;

@@ -4,6 +4,7 @@
 #include "memsight/summary.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "analysis/alike.h"
 #include "analysis/classify.h"
@@ -122,11 +123,10 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
   ds.top_sites = std::move(g.sites);
   ds.before_recording_bytes = g.before_bytes;
   ds.before_recording_count = g.before_count;
-  for (const replay::Lifetime& l : rr.blocks)
-    if (l.alloc_event == replay::Lifetime::kBefore) {
-      ds.before_recording_start_bytes += l.size;
-      ++ds.before_recording_start_count;
-    }
+  for (size_t i = 0, n = replay::allocated_by(rr, replay::Lifetime::kBefore); i < n; ++i) {
+    ds.before_recording_start_bytes += rr.blocks[i].size;
+    ++ds.before_recording_start_count;
+  }
 }
 
 // One report per OOM of the device's replay: the allocator's state then, its
@@ -173,29 +173,49 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
   return out;
 }
 
-DeviceSummary summarize_device(const DeviceInputs& in, size_t d) {
+// A trace this long gives a second thread enough to do.
+constexpr uint32_t kThreadedEntries = 60000;
+
+// `side`: work of the whole summary (the input notes), done beside this
+// device's replay when the device is big enough for a second thread (and
+// then cleared).
+DeviceSummary summarize_device(const DeviceInputs& in, size_t d, std::function<void()>& side) {
   DeviceSummary ds;
   ds.device = static_cast<int>(d);
   uint32_t begin = 0, end = 0;
   if (d < in.snap.device_count()) std::tie(begin, end) = in.snap.device_rows(d);
   ds.entries = end - begin;
-  state_at_snapshot(in.snap, ds);
-  replay::Result rr = replay::run(in.snap, d, in.cfg);
-  // Two independent readers of the replay, side by side where a second
-  // core is free and the trace is big enough to pay for a thread
-  // (classify_blocks does not touch the frame classifier, whose caches are
-  // not shared across threads).
-  BlockCategories bc;
-  unsigned threads = rr.blocks.size() >= 20000 ? skip_stats::reader_threads() : 1;
+  const unsigned threads = ds.entries >= kThreadedEntries ? skip_stats::reader_threads() : 1;
+  // The replay is the longest step; what the snapshot and the trace alone
+  // decide is found beside it.
+  replay::Result rr;
+  AllocPhases phases;
   parallel_for(2, threads, [&](size_t i) {
-    if (i == 0)
+    if (i == 0) {
+      rr = replay::run(in.snap, d, in.cfg);
+      return;
+    }
+    state_at_snapshot(in.snap, ds);
+    phases = find_phases(in.snap, d);
+    if (threads > 1 && side) {
+      side();
+      side = nullptr;
+    }
+  });
+  // Two independent readers of the replay, side by side (classify_blocks
+  // does not touch the frame classifier, whose caches are not shared across
+  // threads).
+  BlockCategories bc;
+  parallel_for(2, threads, [&](size_t i) {
+    if (i == 0) {
       peaks_and_sites(in, rr, begin, ds);
-    else
-      bc = classify_blocks(in.snap, d, rr, in.tags);
+      return;
+    }
+    bc = classify_blocks(in.snap, d, rr, in.tags, std::move(phases));
+    ds.categories_peak = view_at(bc, rr, rr.peak_allocated_event);
+    ds.categories_now = view_at(bc, rr, static_cast<int64_t>(ds.entries) - 1);
   });
   ds.category_sources = bc.sources;
-  ds.categories_peak = view_at(bc, rr, ds.peak_allocated_event);
-  ds.categories_now = view_at(bc, rr, static_cast<int64_t>(ds.entries) - 1);
   ds.ooms = oom_reports(in, rr, bc, begin, ds.device);
   if (!ds.ooms.empty()) whatif::cite_simulation(in.snap, d, ds.ooms);
   return ds;
@@ -215,19 +235,20 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   const std::vector<StorageTag> tags = read_tags(snap);
   const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags, opts.top_sites};
   // The notes (a walk over every number of the snapshot) are made beside
-  // the devices' summaries.
-  parallel_for(2, skip_stats::reader_threads(), [&](size_t i) {
-    if (i == 0) {
-      sum.input_notes = snapshot_input_notes(snap);
-      return;
-    }
+  // the first replay big enough for a second thread, else beside all the
+  // devices' summaries.
+  std::function<void()> notes = [&] { sum.input_notes = snapshot_input_notes(snap); };
+  bool big = false;
+  for (size_t d = 0; d < snap.device_count() && !big; ++d)
+    big = snap.device_rows(d).second - snap.device_rows(d).first >= kThreadedEntries;
+  auto devices = [&](std::function<void()> side) {
     // Devices are alike when their JSON (device number aside) and the time
     // of their first entry (from which the text counts) are the same; each
     // group keeps one summary, however many devices the snapshot lists.
     AlikeDevices alike;
     std::string key;
     for (size_t d = 0; d < ndev; ++d) {
-      DeviceSummary ds = summarize_device(in, d);
+      DeviceSummary ds = summarize_device(in, d, side);
       sum.total_entries += ds.entries;
       const int dev = ds.device;
       if (opts.group_alike) {
@@ -243,7 +264,13 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
       sum.devices.push_back(std::move(ds));
     }
     sum.members = std::move(alike.members());
-  });
+    if (side) side();
+  };
+  if (big)
+    devices(notes);
+  else
+    parallel_for(2, skip_stats::reader_threads(),
+                 [&](size_t i) { i == 0 ? notes() : devices({}); });
   return sum;
 }
 

@@ -68,6 +68,29 @@ class RangeSet {
 bool is_alloc_event(Action a) {
   return a == Action::Alloc || a == Action::FreeRequested || a == Action::FreeCompleted;
 }
+// Segment events are the four actions from SegmentAlloc to SegmentUnmap.
+static_assert(static_cast<int>(Action::SegmentFree) == static_cast<int>(Action::SegmentAlloc) + 1 &&
+              static_cast<int>(Action::SegmentMap) == static_cast<int>(Action::SegmentAlloc) + 2 &&
+              static_cast<int>(Action::SegmentUnmap) == static_cast<int>(Action::SegmentAlloc) + 3);
+bool is_segment_event(Action a) {
+  return static_cast<uint8_t>(static_cast<uint8_t>(a) -
+                              static_cast<uint8_t>(Action::SegmentAlloc)) < 4;
+}
+
+// The rows of [begin, end) holding segment events: a few among many, so
+// the actions are tested 64 at a time (a loop the compiler vectorises).
+std::vector<uint32_t> segment_rows(const Action* action, uint32_t begin, uint32_t end) {
+  std::vector<uint32_t> rows;
+  for (uint32_t r = begin; r < end;) {
+    uint32_t stop = end - r > 64 ? r + 64 : end;
+    unsigned any = 0;
+    for (uint32_t k = r; k < stop; ++k) any |= is_segment_event(action[k]);
+    for (; any && r < stop; ++r)
+      if (is_segment_event(action[r])) rows.push_back(r);
+    r = stop;
+  }
+  return rows;
+}
 
 // Which pool an expandable segment event belongs to when the snapshot does
 // not say: a small pool maps one 2 MiB page at a time, a large pool 20 MiB
@@ -146,12 +169,17 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
   }
   std::sort(ts.final_ranges.begin(), ts.final_ranges.end(),
             [](const Range& x, const Range& y) { return x.start < y.start; });
-  for (uint32_t r = ts.begin; r < ts.end; ++r)
+  // Segment events are few: found once, so that the passes over them read
+  // no other entry.
+  const Action* action = t.action.data();
+  ts.segment_rows = segment_rows(action, ts.begin, ts.end);
+  for (uint32_t r : ts.segment_rows)
     if (t.action[r] == Action::SegmentMap)
       kinds.note(t.stream[r], t.addr[r], t.size[r] % kLargeBuffer != 0);
   kinds.sort();
 
-  for (uint32_t r = ts.end; r-- > ts.begin;) {
+  for (size_t k = ts.segment_rows.size(); k-- > 0;) {
+    uint32_t r = ts.segment_rows[k];
     int64_t a = t.addr[r], sz = t.size[r];
     switch (t.action[r]) {
       case Action::SegmentAlloc:
@@ -176,7 +204,10 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
   // the start by address; a free names the request it ends.
   constexpr uint32_t kOrphan = 1u << 31;
   const uint32_t n = ts.end - ts.begin;
-  ts.request.assign(n, TraceStart::kNoRequest);
+  ts.request.resize(n);  // every row is written below
+  uint32_t* request = ts.request.data();
+  const int64_t *addr_of = t.addr.data() + ts.begin, *stream_of = t.stream.data() + ts.begin;
+  const Action* action_of = action + ts.begin;
   AddressMap<uint32_t> live_now;  // address -> request
   AddressMap<uint8_t> final_touched;
   for (const auto& [addr, fb] : ts.final_live) final_touched[addr] = 0;
@@ -184,13 +215,16 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
   std::vector<int64_t> streams;
   int64_t last_stream = INT64_MIN;
   uint32_t allocs = 0;
-  for (uint32_t r = ts.begin; r < ts.end; ++r) {
-    if (t.stream[r] != last_stream) streams.push_back(last_stream = t.stream[r]);
-    Action a = t.action[r];
-    if (!is_alloc_event(a)) continue;
-    int64_t addr = t.addr[r];
+  for (uint32_t e = 0; e < n; ++e) {
+    if (stream_of[e] != last_stream) streams.push_back(last_stream = stream_of[e]);
+    Action a = action_of[e];
+    if (!is_alloc_event(a)) {
+      request[e] = TraceStart::kNoRequest;
+      continue;
+    }
+    int64_t addr = addr_of[e];
     if (a == Action::Alloc) {
-      live_now[addr] = ts.request[r - ts.begin] = allocs++;
+      live_now[addr] = request[e] = allocs++;
       if (uint8_t* f = final_touched.find(addr)) *f = 1;
       continue;
     }
@@ -198,7 +232,7 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
     if (!q) {  // freed before it was allocated: live at the start
       TraceStart::Live l;
       l.addr = addr;
-      l.requested = t.size[r];
+      l.requested = t.size[ts.begin + e];
       l.size = round_size(s, l.requested);  // estimated: its allocation is not in the trace
       l.pending = a == Action::FreeCompleted;
       l.estimated = true;
@@ -207,13 +241,13 @@ TraceStart trace_start(const Snapshot& snap, size_t device, const Settings& s,
       q = &(live_now[addr] = l.request);
       if (uint8_t* f = final_touched.find(addr)) *f = 1;
     }
-    ts.request[r - ts.begin] = *q;
-    if (*q & kOrphan) orphan_rows.push_back(r - ts.begin);
+    request[e] = *q;
+    if (*q & kOrphan) orphan_rows.push_back(e);
     // A plain free: free_requested, then at once its free_completed.
-    if (a == Action::FreeRequested && r + 1 < ts.end && t.action[r + 1] == Action::FreeCompleted &&
-        t.addr[r + 1] == addr) {
-      ts.request[++r - ts.begin] = *q;
-      if (*q & kOrphan) orphan_rows.push_back(r - ts.begin);
+    if (a == Action::FreeRequested && e + 1 < n && action_of[e + 1] == Action::FreeCompleted &&
+        addr_of[e + 1] == addr) {
+      request[++e] = *q;
+      if (*q & kOrphan) orphan_rows.push_back(e);
       a = Action::FreeCompleted;
     }
     if (a == Action::FreeCompleted) live_now.erase(addr);
@@ -260,7 +294,7 @@ void load_start(CachingAllocator& a, const Snapshot& snap, const TraceStart& ts,
     if (r.expandable)
       seen.push_back(
           {a.pool_of(r.small, r.pool_id[0], r.pool_id[1]), ts.rank(r.stream), r.start, r.end()});
-  for (uint32_t r = ts.begin; r < ts.end; ++r)
+  for (uint32_t r : ts.segment_rows)
     if (t.action[r] == Action::SegmentMap)
       seen.push_back({ts.pool_of(a, t.addr[r], t.size[r], true), ts.rank(t.stream[r]), t.addr[r],
                       t.addr[r] + t.size[r]});

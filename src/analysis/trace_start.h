@@ -34,11 +34,12 @@ struct TraceStart {
     StackId stack = 0;
     bool pending = false;
   };
-  uint32_t begin = 0, end = 0;      // the device's trace rows
-  std::vector<int64_t> streams;     // every stream of the device, ascending: a stream's rank
-  std::vector<Range> ranges;        // at the start, by address
-  std::vector<Range> final_ranges;  // at the snapshot, by address
-  std::vector<Live> live;           // at the start, by address
+  uint32_t begin = 0, end = 0;         // the device's trace rows
+  std::vector<uint32_t> segment_rows;  // rows of segment events (alloc, free, map, unmap)
+  std::vector<int64_t> streams;        // every stream of the device, ascending: a stream's rank
+  std::vector<Range> ranges;           // at the start, by address
+  std::vector<Range> final_ranges;     // at the snapshot, by address
+  std::vector<Live> live;              // at the start, by address
   std::unordered_map<int64_t, Final> final_live;
   int64_t estimated = 0;  // blocks of `live` whose size is estimated
   uint32_t allocs = 0;    // alloc entries in the trace
