@@ -141,7 +141,7 @@ void add_glob(const std::string& pattern, RankInputs& out) {
 }  // namespace
 
 unsigned rank_jobs(size_t files, unsigned asked) {
-  unsigned n = asked ? asked : std::min(4u, skip_stats::reader_threads());
+  unsigned n = asked ? asked : std::min(4u, threads_allowed());
   return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(n, files)));
 }
 

@@ -185,7 +185,7 @@ DeviceSummary summarize_device(const DeviceInputs& in, size_t d, std::function<v
   uint32_t begin = 0, end = 0;
   if (d < in.snap.device_count()) std::tie(begin, end) = in.snap.device_rows(d);
   ds.entries = end - begin;
-  const unsigned threads = ds.entries >= kThreadedEntries ? skip_stats::reader_threads() : 1;
+  const unsigned threads = ds.entries >= kThreadedEntries ? threads_allowed() : 1;
   // The replay is the longest step; what the snapshot and the trace alone
   // decide is found beside it.
   replay::Result rr;
@@ -269,8 +269,7 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   if (big)
     devices(notes);
   else
-    parallel_for(2, skip_stats::reader_threads(),
-                 [&](size_t i) { i == 0 ? notes() : devices({}); });
+    parallel_for(2, threads_allowed(), [&](size_t i) { i == 0 ? notes() : devices({}); });
   return sum;
 }
 

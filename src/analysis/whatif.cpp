@@ -8,6 +8,7 @@
 
 #include "memsight/error.h"
 #include "pickle/unpickler.h"
+#include "util/parallel.h"
 
 namespace memsight::whatif {
 namespace {
@@ -123,7 +124,7 @@ std::vector<Outcome> simulate_all(const Snapshot& snap, const simulate::Plan& p,
       }
     }
   };
-  if (threads == 0) threads = skip_stats::reader_threads();
+  if (threads == 0) threads = threads_allowed();
   threads = std::min<unsigned>(threads, static_cast<unsigned>(jobs.size()));
   std::vector<std::thread> helpers;
   for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);

@@ -37,6 +37,7 @@
 #include "pickle/trace_walk.h"
 #include "pickle/unpickler.h"
 #include "util/escape.h"
+#include "util/parallel.h"
 
 namespace memsight {
 using namespace pickle_op;
@@ -119,7 +120,7 @@ bool Unpickler::par_launch() {
   P.launched = true;
   uint64_t slot = action_slot();  // the entries' first key is a memo read by now
   if (!sparse_memo_.empty() || slot == UINT64_MAX) return false;
-  size_t threads = std::min<size_t>(skip_stats::reader_threads(), 32);
+  size_t threads = std::min<size_t>(threads_allowed(), 32);
   size_t share = std::max<size_t>(decode_stats::share_bytes.load(), 4096);
   auto left = static_cast<size_t>(end_ - p_);
   // The rest is cut into parts, dealt round-robin to the main thread and

@@ -23,26 +23,13 @@
 #include "pickle/opcodes.h"
 #include "pickle/trace_walk.h"
 #include "pickle/unpickler.h"
+#include "util/parallel.h"
 
 namespace memsight {
 using namespace pickle_op;
 
 namespace skip_stats {
-std::atomic<unsigned> threads{0};
 std::atomic<uint64_t> parallel_walks{0};
-
-unsigned reader_threads() {
-#ifdef __EMSCRIPTEN__
-  return 1;  // the standalone viewer's engine runs in one Web Worker, without threads
-#endif
-  if (unsigned n = threads.load()) return n;
-  if (const char* env = std::getenv("MEMSIGHT_THREADS")) {
-    char* end = nullptr;
-    unsigned long n = std::strtoul(env, &end, 10);
-    if (end != env && *end == 0 && n > 0) return static_cast<unsigned>(std::min(n, 64ul));
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 }  // namespace skip_stats
 
 // The list about to be read is the value of `key` in the root dict's
@@ -167,8 +154,7 @@ void Unpickler::skip_list() {
   auto launch = [&] {
     launch_at = nullptr;
     uint64_t slot = action_slot();  // the entries' first key is a memo read by now
-    size_t n = std::min<size_t>(
-        {skip_stats::reader_threads(), static_cast<size_t>(end_ - q) / (4 << 20), 16});
+    size_t n = std::min<size_t>({threads_allowed(), static_cast<size_t>(end_ - q) / (4 << 20), 16});
     if (slot != UINT64_MAX && n >= 2) walkers.start(src_, base_, q, end_, slot, n, 1 << 20);
   };
   // At the first helper's start: take over what the helpers walked.

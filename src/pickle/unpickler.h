@@ -82,14 +82,10 @@ namespace trace_walk {
 struct Chunk;
 }
 
-// Threads that walk a big skipped trace (0: one per hardware thread, up to
-// 16), and how many walks have used helper threads: tuning and test hooks.
+// How many walks of a big skipped trace have used helper threads (a test
+// hook; threads_allowed() in util/parallel.h says how many a read may use).
 namespace skip_stats {
-extern std::atomic<unsigned> threads;
 extern std::atomic<uint64_t> parallel_walks;
-// Threads a read may use: `threads` if set, else $MEMSIGHT_THREADS, else
-// one per hardware thread.
-unsigned reader_threads();
 }  // namespace skip_stats
 
 // Thrown when a read that skips part of the input (ReadScope::SegmentsOnly)

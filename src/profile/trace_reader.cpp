@@ -16,6 +16,7 @@
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
 #include "profile/json_stream.h"
+#include "util/parallel.h"
 
 namespace memsight {
 
@@ -320,7 +321,7 @@ void read_events(json::Reader& r, ByteSource& src, ProfileTrace& t) {
   r.begin_array();
   std::string_view d = r.input();
   size_t start = static_cast<size_t>(r.offset());
-  size_t threads = std::min<size_t>(skip_stats::reader_threads(), 32);
+  size_t threads = std::min<size_t>(threads_allowed(), 32);
   constexpr size_t kMinShare = 8 << 20;
   if (!r.mapped() || threads < 2 || d.size() - start < 2 * kMinShare) {
     read_events_until(r, t, std::string_view::npos);

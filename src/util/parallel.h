@@ -8,6 +8,12 @@
 
 namespace memsight {
 
+// Threads the engine may use at once (reads, summaries, simulations):
+// `thread_limit` when set (a test hook), else $MEMSIGHT_THREADS, else one per
+// hardware thread; always 1 in the standalone viewer's WebAssembly engine.
+extern std::atomic<unsigned> thread_limit;
+unsigned threads_allowed();
+
 // Runs f(i) for i in [0, n) on `jobs` threads, the caller's among them.
 // After an exception no new i starts; the one of the lowest i is rethrown
 // once every thread has ended.

@@ -17,6 +17,7 @@
 #include "memsight/reader.h"
 #include "pickle/row_chunks.h"
 #include "pickle/unpickler.h"
+#include "util/parallel.h"
 
 namespace {
 
@@ -34,7 +35,7 @@ const std::string& base() {
 // The snapshot written back, or the error, of a full read with `threads`
 // threads and shares of `share` bytes.
 std::string outcome(std::string_view bytes, unsigned threads, size_t share) {
-  memsight::skip_stats::threads = threads;
+  memsight::thread_limit = threads;
   memsight::decode_stats::share_bytes = share;
   std::string out;
   try {
@@ -42,7 +43,7 @@ std::string outcome(std::string_view bytes, unsigned threads, size_t share) {
   } catch (const memsight::Error& e) {
     out = std::string("error: ") + e.what();
   }
-  memsight::skip_stats::threads = 0;
+  memsight::thread_limit = 0;
   memsight::decode_stats::share_bytes = size_t{2} << 20;
   return out;
 }

@@ -18,6 +18,7 @@
 #include "pickle/unpickler.h"
 #include "profile/trace_reader.h"
 #include "report/page_json.h"
+#include "util/parallel.h"
 
 namespace memsight {
 namespace {
@@ -128,9 +129,9 @@ std::string bad_trace(int n) {
 }
 
 std::string report_with_threads(const std::string& path, unsigned threads) {
-  skip_stats::threads = threads;
+  thread_limit = threads;
   std::string out = profile_json(analyze_profile(read_profile_trace(path)));
-  skip_stats::threads = 0;
+  thread_limit = 0;
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "pickle/trace_walk.h"
 #include "pickle/unpickler.h"
 #include "test_data.h"
+#include "util/parallel.h"
 
 namespace fs = std::filesystem;
 using namespace memsight;
@@ -30,7 +31,7 @@ struct Outcome {
 };
 
 Outcome read(std::string_view bytes, unsigned threads, size_t share) {
-  skip_stats::threads = threads;
+  thread_limit = threads;
   decode_stats::share_bytes = share;
   Outcome out;
   try {
@@ -38,7 +39,7 @@ Outcome read(std::string_view bytes, unsigned threads, size_t share) {
   } catch (const Error& e) {
     out.error = e.what();
   }
-  skip_stats::threads = 0;
+  thread_limit = 0;
   decode_stats::share_bytes = kDefaultShare;
   return out;
 }

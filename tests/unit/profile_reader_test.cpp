@@ -12,6 +12,7 @@
 #include "memsight/profile.h"
 #include "pickle/unpickler.h"
 #include "profile/trace_reader.h"
+#include "util/parallel.h"
 
 namespace {
 
@@ -38,14 +39,14 @@ std::string big_trace(bool damaged) {
 }
 
 std::string report_of(const std::string& path, unsigned threads) {
-  memsight::skip_stats::threads = threads;
+  memsight::thread_limit = threads;
   std::string out;
   try {
     out = memsight::profile_json(memsight::analyze_profile(memsight::read_profile_trace(path)));
   } catch (const memsight::Error& e) {
     out = std::string("error: ") + e.what();
   }
-  memsight::skip_stats::threads = 0;
+  memsight::thread_limit = 0;
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "pickle/source.h"
 #include "pickle/unpickler.h"
 #include "test_data.h"
+#include "util/parallel.h"
 
 namespace fs = std::filesystem;
 using namespace memsight;
@@ -73,7 +74,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Scope, ::testing::ValuesIn(fixture_names()));
 TEST(ReadScope, ParallelWalkOfALargeTrace) {
   std::string why, bytes = test::large_fixture(why);
   if (bytes.empty()) GTEST_SKIP() << why;
-  skip_stats::threads = 4;
+  thread_limit = 4;
   uint64_t walks = skip_stats::parallel_walks;
   expect_consistent(bytes, "large");
   EXPECT_EQ(skip_stats::parallel_walks, walks + 1) << "helpers did not walk the trace";
@@ -91,7 +92,7 @@ TEST(ReadScope, ParallelWalkOfALargeTrace) {
     expect_consistent(bad, "SETITEMS at " + std::to_string(pos));
   }
   expect_consistent(std::string_view(bytes).substr(0, bytes.size() * 3 / 4), "cut");
-  skip_stats::threads = 0;
+  thread_limit = 0;
 }
 
 TEST(ReadScope, FuzzSeedsAgreeWithFullRead) {
