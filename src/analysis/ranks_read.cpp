@@ -13,7 +13,6 @@
 #include "memsight/ranks.h"
 #include "memsight/reader.h"
 #include "pickle/source.h"
-#include "pickle/unpickler.h"
 #include "profile/json_stream.h"
 #include "util/natural_order.h"
 #include "util/parallel.h"

@@ -13,7 +13,6 @@
 #include "analysis/sites.h"
 #include "analysis/summary_json.h"
 #include "analysis/whatif.h"
-#include "pickle/unpickler.h"
 #include "util/parallel.h"
 
 namespace memsight {

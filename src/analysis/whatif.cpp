@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "memsight/error.h"
-#include "pickle/unpickler.h"
 #include "util/parallel.h"
 
 namespace memsight::whatif {

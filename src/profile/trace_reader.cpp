@@ -14,7 +14,6 @@
 #include "memsight/profile.h"
 #include "pickle/input_kind.h"
 #include "pickle/source.h"
-#include "pickle/unpickler.h"
 #include "profile/json_stream.h"
 #include "util/parallel.h"
 
