@@ -314,11 +314,35 @@ void Unpickler::add_pairs(Node& d, const Val* kv, size_t n) {
   }
 }
 
+// Whether Python could use the value as a dict key: not a list or a dict
+// (converted ones included), nor a tuple holding one.
+bool Unpickler::hashable(Val v, int depth) const {
+  switch (resolve(v).tag()) {
+    case Val::List:
+    case Val::Dict:
+    case Val::Row:
+    case Val::FrameRef:
+    case Val::StackRef:
+      return false;
+    case Val::Tuple:
+      if (depth >= 64) return true;  // deeper tuples are left unchecked
+      for (Val x : nodes_[v.idx()].items)
+        if (!hashable(x, depth + 1)) return false;
+      return true;
+    default:
+      return true;
+  }
+}
+
 void Unpickler::set_items(size_t from) {
   // stack_[from-1] is the dict, stack_[from..] are key/value pairs.
   if (from == 0) fail("SETITEMS without a dict");
   size_t n = stack_.size() - from;
   if (n % 2) fail("odd number of items for a dict");
+  // pickle.load refuses such a dict (TypeError: unhashable type): so does
+  // this reader, or it would read files that torch cannot.
+  for (size_t i = from; i < stack_.size(); i += 2)
+    if (!hashable(stack_[i], 0)) fail("a dict key is a list or a dict, which Python refuses");
   Val target = stack_[from - 1];
   if (target.tag() != Val::Dict) fail("SETITEM on something that is not a dict");
   Node* d = &nodes_[target.idx()];

@@ -191,6 +191,7 @@ class Unpickler {
   void memo_put(uint64_t idx);
   Val memo_get(uint64_t idx);
   void set_items(size_t from);  // SETITEM(S) / DICT helper
+  bool hashable(Val v, int depth) const;
   void add_pairs(Node& d, const Val* kv, size_t n);
   void append_items(Node& list, const Val* v, size_t n);
   bool try_flat_dict();

@@ -79,3 +79,21 @@ def test_recursive_values_are_refused_plainly(core, protocol):
     data = pickle.dumps({"segments": [], "device_traces": [], "x": rec}, protocol=protocol)
     with pytest.raises(memsight.MemsightError, match="nested deeper than 1000 levels"):
         memsight.loads(data)
+
+
+def test_unhashable_dict_keys_are_refused_as_python_refuses_them(core):
+    # A list, a dict, or a tuple holding a list as a dict key: pickle.loads
+    # raises TypeError (unhashable type); so must memsight.
+    for body in (b"]N", b"}N", b"]\x85N", b"N]\x86N"):
+        data = b"\x80\x04}" + body + b"s."
+        with pytest.raises(TypeError, match="unhashable"):
+            pickle.loads(data)
+        with pytest.raises(memsight.MemsightError, match="a dict key is a list or a dict"):
+            memsight.loads(data)
+    # A tuple of scalars is a key Python takes: so does memsight, past the
+    # key check (it is not a snapshot).
+    data = b"\x80\x04}N\x85Ns."
+    assert pickle.loads(data) == {(None,): None}
+    with pytest.raises(memsight.MemsightError) as e:
+        memsight.loads(data)
+    assert "dict key" not in str(e.value)
