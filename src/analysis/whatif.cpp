@@ -3,8 +3,6 @@
 #include "analysis/whatif.h"
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 
 #include "memsight/error.h"
 #include "util/parallel.h"
@@ -110,25 +108,16 @@ std::vector<Outcome> simulate_all(const Snapshot& snap, const simulate::Plan& p,
   }
   std::vector<Outcome> out(alts.size());
   for (size_t i = 0; i < alts.size(); ++i) out[i].alt = alts[i];
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t j; (j = next++) < jobs.size();) {
-      auto [i, high] = jobs[j];
-      simulate::Inputs in{alts[i].settings, alts[i].device, alts[i].recorded && !high};
-      if (high) {
-        in.device.limit = in.device.limit_high;
-        out[i].at_cap_high = simulate::run(snap, p, in);
-      } else {
-        out[i].result = simulate::run(snap, p, in);
-      }
+  parallel_for(jobs.size(), threads ? threads : threads_allowed(), [&](size_t j) {
+    auto [i, high] = jobs[j];
+    simulate::Inputs in{alts[i].settings, alts[i].device, alts[i].recorded && !high};
+    if (high) {
+      in.device.limit = in.device.limit_high;
+      out[i].at_cap_high = simulate::run(snap, p, in);
+    } else {
+      out[i].result = simulate::run(snap, p, in);
     }
-  };
-  if (threads == 0) threads = threads_allowed();
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(jobs.size()));
-  std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& h : helpers) h.join();
+  });
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -14,11 +15,12 @@ namespace memsight {
 extern std::atomic<unsigned> thread_limit;
 unsigned threads_allowed();
 
-// Runs f(i) for i in [0, n) on `jobs` threads, the caller's among them.
+// Runs f(i) for i in [0, n) on `jobs` threads, the caller's among them
+// (fewer when threads cannot be had: the caller's thread does the rest).
 // After an exception no new i starts; the one of the lowest i is rethrown
 // once every thread has ended.
 template <typename F>
-void parallel_for(size_t n, unsigned jobs, F&& f) {
+void parallel_for(size_t n, size_t jobs, F&& f) {
   std::atomic<size_t> next{0};
   std::vector<std::exception_ptr> errors(n);
   auto work = [&] {
@@ -32,7 +34,11 @@ void parallel_for(size_t n, unsigned jobs, F&& f) {
     }
   };
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < std::min<size_t>(jobs, n); ++t) pool.emplace_back(work);
+  pool.reserve(std::min(jobs, n));
+  try {
+    for (size_t t = 1; t < std::min(jobs, n); ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+  }
   work();
   for (std::thread& t : pool) t.join();
   for (const std::exception_ptr& e : errors)
