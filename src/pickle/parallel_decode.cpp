@@ -62,8 +62,8 @@ struct Unpickler::Parallel {
   // Stops the helpers: none waits for a share the main thread will not
   // get to.
   void stop() {
-    ctx.cancel.store(true);
     for (auto& s : shares) {
+      s->cancel.store(true);
       s->released.store(true);
       s->released.notify_all();
     }
@@ -97,9 +97,6 @@ struct Ids {
   }
 };
 
-Val::Tag tag_of(Want w) {
-  return w == kWantStr ? Val::Str : w == kWantStack ? Val::StackRef : Val::FrameRef;
-}
 }  // namespace
 
 void Unpickler::par_arm() {
@@ -313,7 +310,7 @@ bool Unpickler::par_take(Share& s) {
       if (!nodes_[v.idx()].is_converted) return false;
       v = nodes_[v.idx()].converted;
     }
-    if (v.tag() != tag_of(p.want) || v.payload() > kRefPayload) return false;
+    if (v.tag() != want_tag(p.want) || v.payload() > kRefPayload) return false;
     id.resolved[i] = v.idx();
   }
   // A bad string is reported where it is, by this thread's decode.
@@ -357,24 +354,14 @@ bool Unpickler::par_take(Share& s) {
   auto copy = [&](size_t part, size_t parts) {
     for (size_t j = s.memo.size() * part / parts, to = s.memo.size() * (part + 1) / parts; j < to;
          ++j) {
-      uint32_t c = s.memo[j], local = slot_local(c);
-      switch (slot_want(c)) {
-        case kWantStr:
-          c = uint32_t{Val::Str} << 28 | id.str[local];
-          break;
-        case kWantStack:
-          c = uint32_t{Val::StackRef} << 28 | id.stack[local];
-          break;
-        case kWantFrame:
-          c = uint32_t{Val::FrameRef} << 28 | id.frame[local];
-          break;
-        case kWantRow:
-          c = uint32_t{Val::Row} << 28 | static_cast<uint32_t>(row_base + local);
-          break;
-        default:
-          c = 0;  // a list: set by the replay below
-      }
-      memo_[memo_base + j] = c;
+      const uint32_t c = s.memo[j], local = slot_local(c);
+      const Want w = slot_want(c);
+      uint32_t id_now = w == kWantStr     ? id.str[local]
+                        : w == kWantStack ? id.stack[local]
+                        : w == kWantFrame ? id.frame[local]
+                                          : static_cast<uint32_t>(row_base + local);
+      // A list's slot is set by the replay below.
+      memo_[memo_base + j] = w == kWantList ? 0 : static_cast<uint32_t>(want_tag(w)) << 28 | id_now;
     }
     for (size_t i = nrows * part / parts, to = nrows * (part + 1) / parts; i < to; ++i) {
       size_t row = row_base + i;
@@ -390,15 +377,7 @@ bool Unpickler::par_take(Share& s) {
     }
   };
   size_t parts = std::clamp<size_t>(nrows >> 16, 1, std::min<size_t>(P.threads, 8));
-  std::vector<std::thread> copiers;
-  size_t part = 1;
-  try {
-    for (; part < parts; ++part) copiers.emplace_back(copy, part, parts);
-  } catch (const std::system_error&) {  // no threads to be had: the rest here
-  }
-  copy(0, parts);
-  for (size_t k = part; k < parts; ++k) copy(k, parts);
-  for (auto& t : copiers) t.join();
+  parallel_for(parts, parts, [&](size_t k) { copy(k, parts); });
   for (auto [row, a] : s.action_refs)
     hook_->set_row_action(static_cast<uint32_t>(row_base + row), id.tr(a, id.str));
 

@@ -33,9 +33,9 @@ class Decoder {
 
   // A MEMOIZE between entries: a device's list, made by the main thread.
   bool list_slot() {
-    if (s_.memo.size() >= (1u << kLocalIdBits)) return false;
-    s_.list_slots.push_back(static_cast<uint32_t>(s_.memo.size()));
-    s_.memo.push_back(slot_code(kWantList, 0));
+    auto slot = static_cast<uint32_t>(s_.memo.size());
+    if (!new_slot(slot_code(kWantList, 0))) return false;
+    s_.list_slots.push_back(slot);
     s_.ops.push_back(MEMOIZE);
     return true;
   }
@@ -87,13 +87,8 @@ class Decoder {
     }
     uint32_t m = ctx_.memo[idx];
     if (m == UINT32_MAX) return false;  // a wide slot: rare, left to the main thread
-    auto tag = static_cast<Val::Tag>(m >> 28);
-    uint32_t payload = m & ((1u << 28) - 1);
-    Val::Tag expect = want == kWantStr     ? Val::Str
-                      : want == kWantStack ? Val::StackRef
-                                           : Val::FrameRef;
-    if (tag != expect) return false;
-    out = ref(kGlobal, payload);
+    if (static_cast<Val::Tag>(m >> 28) != want_tag(want)) return false;
+    out = ref(kGlobal, m & ((1u << 28) - 1));
     return true;
   }
 
@@ -395,9 +390,6 @@ class Decoder {
   size_t last_shape_ = 0;
 };
 
-}  // namespace
-
-namespace {
 // The first entry at or after `from` (an opcode's start), within 1 MiB: an
 // EMPTY_DICT MEMOIZE MARK and the action key.
 const uint8_t* first_entry(const uint8_t* q, const Context& ctx) {
@@ -409,16 +401,9 @@ const uint8_t* first_entry(const uint8_t* q, const Context& ctx) {
   }
   return nullptr;
 }
-}  // namespace
 
-bool is_entry(const uint8_t* q, const Context& ctx) {
-  return q[0] == EMPTY_DICT && q[1] == MEMOIZE && q[2] == MARK &&
-         std::memcmp(q + 3, ctx.entry_key.data(), ctx.entry_key.size()) == 0;
-}
-
-namespace {
 void decode_share(Share& s, const Context& ctx) {
-  const uint8_t* q = first_entry(s.from, ctx);
+  const uint8_t* q = s.cancel.load() ? nullptr : first_entry(s.from, ctx);
   if (!q) {
     s.state.store(-1, std::memory_order_release);
     s.state.notify_all();
@@ -441,9 +426,7 @@ void decode_share(Share& s, const Context& ctx) {
             more = false;  // the next share's first entry
           } else if (dec.row(q)) {
             s.ops.push_back(EMPTY_DICT);
-            if (dropper.step(q) && (ctx.cancel.load(std::memory_order_relaxed) ||
-                                    s.cancel.load(std::memory_order_relaxed)))
-              more = false;
+            if (dropper.step(q) && s.cancel.load(std::memory_order_relaxed)) more = false;
           } else {
             s.cut = true;
             more = false;
@@ -479,6 +462,11 @@ void decode_share(Share& s, const Context& ctx) {
 }
 }  // namespace
 
+bool is_entry(const uint8_t* q, const Context& ctx) {
+  return q[0] == EMPTY_DICT && q[1] == MEMOIZE && q[2] == MARK &&
+         std::memcmp(q + 3, ctx.entry_key.data(), ctx.entry_key.size()) == 0;
+}
+
 void decode_shares(const std::vector<Share*>& mine, const Context& ctx) {
   // Two shares in hand at most: one decoding while the main thread takes
   // the other.
@@ -486,13 +474,6 @@ void decode_shares(const std::vector<Share*>& mine, const Context& ctx) {
     if (i >= 2) {
       Share& done = *mine[i - 2];
       while (!done.released.load(std::memory_order_acquire)) done.released.wait(false);
-      if (ctx.cancel.load()) {
-        for (size_t j = i; j < mine.size(); ++j) {
-          mine[j]->state.store(-1, std::memory_order_release);
-          mine[j]->state.notify_all();
-        }
-        return;
-      }
       mine[i]->reuse(done);
     }
     decode_share(*mine[i], ctx);

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "memsight/snapshot.h"
@@ -83,7 +82,6 @@ struct Context {
   // Key texts, for keys a share spells out instead of reading from the memo.
   std::vector<std::pair<std::string, uint8_t>> row_key_names;
   std::string entry_key;  // the bytes of an entry's first key: a memo read of "action"
-  std::atomic<bool> cancel{false};
 };
 
 // One share: where it is, and what it decoded, for the main thread to
@@ -100,7 +98,7 @@ struct Share {
   const uint8_t* start = nullptr;
   const uint8_t* stop = nullptr;
   bool cut = false;                 // stopped on an entry it does not decode
-  std::atomic<bool> cancel{false};  // the main thread will not take it
+  std::atomic<bool> cancel{false};  // the main thread will not take it: stop, or do not start
   // The main thread is done with it (taken, refused or passed by): its
   // helper may reuse its tables for the next share.
   std::atomic<bool> released{false};
@@ -143,7 +141,7 @@ bool is_entry(const uint8_t* q, const Context& ctx);
 
 // A helper's work: its shares in file order. Each share is found (its first
 // entry published) and decoded until the next part's first entry, an
-// opcode it does not decode, or a cancel; from the third share on, one
+// opcode it does not decode, or its cancel; from the third share on, one
 // waits until the main thread is done with the share two before, whose
 // tables it reuses. Never throws (a failure ends a share where it is).
 void decode_shares(const std::vector<Share*>& mine, const Context& ctx);

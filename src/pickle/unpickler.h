@@ -66,6 +66,16 @@ struct Val {
   bool operator==(const Val& o) const { return bits == o.bits; }
 };
 
+// The value a share's memo slot or pending read of kind `w` holds (not a
+// device's list) (row_chunks.h).
+inline Val::Tag want_tag(row_chunks::Want w) {
+  using namespace row_chunks;
+  return w == kWantStr     ? Val::Str
+         : w == kWantStack ? Val::StackRef
+         : w == kWantFrame ? Val::FrameRef
+                           : Val::Row;
+}
+
 struct Node {
   std::vector<Val> items;  // dict: key, value, key, value ...
   // A list of consecutive trace rows is kept as a range, not as items: the
