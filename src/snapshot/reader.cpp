@@ -148,6 +148,7 @@ class Builder : public DictHook {
 
  private:
   uint32_t make_row(Unpickler& vm, std::span<const Val> items);
+  static bool plain_frame(Unpickler& vm, std::span<const Val> kv);
   FrameId make_frame(Unpickler& vm, std::span<const Val> items);
   bool to_stack(Unpickler& vm, Val v, StackId& out);
   PyValue materialize(Unpickler& vm, Val v, int depth = 0);
@@ -344,11 +345,20 @@ uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
   return row;
 }
 
+// A dict's items as torch writes a frame: exactly name, filename and line,
+// in that order, holding a str, a str and an int.
+bool Builder::plain_frame(Unpickler& vm, std::span<const Val> kv) {
+  return kv.size() == 6 && kv[0] == Val::make(Val::Str, kName) &&
+         kv[2] == Val::make(Val::Str, kFilename) && kv[4] == Val::make(Val::Str, kLine) &&
+         vm.resolve(kv[1]).tag() == Val::Str && vm.resolve(kv[3]).tag() == Val::Str &&
+         vm.resolve(kv[5]).tag() == Val::Int;
+}
+
+// `items` start with name, filename and line (convert_dict checked).
 FrameId Builder::make_frame(Unpickler& vm, std::span<const Val> items) {
   Frame f;
   Val name = vm.resolve(items[1]), file = vm.resolve(items[3]), line = vm.resolve(items[5]);
-  bool plain = items.size() == 6 && name.tag() == Val::Str && file.tag() == Val::Str &&
-               line.tag() == Val::Int;
+  bool plain = plain_frame(vm, items);
   if (name.tag() == Val::Str) f.name = name.idx();
   if (file.tag() == Val::Str) f.filename = file.idx();
   if (line.tag() == Val::Int) f.line = line.as_int();
@@ -383,10 +393,16 @@ bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
       frame_buf_.push_back(item.idx());
     } else {
       only_frames = false;
+      const std::vector<Val>& kv = vm.node(item).items;
+      if (plain_frame(vm, kv)) {
+        // A plain frame after all (its dict was not converted as it was read,
+        // a memo read having come first): the frame it is everywhere else.
+        frame_buf_.push_back(make_frame(vm, kv));
+        continue;
+      }
       // A frame dict in another key order: keep it whole as an extra. Its
       // fields are read from the node: its value may be made later.
       auto get = [&](StrId key) {  // the first value of a key, as PyValue::get finds it
-        const std::vector<Val>& kv = vm.node(item).items;
         for (size_t i = 0; i + 1 < kv.size(); i += 2)
           if (kv[i] == Val::make(Val::Str, key)) return vm.resolve(kv[i + 1]);
         return Val{};
@@ -395,16 +411,6 @@ bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
       if (Val n = get(kName); n.tag() == Val::Str) f.name = n.idx();
       if (Val n = get(kFilename); n.tag() == Val::Str) f.filename = n.idx();
       if (Val n = get(kLine); n.tag() == Val::Int) f.line = n.as_int();
-      const std::vector<Val>& kv = vm.node(item).items;
-      if (kv.size() == 6 && kv[0] == Val::make(Val::Str, kName) &&
-          vm.resolve(kv[1]).tag() == Val::Str && kv[2] == Val::make(Val::Str, kFilename) &&
-          vm.resolve(kv[3]).tag() == Val::Str && kv[4] == Val::make(Val::Str, kLine) &&
-          vm.resolve(kv[5]).tag() == Val::Int) {
-        // A plain frame after all (its dict was not converted as it was read,
-        // a memo read having come first): the frame it is everywhere else.
-        frame_buf_.push_back(snap_.frames.intern_frame(f));
-        continue;
-      }
       snap_.frames.extras.push_back(materialize(vm, item));
       f.extra = static_cast<uint32_t>(snap_.frames.extras.size());
       frame_buf_.push_back(snap_.frames.intern_frame(f));
