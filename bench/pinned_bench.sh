@@ -20,6 +20,7 @@ build() {  # source dir, build dir
     { tail -30 "$2.build.log"; exit 1; }
 }
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/old" && tar -xzf "$base_tar" -C "$work/old"
 build . build/pinned
 build "$work/old" "$work/old-build"
@@ -33,4 +34,3 @@ for t in 1 "$cores"; do
   echo "## engine_phases, baseline, MEMSIGHT_THREADS=$t"
   MEMSIGHT_THREADS=$t $pin "$work/old-build/engine_phases" bench/.data/large.pickle 9
 done
-rm -rf "$work"
