@@ -143,9 +143,11 @@ std::string layout_caveat(int64_t placed) {
   return "the recording holds no cudaMalloc address (no segment of it came from cudaMalloc, as "
          "when it is recorded with expandable segments): " +
          (placed >= 0 ? std::to_string(placed) + " segments sit" : std::string("segments sit")) +
-         " where the model of the driver puts them. Best fit breaks ties between equal free "
-         "blocks by address, so the real peak can differ by a few percent (one measured "
-         "workload: 2.8% more).";
+         " where the model of the driver puts them, with none of the driver's own allocations "
+         "between them. Best fit breaks ties between equal free blocks by address, so where CUDA "
+         "loads kernels lazily (its default) and places them among the first segments, the real "
+         "peak can differ by a few percent (one measured workload: 2.8% more; 0% with "
+         "CUDA_MODULE_LOADING=EAGER).";
 }
 
 std::string outcome_text(const DeviceReport& d, const Outcome& o) {

@@ -10,7 +10,19 @@ simulation must predict that run's torch.cuda.max_memory_reserved() within
 history must pass the self-check (every segment event, every block's
 address and the reserved peak as recorded).
 
-The table of predictions is printed (and written to $MEMSIGHT_WHATIF_TABLE
+Every run is made twice: with CUDA_MODULE_LOADING=EAGER, where the driver
+loads every kernel at start-up, and with CUDA's default lazy loading, where
+it loads a kernel's module at its first launch and places it in device
+memory among torch's first segments. No snapshot records those
+allocations, and where a segment lands decides which of two equal free
+blocks best fit takes. So the eager runs test the allocator simulation
+itself: every prediction within 1%. The lazy runs, the default users have,
+test the same for every history whose cudaMalloc addresses anchor the
+layout; a history without any (recorded with expandable segments) may
+miss there by a few percent, and such a prediction must say so
+(segments_placed_unanchored).
+
+The tables of predictions are printed (and written to $MEMSIGHT_WHATIF_TABLE
 when set) for docs/summary.md.
 """
 
@@ -35,6 +47,7 @@ SETTINGS = {  # tag -> PYTORCH_CUDA_ALLOC_CONF
     "gc_0.6": "garbage_collection_threshold:0.6",
     "round_4": "roundup_power2_divisions:4",
 }
+LOADINGS = ("eager", "lazy")  # CUDA_MODULE_LOADING of the runs
 MiB = 2**20
 
 
@@ -47,34 +60,39 @@ def memsight(*args: str) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:
+    """(loading, workload, tag) -> the run's JSON, with "snapshot" its pickle."""
     out = tmp_path_factory.mktemp("whatif")
-    env = {k: v for k, v in os.environ.items() if k != "PYTORCH_CUDA_ALLOC_CONF"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING")}
 
     def one(job):
-        name, tag = job
-        r = subprocess.run([sys.executable, str(RUNNER), str(out), name, tag],
-                           env={**env, "PYTORCH_CUDA_ALLOC_CONF": SETTINGS[tag]},
+        loading, name, tag = job
+        (out / loading).mkdir(exist_ok=True)
+        r = subprocess.run([sys.executable, str(RUNNER), str(out / loading), name, tag],
+                           env={**env, "PYTORCH_CUDA_ALLOC_CONF": SETTINGS[tag],
+                                "CUDA_MODULE_LOADING": loading.upper()},
                            capture_output=True, text=True, timeout=240)
         return job, r
 
-    jobs = [(w, t) for w in WORKLOADS for t in SETTINGS]
+    jobs = [(ld, w, t) for ld in LOADINGS for w in WORKLOADS for t in SETTINGS]
     # A few at once: each caps itself far below the device's memory.
     with ThreadPoolExecutor(max_workers=4) as pool:
         done = list(pool.map(one, jobs))
     failed = [f"{j}: {r.stderr[-1500:]}" for j, r in done if r.returncode]
     assert not failed, "\n".join(failed)
     res = {}
-    for (name, tag), _ in done:
-        info = json.loads((out / f"{name}-{tag}.json").read_text())
-        info["snapshot"] = str(out / f"{name}-{tag}.pickle")
-        res[name, tag] = info
+    for (loading, name, tag), _ in done:
+        stem = out / loading / f"{name}-{tag}"
+        info = json.loads(stem.with_suffix(".json").read_text())
+        info["snapshot"] = str(stem.with_suffix(".pickle"))
+        res[loading, name, tag] = info
     keep = os.environ.get("MEMSIGHT_GPU_OUT")
     if keep:  # the recordings, for reading the predictions again off the GPU machine
         import tarfile
 
         with tarfile.open(Path(keep) / "whatif_runs.tar.gz", "w:gz") as tar:
-            for f in sorted(out.glob("*.pickle")) + sorted(out.glob("*.json")):
-                tar.add(f, arcname=f.name)
+            for loading in LOADINGS:
+                for f in sorted((out / loading).glob("*.pickle")) + sorted((out / loading).glob("*.json")):
+                    tar.add(f, arcname=f"{loading}/{f.name}")
     return res
 
 
@@ -95,52 +113,72 @@ def predicted_oom(dev: dict, result: dict) -> bool:
 def test_workloads_ran_as_designed(runs):
     # The fragmentation OOM happens with the default settings and not with
     # expandable segments; the others finish with the default settings.
-    assert runs["frag_oom", "default"]["oom"] and not runs["frag_oom", "expandable"]["oom"]
-    for name in ("varlen", "side_streams", "churn"):
-        assert not runs[name, "default"]["oom"], name
+    for loading in LOADINGS:
+        assert runs[loading, "frag_oom", "default"]["oom"] and not runs[loading, "frag_oom", "expandable"]["oom"]
+        for name in ("varlen", "side_streams", "churn"):
+            assert not runs[loading, name, "default"]["oom"], (loading, name)
 
 
 def test_self_check_on_every_run(runs):
     bad = []
-    for (name, tag), run in sorted(runs.items()):
+    for (loading, name, tag), run in sorted(runs.items()):
         dev = simulate(run, None)
         c = dev["self_check"]
         if not c["ok"]:
-            bad.append(f"{name}/{tag}: {c}")
+            bad.append(f"{loading}/{name}/{tag}: {c}")
         (rec,) = [r for r in dev["results"] if r["recorded"]]
-        assert rec["peak_reserved"] == run["max_memory_reserved"] or not c["ok"], (name, tag)
+        assert rec["peak_reserved"] == run["max_memory_reserved"] or not c["ok"], (loading, name, tag)
     assert not bad, "\n".join(bad)
 
 
-def test_predictions_under_other_settings(runs, capsys):
-    rows, failures = [], []
-    for name in WORKLOADS:
-        for src_tag in SETTINGS:
-            source = runs[name, src_tag]
-            for dst_tag in SETTINGS:
-                if dst_tag == src_tag:
-                    continue
-                target = runs[name, dst_tag]
-                dev = simulate(source, dst_tag)
-                (res,) = dev["results"]
-                want, got = target["max_memory_reserved"], res["peak_reserved"]
-                err = (got - want) / want if want else 0.0
-                oom_ok = predicted_oom(dev, res) == target["oom"]
-                ok = abs(err) <= 0.01 and oom_ok
-                rows.append((name, src_tag, dst_tag, got / MiB, want / MiB, 100 * err,
-                             "OOM" if predicted_oom(dev, res) else "ok", "OOM" if target["oom"] else "ok", ok))
-                if not ok:
-                    failures.append(rows[-1])
+def judge(source: dict, target: dict, dst_tag: str) -> tuple:
+    """One prediction: the table row and whether it is within 1% with the
+    OOM verdict right, and whether its layout was unanchored."""
+    dev = simulate(source, dst_tag)
+    (res,) = dev["results"]
+    want, got = target["max_memory_reserved"], res["peak_reserved"]
+    err = (got - want) / want if want else 0.0
+    oom = predicted_oom(dev, res)
+    ok = abs(err) <= 0.01 and oom == target["oom"]
+    row = (source["workload"], source["tag"], dst_tag, got / MiB, want / MiB, 100 * err,
+           "OOM" if oom else "ok", "OOM" if target["oom"] else "ok", ok)
+    return row, oom == target["oom"], res["segments_placed_unanchored"] > 0
+
+
+def table(rows: list) -> str:
     lines = ["| workload | history recorded with | simulated under | predicted peak reserved (MiB) "
              "| real max_memory_reserved (MiB) | error | predicted | real | |",
              "| --- | --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.1f} | {r[5]:+.2f}% | {r[6]} | {r[7]} | "
                      f"{'yes' if r[8] else 'NO'} |")
-    table = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def test_predictions_under_other_settings(runs, capsys):
+    tables, failures = [], []
+    for loading in LOADINGS:
+        rows = []
+        for name in WORKLOADS:
+            for src_tag in SETTINGS:
+                for dst_tag in SETTINGS:
+                    if dst_tag == src_tag:
+                        continue
+                    row, oom_ok, unanchored = judge(runs[loading, name, src_tag], runs[loading, name, dst_tag],
+                                                    dst_tag)
+                    rows.append(row)
+                    # Under lazy loading the driver's own allocations move the
+                    # layout; only a prediction that says it had no address to
+                    # start from may miss the 1% there (never the OOM verdict).
+                    if not row[-1] and not (loading == "lazy" and oom_ok and unanchored):
+                        failures.append((loading, *row))
+        assert len(rows) == len(WORKLOADS) * len(SETTINGS) * (len(SETTINGS) - 1)
+        passed = sum(r[-1] for r in rows)
+        tables.append(f"CUDA_MODULE_LOADING={loading.upper()}: {passed} of {len(rows)} within 1%\n\n"
+                      + table(rows))
+    text = "\n\n".join(tables)
     with capsys.disabled():
-        print("\n" + table)
+        print("\n" + text)
     if os.environ.get("MEMSIGHT_WHATIF_TABLE"):
-        Path(os.environ["MEMSIGHT_WHATIF_TABLE"]).write_text(table + "\n")
-    assert len(rows) == len(WORKLOADS) * len(SETTINGS) * (len(SETTINGS) - 1)
-    assert not failures, f"{len(failures)} of {len(rows)} predictions off:\n" + table
+        Path(os.environ["MEMSIGHT_WHATIF_TABLE"]).write_text(text + "\n")
+    assert not failures, f"{len(failures)} predictions off:\n" + "\n".join(map(str, failures))
