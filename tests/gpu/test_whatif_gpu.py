@@ -81,9 +81,9 @@ def runs(tmp_path_factory) -> dict:
     assert not failed, "\n".join(failed)
     res = {}
     for (loading, name, tag), _ in done:
-        stem = out / loading / f"{name}-{tag}"
-        info = json.loads(stem.with_suffix(".json").read_text())
-        info["snapshot"] = str(stem.with_suffix(".pickle"))
+        stem = out / loading / f"{name}-{tag}"  # tags hold dots (gc_0.6): no with_suffix
+        info = json.loads(Path(f"{stem}.json").read_text())
+        info["snapshot"] = f"{stem}.pickle"
         res[loading, name, tag] = info
     keep = os.environ.get("MEMSIGHT_GPU_OUT")
     if keep:  # the recordings, for reading the predictions again off the GPU machine
