@@ -48,6 +48,33 @@ def warm(path):
             pass
 
 
+# A fresh process pages in 64 MiB of anonymous memory, a byte a page, and
+# prints the milliseconds a MiB took, then the same for pages it already
+# has. On a VM the first can cost ten times what the bytes do (the host
+# backs the guest's pages lazily, and takes back what the guest frees), and
+# it moves from day to day: memsight's reads write tens of MiB of fresh
+# columns, pickle.load hundreds of MiB of objects.
+TOUCH = """
+import mmap, time
+n = 64 << 20
+m = mmap.mmap(-1, n)
+for k in range(2):
+    t = time.perf_counter()
+    for i in range(0, n, 4096):
+        m[i] = 1
+    print((time.perf_counter() - t) * 1e3 / 64, end=" ")
+"""
+
+
+def first_touch(python, after=None):
+    """(fresh, paged) ms per MiB, in a new process; `after` runs just before."""
+    if after:
+        subprocess.run(after, stdout=subprocess.DEVNULL, check=True)
+    out = subprocess.run([python, "-c", TOUCH], capture_output=True, text=True, check=True)
+    fresh, paged = map(float, out.stdout.split())
+    return fresh, paged
+
+
 def prepare(scale, source=None):
     DATA.mkdir(parents=True, exist_ok=True)
     large = DATA / "large.pickle"
@@ -82,7 +109,12 @@ def main():
     args = ap.parse_args()
     files = prepare(args.scale, args.large)
     commands = args.commands.split(",")
-    print(f"machine: {os.cpu_count()} cpus; memsight: {args.memsight}; repeats: {args.repeat}\n")
+    print(f"machine: {os.cpu_count()} cpus; memsight: {args.memsight}; repeats: {args.repeat}")
+    quiet = statistics.median(first_touch(args.python)[0] for _ in range(5))
+    load = [args.python, "-c", f"import pickle; pickle.load(open({str(files[0])!r}, 'rb'))"]
+    fresh, paged = first_touch(args.python, after=load)
+    print(f"fresh memory: {quiet:.2f} ms/MiB to page in (median of 5), {fresh:.2f} ms/MiB right after "
+          f"a pickle.load, {paged:.3f} ms/MiB to write once paged in\n")
     base_cols = " baseline (median s) | baseline peak RSS | baseline / memsight |" if args.baseline else ""
     print("| input | size | command | memsight (median s) | pickle.load (median s) | ratio | "
           "memsight peak RSS | RSS / file |" + base_cols)

@@ -1,44 +1,12 @@
 // Interning tables of the snapshot model.
 #include <cstring>
 #include <new>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include "memsight/error.h"
 #include "memsight/snapshot.h"
 #include "util/escape.h"
 
 namespace memsight {
-
-namespace detail {
-namespace {
-constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kBigColumn = kHugePage;
-}  // namespace
-
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-void* column_alloc(size_t bytes) {
-  if (bytes < kBigColumn) return ::operator new(bytes);
-  void* p = ::operator new (bytes, std::align_val_t{kHugePage});
-  // Before any page is touched; a refusal (no THP) leaves ordinary pages.
-  ::madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
-  return p;
-}
-
-void column_free(void* p, size_t bytes) noexcept {
-  if (bytes < kBigColumn)
-    ::operator delete(p);
-  else
-    ::operator delete (p, std::align_val_t{kHugePage});
-}
-#else
-// Elsewhere (the standalone viewer's WebAssembly heap among them) the
-// alignment would only waste memory.
-void* column_alloc(size_t bytes) { return ::operator new(bytes); }
-void column_free(void* p, size_t) noexcept { ::operator delete(p); }
-#endif
-}  // namespace detail
 
 StringTable::StringTable() { intern(""); }
 
