@@ -132,8 +132,9 @@ def test_self_check_on_every_run(runs):
 
 
 def judge(source: dict, target: dict, dst_tag: str) -> tuple:
-    """One prediction: the table row and whether it is within 1% with the
-    OOM verdict right, and whether its layout was unanchored."""
+    """One prediction: the table row (its last field: within 1% with the
+    OOM verdict right), whether the OOM verdict is right, and whether the
+    simulation placed segments with no recorded address to start from."""
     dev = simulate(source, dst_tag)
     (res,) = dev["results"]
     want, got = target["max_memory_reserved"], res["peak_reserved"]
