@@ -143,14 +143,18 @@ class ShapeTable {
   std::vector<uint32_t> begin_;
 };
 
+namespace detail {
+// Memory for a column. Columns of a few MiB and more are 2 MiB-aligned and,
+// where the engine may use many threads, asked to be backed by transparent
+// huge pages: filling 60 MB of columns otherwise takes 15,000 page faults,
+// which many threads take in turn (tables.cpp says when it pays).
+void* column_alloc(size_t bytes);
+void column_free(void* p, size_t bytes) noexcept;
+}  // namespace detail
+
 // An allocator whose resize() leaves new elements uninitialised: columns
 // sized for every row at once, then filled in place by several threads,
-// are not first zeroed (and paged in) by one. Ordinary pages: huge pages
-// (MADV_HUGEPAGE) took two thirds of the page faults away, but on a VM
-// whose host takes back the memory its guest frees, each 2 MiB page is
-// paged in whole at the host's cost, and `summary` ran 1.4x slower after
-// another process had freed much memory (bench/README.md); on the GPU host
-// they changed nothing.
+// are not first zeroed (and paged in) by one.
 template <class T>
 struct UninitAllocator : std::allocator<T> {
   template <class U>
@@ -162,9 +166,9 @@ struct UninitAllocator : std::allocator<T> {
   UninitAllocator(const UninitAllocator<U>&) noexcept {}
   T* allocate(size_t n) {
     if (n > SIZE_MAX / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(::operator new(n * sizeof(T)));
+    return static_cast<T*>(detail::column_alloc(n * sizeof(T)));
   }
-  void deallocate(T* p, size_t) noexcept { ::operator delete(p); }
+  void deallocate(T* p, size_t n) noexcept { detail::column_free(p, n * sizeof(T)); }
   template <class U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
