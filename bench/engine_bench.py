@@ -50,7 +50,7 @@ def warm(path):
 
 # A fresh process pages in 64 MiB of anonymous memory, a byte a page, and
 # prints the milliseconds a MiB took, then the same for pages it already
-# has. On a VM the first can cost ten times what the bytes do (the host
+# has. On a VM the first can cost 20-50 times what the bytes do (the host
 # backs the guest's pages lazily, and takes back what the guest frees), and
 # it moves from day to day: memsight's reads write tens of MiB of fresh
 # columns, pickle.load hundreds of MiB of objects.
