@@ -11,6 +11,8 @@ namespace memsight {
 
 // torch's size format ("1.5GiB"), of an integer count of bytes.
 std::string size_text(int64_t bytes);
+// "trace entry" for one, "trace entries" for any other count.
+inline const char* entries_word(int64_t n) { return n == 1 ? " trace entry" : " trace entries"; }
 // ["a", "b"]
 void json_strings(std::string& out, const std::vector<std::string>& v);
 // The stack's frames, innermost first, long names cut (cut_name):

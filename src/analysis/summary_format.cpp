@@ -5,6 +5,7 @@
 
 #include "analysis/alike.h"
 #include "analysis/classify.h"
+#include "analysis/report_text.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
@@ -51,7 +52,8 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
     const DeviceSummary& d = s.devices[g];
     if (d.entries == 0 && d.segments_now == 0) continue;
     out += devices_heading(d.device, s.members[g]) + " - " + std::to_string(d.entries) +
-           " trace entries, " + std::to_string(d.segments_now) + " segments\n";
+           entries_word(d.entries) + ", " + std::to_string(d.segments_now) +
+           (d.segments_now == 1 ? " segment\n" : " segments\n");
     out += "  peak allocated  " + sz(d.peak_allocated) + ", " +
            when(snap, d, d.peak_allocated_event, d.peak_allocated_time_us) + "\n";
     out += "  peak active     " + sz(d.peak_active) + ", " +
@@ -81,7 +83,8 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
     if (d.before_recording_start_count)
       out += "  before recording " + sz(d.before_recording_start_bytes) + " in " +
              std::to_string(d.before_recording_start_count) +
-             " blocks was allocated before recording began (weights, optimizer state, ...)\n";
+             (d.before_recording_start_count == 1 ? " block" : " blocks") +
+             " was allocated before recording began (weights, optimizer state, ...)\n";
     if (!d.top_sites.empty() || d.before_recording_count) {
       out += "  live at the allocated peak, by allocation site (innermost user frame):\n";
       for (const SiteStat& site : d.top_sites) {

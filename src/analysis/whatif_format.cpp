@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "analysis/alike.h"
+#include "analysis/report_text.h"
 #include "analysis/whatif.h"
 #include "memsight/error.h"
 #include "memsight/text_tools.h"
@@ -354,7 +355,8 @@ void device_json(std::string& out, const DeviceReport& d, bool table) {
 
 // One device's text after its heading.
 std::string device_text(const DeviceReport& d, bool table) {
-  std::string out = " - " + std::to_string(d.entries) + " trace entries; recorded settings: " +
+  std::string out = " - " + std::to_string(d.entries) + entries_word(d.entries) +
+                    "; recorded settings: " +
                     (d.recorded_conf.empty() ? std::string("torch's defaults") : d.recorded_conf) +
                     '\n';
   out += hang("  self-check  ", check_text(d));

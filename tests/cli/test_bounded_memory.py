@@ -412,7 +412,7 @@ def test_alike_devices_are_summarised_once(memsight_bin, tmp_path):
                                                   ("whatif", "--json")))
     rc, _, _ = run_measured(memsight_bin, "summary", f, tmp=tmp_path)
     text = (tmp_path / "out").read_text()
-    assert text.startswith("Devices 0-19999 (20000 alike) - 1 trace entries, 0 segments\n"), text
+    assert text.startswith("Devices 0-19999 (20000 alike) - 1 trace entry, 0 segments\n"), text
     assert results["summary"][1] < 2 * KiB
     assert results["summary"][0] < 16 * MiB
     # The JSON lists each device (800 bytes each); memory follows it.

@@ -65,6 +65,6 @@ def test_alike_devices_share_one_summary(core) -> None:
     # Each device its own dict, the values of the group shared.
     assert devices[1] is not devices[2]
     assert devices[1]["top_sites"] is devices[2]["top_sites"]
-    assert snap.summary_text().startswith(f"Devices 0-{n - 1} ({n} alike) - 1 trace entries")
+    assert snap.summary_text().startswith(f"Devices 0-{n - 1} ({n} alike) - 1 trace entry")
     # The page embeds the group once: it is about the size of one device's.
     assert len(snap.html()) < 250_000

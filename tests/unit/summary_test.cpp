@@ -101,7 +101,7 @@ TEST(Summary, AlikeDevicesAreSummarisedOnce) {
   EXPECT_EQ(s.members[1], (std::vector<std::pair<int, int>>{{3, 3}}));
   EXPECT_EQ(json_once(snap), json_every(snap));
   std::string text = summary_text(snap, s);
-  EXPECT_EQ(text.rfind("Devices 0-2, 4 (4 alike) - 1 trace entries, 0 segments\n", 0), 0u) << text;
+  EXPECT_EQ(text.rfind("Devices 0-2, 4 (4 alike) - 1 trace entry, 0 segments\n", 0), 0u) << text;
   EXPECT_EQ(text.find("Device 3"), std::string::npos) << text;  // nothing on it
   // The page's form: the group once, its devices named.
   std::string page = summary_json(snap, s, DeviceListing::Page);
