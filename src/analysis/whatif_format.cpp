@@ -355,10 +355,9 @@ void device_json(std::string& out, const DeviceReport& d, bool table) {
 
 // One device's text after its heading.
 std::string device_text(const DeviceReport& d, bool table) {
-  std::string out = " - " + std::to_string(d.entries) + entries_word(d.entries) +
-                    "; recorded settings: " +
-                    (d.recorded_conf.empty() ? std::string("torch's defaults") : d.recorded_conf) +
-                    '\n';
+  std::string out =
+      " - " + std::to_string(d.entries) + entries_word(d.entries) + "; recorded settings: " +
+      (d.recorded_conf.empty() ? std::string("torch's defaults") : d.recorded_conf) + '\n';
   out += hang("  self-check  ", check_text(d));
   out += hang("  memory      ", memory_text(d.memory));
   for (size_t i = 0; i < d.recorded_ooms.size(); ++i)
