@@ -99,7 +99,7 @@ TEST(Label, IsTheTextItSpells) {
   // ends alone would put a thousand such names in one bucket).
   std::set<size_t> hashes;
   for (int i = 0; i < 1000; ++i) {
-    char mid[8];
+    char mid[16];
     std::snprintf(mid, sizeof mid, "%04d", i);
     hashes.insert(Label::hash_text(std::string(40, 'a') + mid + std::string(40, 'b')));
   }
