@@ -40,9 +40,13 @@ def _same_as_torch(dumper):
     torch.cuda.synchronize()
     ours = pickle.loads(dumper.take().pickle())
     theirs = torch.cuda.memory._snapshot()
-    # Each snapshot call appends a "snapshot" entry to every device's trace:
-    # torch's trace is ours plus its own (and, on two GPUs with C++ stacks,
-    # at times one more on device 0), nothing else.
+    # Each snapshot call appends a "snapshot" entry to every device's trace,
+    # device by device, each after that device's trace was read: torch's
+    # trace is ours plus the entry of our own call, and of any other call
+    # in between, nothing else. The dumper's warm-up thread calls torch's
+    # snapshot too (memsight_dump_warm); when it lands between our reads of
+    # device 0 and device 1, device 0 shows one entry more (seen on two GPUs
+    # with C++ stacks).
     own = [[e["action"] for e in t[len(o):]] for o, t in zip(ours["device_traces"], theirs["device_traces"])]
     assert all(rest and set(rest) == {"snapshot"} for rest in own), own
     # torch against itself: two snapshots of one history convert its times anew.
