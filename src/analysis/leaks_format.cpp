@@ -61,7 +61,8 @@ std::string kind_text(const LeakSite& s) {
 void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& r,
                  const DeviceRanges& devices) {
   out += devices_heading(r.device, devices) + " - " + count_text(static_cast<int64_t>(r.entries)) +
-         entries_word(static_cast<int64_t>(r.entries)) + "; " + source_text(fc, r.iterations) + '\n';
+         entries_word(static_cast<int64_t>(r.entries)) + "; " + source_text(fc, r.iterations) +
+         '\n';
   if (r.verdict != "leak") {
     out += wrap_words(r.message, "  ");
     if (r.verdict == "none")
