@@ -248,6 +248,13 @@ def test_incomplete_histories_are_named(run, tmp_path):
     assert run("whatif", f).stdout.decode() == "The snapshot has no allocation history to simulate.\n"
 
 
+def test_one_entry_is_counted_in_the_singular(run):
+    for cmd, rest in (("whatif", "; recorded settings:"), ("summary", ", 38 segments"),
+                      ("leaks", "; no iterations")):
+        text = run(cmd, DATA / "state_only.pickle").stdout.decode()
+        assert text.startswith("Device 0 - 1 trace entry" + rest), (cmd, text[:80])
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--set", "max_split_size_mb:10"], "at least 20"),
     (["--set", "expandable_segments:yes"], "True or False"),
