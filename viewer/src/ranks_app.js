@@ -154,7 +154,7 @@ export function rankDetails(rep, i, link) {
     ['peak reserved', `${bytes(r.peak_reserved.bytes)} ${when(rep, r, r.peak_reserved)}`],
     ['at the dump', `${bytes(r.at_dump.allocated)} allocated, ${bytes(r.at_dump.reserved)} reserved`],
     ['cached free', `${bytes(r.at_dump.free)}, largest block ${bytes(r.at_dump.largest_free)} (fragmentation ${share(r.at_dump.fragmentation)})`],
-    ['device', `cuda:${r.device}${r.device_total > 0 ? `, ${bytes(r.device_total)}` : ''}${r.limit > 0 ? `, limit ${bytes(r.limit)}` : ''}; ${r.entries} trace entries`],
+    ['device', `cuda:${r.device}${r.device_total > 0 ? `, ${bytes(r.device_total)}` : ''}${r.limit > 0 ? `, limit ${bytes(r.limit)}` : ''}; ${r.entries} trace entr${r.entries === 1 ? 'y' : 'ies'}`],
   ];
   if (!r.exact) nums.push(['peaks', `lower bounds: ${r.exactness}`]);
   const origin = originText(r.origin);
