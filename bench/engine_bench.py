@@ -3,7 +3,7 @@
 torch tool (each starts by unpickling the snapshot).
 
     bench/engine_bench.py [--memsight build/release/memsight] [--repeat 5] [--scale 10]
-                          [--baseline OTHER/memsight]
+                          [--baseline OTHER/memsight] [--cpu]
 
 Uses ../shared/fixtures/large/large.pickle.xz (856,152 trace entries),
 decompressed once into bench/.data/, and a K-times copy made with
@@ -12,7 +12,9 @@ wall time over --repeat runs, alternating memsight and Python runs so both
 see the same machine load, the ratio, and peak RSS (getrusage of the child).
 Prints a Markdown table for bench/README.md. With --baseline, another
 memsight build (the one before a change) runs in the same rotation, and the
-table adds its median, its peak RSS and the ratio of the two.
+table adds its median, its peak RSS and the ratio of the two. With --cpu,
+memsight's median user and system CPU seconds too. MEMSIGHT_THREADS in the
+environment reaches memsight (=1: one thread).
 """
 import argparse
 import lzma
@@ -30,14 +32,17 @@ SHARED = ROOT.parent / "shared"
 DATA = ROOT / "bench" / ".data"
 
 
-def run_rss(cmd):
-    """Wall seconds and peak RSS in bytes, measured with wait4."""
+def run_rss(cmd, cpu=None):
+    """Wall seconds and peak RSS in bytes, measured with wait4; appends the
+    child's (user, system) CPU seconds to `cpu` when given."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     if status != 0:
         sys.exit(f"{cmd}: failed with status {status}: {p.stderr.read().decode()[-500:]}")
+    if cpu is not None:
+        cpu.append((usage.ru_utime, usage.ru_stime))
     return wall, usage.ru_maxrss * 1024
 
 
@@ -104,6 +109,9 @@ def main():
                     help="repeats on the scaled copy (pickle.load of it takes ~20 s)")
     ap.add_argument("--baseline", default=None,
                     help="another memsight binary to time in the same rotation (before/after)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="add memsight's CPU time (median user and system seconds): what "
+                         "more cores cannot take off, and the page faults")
     ap.add_argument("--large", type=pathlib.Path, default=None,
                     help="large.pickle.xz (default: ../shared/fixtures/large/large.pickle.xz)")
     args = ap.parse_args()
@@ -115,10 +123,11 @@ def main():
     fresh, paged = first_touch(args.python, after=load)
     print(f"fresh memory: {quiet:.2f} ms/MiB to page in (median of 5), {fresh:.2f} ms/MiB right after "
           f"a pickle.load, {paged:.3f} ms/MiB to write once paged in\n")
+    cpu_cols = " memsight user s | memsight system s |" if args.cpu else ""
     base_cols = " baseline (median s) | baseline peak RSS | baseline / memsight |" if args.baseline else ""
     print("| input | size | command | memsight (median s) | pickle.load (median s) | ratio | "
-          "memsight peak RSS | RSS / file |" + base_cols)
-    print("| --- " * (8 + (3 if args.baseline else 0)) + "|")
+          "memsight peak RSS | RSS / file |" + cpu_cols + base_cols)
+    print("| --- " * (8 + (2 if args.cpu else 0) + (3 if args.baseline else 0)) + "|")
     for f in files:
         size = f.stat().st_size
         warm(f)
@@ -126,10 +135,10 @@ def main():
         for c in commands:
             out = {"stats": [], "memory": ["-o", "/dev/null"], "summary": [], "trace": [],
                    "view": ["-o", "/dev/null"]}[c]
-            ms, py, bs, rss, brss = [], [], [], 0, 0
+            ms, py, bs, cpu, rss, brss = [], [], [], [], 0, 0
             repeat = args.repeat if f == files[0] else args.scaled_repeat
             for _ in range(repeat):  # alternate so all see the same load
-                w, r = run_rss([args.memsight, c, str(f), *out])
+                w, r = run_rss([args.memsight, c, str(f), *out], cpu)
                 ms.append(w)
                 rss = max(rss, r)
                 py.append(run_rss(py_cmd)[0])
@@ -140,6 +149,8 @@ def main():
             m, p = statistics.median(ms), statistics.median(py)
             row = (f"| {f.name} | {size / 1e6:.1f} MB | {c} | {m:.3f} | {p:.3f} | {p / m:.1f}x "
                    f"| {rss / 1e6:.1f} MB | {rss / size:.2f} |")
+            if args.cpu:
+                row += "".join(f" {statistics.median(u[k] for u in cpu):.3f} |" for k in (0, 1))
             if args.baseline:
                 b = statistics.median(bs)
                 row += f" {b:.3f} | {brss / 1e6:.1f} MB | {b / m:.2f}x |"
