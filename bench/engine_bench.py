@@ -20,7 +20,6 @@ import argparse
 import lzma
 import os
 import pathlib
-import resource
 import shutil
 import statistics
 import subprocess

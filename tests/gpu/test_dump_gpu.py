@@ -32,23 +32,27 @@ def _ready_dumper():
     return _native_dump.ready()
 
 
+def _snapshot_entries_since(before, after):
+    """The actions each device's trace gained from ``before`` to ``after``."""
+    return [[e["action"] for e in a[len(b):]] for b, a in zip(before["device_traces"], after["device_traces"])]
+
+
 def _same_as_torch(dumper):
     import torch
 
+    from memsight.torch import _native_dump
     from memsight.torch._native_dump import same_as_torch
 
+    # The dumper's warm-up thread asks torch for a snapshot too, which marks
+    # every device (test_warming_marks_every_device below); landing between
+    # our take and torch's, it would add a marker of its own.
+    assert _native_dump.wait_warm(timeout=60), "the dumper's warm-up did not end in 60 s"
     torch.cuda.synchronize()
     ours = pickle.loads(dumper.take().pickle())
     theirs = torch.cuda.memory._snapshot()
-    # Each snapshot call appends a "snapshot" entry to every device's trace,
-    # device by device, each after that device's trace was read: torch's
-    # trace is ours plus the entry of our own call, and of any other call
-    # in between, nothing else. The dumper's warm-up thread calls torch's
-    # snapshot too (memsight_dump_warm); when it lands between our reads of
-    # device 0 and device 1, device 0 shows one entry more (seen on two GPUs
-    # with C++ stacks).
-    own = [[e["action"] for e in t[len(o):]] for o, t in zip(ours["device_traces"], theirs["device_traces"])]
-    assert all(rest and set(rest) == {"snapshot"} for rest in own), own
+    # Each snapshot call appends a "snapshot" entry to every device's trace
+    # once it has read it: torch's trace is ours and the marker of our take.
+    assert _snapshot_entries_since(ours, theirs) == [["snapshot"]] * len(ours["device_traces"])
     # torch against itself: two snapshots of one history convert its times anew.
     again = torch.cuda.memory._snapshot()
     drift = max((abs(a["time_us"] - b["time_us"]) for ta, tb in zip(theirs["device_traces"], again["device_traces"])
@@ -87,6 +91,36 @@ def test_native_snapshot_equals_torchs(stacks):
         assert any(f["filename"].endswith("gpu_helpers.py") for f in frames)
         if stacks == "all":
             assert any(f["filename"] in ("??", "") or f["filename"].endswith(".cpp") for f in frames)
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def test_warming_marks_every_device():
+    """Why a dump taken while the dumper warms up can hold one "snapshot" entry
+    more: the warm-up asks torch for a snapshot (without traces), and torch
+    marks every device's trace for it, as it does for a full snapshot."""
+    import torch
+
+    from memsight.torch import _native_dump
+
+    torch.cuda.memory._record_memory_history(max_entries=100_000)
+    try:
+        dumper = _ready_dumper()
+        assert _native_dump.wait_warm(timeout=60), "the dumper's warm-up did not end in 60 s"
+        keep = [torch.empty(1 << 20, device=f"cuda:{d}") for d in range(torch.cuda.device_count())]
+        torch.cuda.synchronize()
+        first = torch.cuda.memory._snapshot()
+        second = torch.cuda.memory._snapshot()
+        n = len(first["device_traces"])
+        assert n == torch.cuda.device_count()
+        # Nothing in between: the first call's marker alone.
+        assert _snapshot_entries_since(first, second) == [["snapshot"]] * n
+        dumper.warm()
+        third = torch.cuda.memory._snapshot()
+        # The second call's marker, then the warm-up's, on every device.
+        assert _snapshot_entries_since(second, third) == [["snapshot", "snapshot"]] * n
+        print(f"\n{n} devices: one marker per snapshot call, the warm-up's included")
+        del keep
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
 
