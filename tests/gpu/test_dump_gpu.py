@@ -7,7 +7,11 @@ the same dicts, key order included (frames after symbolization too).
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -123,6 +127,37 @@ def test_warming_marks_every_device():
         del keep
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
+
+
+IDLE_JOB = r"""
+import json, time, torch
+from memsight.torch import _native_dump, start_recording
+
+torch.cuda.init()
+start_recording()
+_native_dump.prepare(wait=True)
+assert _native_dump.ready() is not None, _native_dump.status()
+time.sleep(0.5)  # the warm-up's first try, made as soon as the dumper is checked
+first = torch.cuda.memory._snapshot()
+time.sleep(3.5)  # nothing allocated: three more tries if each second were one
+second = torch.cuda.memory._snapshot()
+idle = [e["action"] for e in second["device_traces"][0][len(first["device_traces"][0]):]]
+x = torch.empty(1 << 20, device="cuda")
+print(json.dumps({"idle": idle, "warmed": _native_dump.wait_warm(timeout=30),
+                  "stacks": _native_dump.status()["warmed_stacks"]}))
+"""
+
+
+def test_the_warm_up_marks_nothing_while_the_job_allocates_nothing():
+    """A job that starts recording and then loads data for minutes gets no
+    "snapshot" entry a second from the warm-up: it waits for an allocation."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", IDLE_JOB], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"\nidle job: {got}")
+    assert got["idle"] == ["snapshot"]  # the first snapshot's own marker, nothing more
+    assert got["warmed"] and got["stacks"] > 0
 
 
 def test_oom_observer_takes_the_native_path_and_writes_everything(tmp_path):

@@ -85,3 +85,38 @@ def test_nothing_starts_without_cuda_or_when_turned_off(monkeypatch: pytest.Monk
     _native_dump.prepare(wait=True)
     assert _native_dump._state.thread is None
     assert _native_dump.status()["ready"] is False
+
+
+class _Warmer:
+    """A dumper whose warm-up finds stacks once `stacks_at` allocations were made."""
+
+    def __init__(self, counts: list[int | None], stacks_at: int | None) -> None:
+        self.counts, self.stacks_at, self.tries, self.now = counts, stacks_at, [], None
+
+    def allocations(self) -> int | None:
+        self.now = self.counts.pop(0) if len(self.counts) > 1 else self.counts[0]
+        return self.now
+
+    def warm(self) -> int:
+        self.tries.append(self.now)
+        return 4 if self.now is not None and self.stacks_at is not None and self.now >= self.stacks_at else 0
+
+
+def test_the_warm_up_asks_torch_again_only_after_new_allocations(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each try is a torch snapshot, which leaves a "snapshot" entry in every
+    # device's trace: none while the job allocates nothing.
+    import time
+
+    monkeypatch.setattr(_native_dump, "_state", _native_dump._State())
+    w = _Warmer([5, 5, 5, 6, 6, 6, 9, 9], stacks_at=9)
+    _native_dump._warm_symbolizer(w, time.monotonic() + 10, w.allocations, pause=0)
+    assert w.tries == [5, 6, 9]
+    assert _native_dump._state.warmed == 4 and "warm" in _native_dump._state.seconds
+    # Never any stacks: one try, then none until the deadline.
+    w = _Warmer([3], stacks_at=None)
+    _native_dump._warm_symbolizer(w, time.monotonic() + 0.05, w.allocations, pause=0.001)
+    assert w.tries == [3]
+    # The count unknown: every pause is a try.
+    w = _Warmer([None], stacks_at=None)
+    _native_dump._warm_symbolizer(w, time.monotonic() + 0.05, w.allocations, pause=0.001)
+    assert len(w.tries) > 3

@@ -236,21 +236,42 @@ def _build_check_warm(warm_for: float) -> None:
     _state.settled.set()
     log.info("memsight: native snapshot dumper ready (%s), built in %.1f s, checked in %.2f s",
              dumper.path.name, _state.seconds["build"], _state.seconds["check"])
-    # Warm torch's symbolizer on the stacks of live blocks, off the job's path:
-    # the first symbolization of native frames loads torch's symbol tables.
-    deadline = time.monotonic() + warm_for
+    _warm_symbolizer(dumper, time.monotonic() + warm_for, _allocations)
+
+
+def _warm_symbolizer(dumper: Any, deadline: float, allocations: Any, pause: float = 1.0) -> None:
+    """Warms torch's symbolizer on the stacks of live blocks, off the job's path (the
+    first symbolization of native frames loads torch's symbol tables), once there are
+    some. Each try asks torch for a snapshot, and torch marks every device's trace
+    with a "snapshot" entry for it; a stack is recorded when a block is allocated, so
+    a try is made only when ``allocations()`` (None: unknown) has moved since the last."""
+    last = None
     while time.monotonic() < deadline:
-        try:
-            t = time.perf_counter()
-            n = dumper.warm()
-        except Exception as e:
-            log.warning("memsight: %s", e)
-            return
-        if n:
-            _state.warmed = n
-            _state.seconds["warm"] = time.perf_counter() - t
-            return
-        time.sleep(1.0)
+        count = allocations()
+        if count is None or count != last:
+            last = count
+            try:
+                t = time.perf_counter()
+                n = dumper.warm()
+            except Exception as e:
+                log.warning("memsight: %s", e)
+                return
+            if n:
+                _state.warmed = n
+                _state.seconds["warm"] = time.perf_counter() - t
+                return
+        time.sleep(pause)
+
+
+def _allocations() -> int | None:
+    """Blocks torch's allocator has handed out so far on every device (its
+    cumulative counter, which marks nothing in the trace); None if unknown."""
+    try:
+        torch = torch_module()
+        return sum(int(torch.cuda.memory_stats(d).get("allocation.all.allocated", 0))
+                   for d in range(torch.cuda.device_count()))
+    except Exception:  # noqa: BLE001 - then every try warms
+        return None
 
 
 def _unwinder_safe() -> bool:
