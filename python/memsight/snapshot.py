@@ -387,6 +387,47 @@ class Snapshot:
         text, js = self._snap.leaks_text_and_json(_user_code(user_code))
         return Summary(json.loads(js), text)
 
+    # -- allocator settings -------------------------------------------------------
+    def whatif(self, *settings: str, device_memory: int | None = None,
+               memory_fraction: float | None = None) -> Summary:
+        """``memsight whatif``: each device's recorded requests through a simulation
+        of torch's caching allocator under other settings.
+
+        ``settings``: ``"KEY:VALUE"`` strings as ``PYTORCH_CUDA_ALLOC_CONF`` takes
+        them (``"expandable_segments:True"``, ``"max_split_size_mb:128"``,
+        ``"garbage_collection_threshold:0.8"``, ``"roundup_power2_divisions:4"``,
+        ``"per_process_memory_fraction:0.5"``; ``"defaults"`` starts from torch's
+        defaults), together one alternative applied over the recorded settings;
+        none: the standard alternatives, sorted by peak reserved.
+        ``device_memory``: the device's memory in bytes
+        (``torch.cuda.mem_get_info()[1]``) where the snapshot does not say;
+        ``memory_fraction``: what the job passed to
+        ``torch.cuda.set_per_process_memory_fraction`` (snapshots do not record it).
+
+        Returns the CLI's JSON with attribute access: ``devices``, each with its
+        ``self_check`` (whether the simulation under the recorded settings makes
+        the recorded segment events and peak) and ``results`` (``settings``,
+        ``peak_reserved``, ``unused_at_peak``, ``ooms``, ``recorded_ooms_avoided``,
+        ``stopped_at``, ...); ``str()`` is the text the CLI prints. docs/whatif.md
+        says what is simulated. A setting that cannot be simulated raises
+        MemsightError.
+        """
+        self._need_trace("whatif()")
+        for s in settings:
+            if not isinstance(s, str) or not s.strip():
+                raise ValueError(f"a setting is a 'KEY:VALUE' string such as 'expandable_segments:True', not {s!r}")
+        if device_memory is not None and (isinstance(device_memory, bool) or not isinstance(device_memory, int)
+                                          or device_memory <= 0):
+            raise ValueError(f"device_memory must be a positive number of bytes, not {device_memory!r}")
+        if memory_fraction is not None and (isinstance(memory_fraction, bool)
+                                            or not isinstance(memory_fraction, (int, float))
+                                            or not 0 < memory_fraction <= 1):
+            raise ValueError(f"memory_fraction must be a number in (0, 1], not {memory_fraction!r}")
+        text, js = self._snap.whatif_text_and_json(
+            ",".join(settings), -1 if device_memory is None else device_memory,
+            0.0 if memory_fraction is None else float(memory_fraction))
+        return Summary(json.loads(js), text)
+
     # -- rendering ---------------------------------------------------------------
     def html(self, view: str = "overview", title: str | None = None, with_summary: bool = True,
              user_code: str | list[str] | None = None) -> str:

@@ -30,6 +30,7 @@
 #include "memsight/snapshot.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
+#include "memsight/whatif.h"
 
 namespace py = pybind11;
 using memsight::Snapshot;
@@ -284,6 +285,20 @@ PYBIND11_MODULE(_core, m) {
             return py::make_tuple(text(out.first), text(out.second));
           },
           py::arg("user_code") = "", "`memsight leaks`: (text, json).")
+      .def(
+          "whatif_text_and_json",
+          [](const Snapshot& s, const std::string& set, int64_t device_memory,
+             double memory_fraction) {
+            memsight::WhatifRequest req{set, device_memory, memory_fraction};
+            std::pair<std::string, std::string> out;
+            {
+              py::gil_scoped_release nogil;
+              out = memsight::whatif_text_and_json(s, req);
+            }
+            return py::make_tuple(text(out.first), text(out.second));
+          },
+          py::arg("set") = "", py::arg("device_memory") = -1, py::arg("memory_fraction") = 0.0,
+          "`memsight whatif`: (text, json).")
       .def("default_device", [](const Snapshot& s) { return memsight::default_device(s).first; })
       .def(
           "render_html",

@@ -7,6 +7,7 @@
 #include "analysis/whatif.h"
 #include "memsight/error.h"
 #include "memsight/text_tools.h"
+#include "memsight/whatif.h"
 
 namespace memsight::whatif {
 namespace {
@@ -475,3 +476,26 @@ void cite_simulation(const Snapshot& snap, size_t device, std::vector<OomReport>
 }
 
 }  // namespace memsight::whatif
+
+namespace memsight {
+
+std::pair<std::string, std::string> whatif_text_and_json(const Snapshot& snap,
+                                                         const WhatifRequest& req) {
+  whatif::Options opts;
+  opts.set = req.set;
+  opts.device_memory = req.device_memory;
+  if (req.device_memory != -1 && req.device_memory <= 0)
+    throw Error("the device's memory must be a positive number of bytes");
+  if (req.memory_fraction != 0) {
+    // The CLI's rule for --memory-fraction, on the exact value.
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", req.memory_fraction);
+    alloc::Settings probe;
+    probe.apply(std::string("per_process_memory_fraction:") + buf);
+    opts.memory_fraction = probe.memory_fraction;
+  }
+  whatif::Report r = whatif::run(snap, opts);
+  return {whatif::text(r), whatif::json(r)};
+}
+
+}  // namespace memsight

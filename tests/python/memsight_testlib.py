@@ -3,7 +3,9 @@ test folders' conftest.py files cannot shadow it)."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -12,6 +14,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
 PYTHON_DIR = REPO / "python"
+MEMSIGHT = os.environ.get("MEMSIGHT_BIN", str(REPO / "build" / "release" / "memsight"))
+
+
+def cli(*args: Any) -> bytes:
+    """What the memsight executable prints (it must exit 0)."""
+    r = subprocess.run([MEMSIGHT, *map(str, args)], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 if str(PYTHON_DIR) not in sys.path:
     sys.path.insert(0, str(PYTHON_DIR))
 

@@ -5,29 +5,19 @@ observer's diagnosis mentions a leak when the history it dumped shows one."""
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import subprocess
 import sys
 import types
 
 import pytest
 
 import memsight
-from memsight_testlib import DATA, REPO
+from memsight_testlib import DATA, cli
 
 sys.path.insert(0, str(DATA))
 import make_leaks as ml  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("core")
-MEMSIGHT = os.environ.get("MEMSIGHT_BIN", str(REPO / "build" / "release" / "memsight"))
-
-
-def cli(*args) -> bytes:
-    r = subprocess.run([MEMSIGHT, *map(str, args)], capture_output=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
-
 
 @pytest.fixture
 def graph(tmp_path):
