@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/replay.h"
-#include "analysis/simulate.h"
+#include "allocator/replay.h"
+#include "allocator/simulate.h"
 #include "memsight/reader.h"
 #include "memsight/summary.h"
 

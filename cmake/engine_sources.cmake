@@ -1,11 +1,12 @@
-# The engine's sources and include folders: one list for the native library
-# (CMakeLists.txt) and the standalone viewer's WebAssembly (cmake/wasm.cmake),
-# so that both builds compile the same engine.
-file(GLOB MEMSIGHT_ENGINE_SOURCES CONFIGURE_DEPENDS
-  ${CMAKE_SOURCE_DIR}/src/pickle/*.cpp ${CMAKE_SOURCE_DIR}/src/profile/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/snapshot/*.cpp ${CMAKE_SOURCE_DIR}/src/analysis/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/report/*.cpp ${CMAKE_SOURCE_DIR}/src/capture/*.cpp
-  ${CMAKE_SOURCE_DIR}/src/util/*.cpp)
+# The engine's layers, lowest first, and their sources: one list for the
+# native libraries (cmake/layers.cmake) and the standalone viewer's
+# WebAssembly (cmake/wasm.cmake), so that both builds compile the same engine.
+set(MEMSIGHT_LAYERS util input model pickle snapshot allocator analysis profile report)
+set(MEMSIGHT_ENGINE_SOURCES "")
+foreach(layer ${MEMSIGHT_LAYERS})
+  file(GLOB_RECURSE MEMSIGHT_${layer}_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${layer}/*.cpp)
+  list(APPEND MEMSIGHT_ENGINE_SOURCES ${MEMSIGHT_${layer}_SOURCES})
+endforeach()
 # python/memsight/torch/native: the C layout the native snapshot dumper hands over.
 set(MEMSIGHT_ENGINE_INCLUDES ${CMAKE_SOURCE_DIR}/src
     ${CMAKE_SOURCE_DIR}/python/memsight/torch/native)

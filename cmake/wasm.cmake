@@ -74,7 +74,7 @@ file(GLOB WASM_ENTRY_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/wasm/*.cp
 set(ENGINE_WASM_SOURCES ${MEMSIGHT_ENGINE_SOURCES} ${WASM_ENTRY_SOURCES})
 list(REMOVE_ITEM ENGINE_WASM_SOURCES ${CMAKE_SOURCE_DIR}/src/report/html.cpp
      ${CMAKE_SOURCE_DIR}/src/report/bundle.cpp ${CMAKE_SOURCE_DIR}/src/report/standalone.cpp
-     ${CMAKE_SOURCE_DIR}/src/profile/profile_page.cpp)
+     ${CMAKE_SOURCE_DIR}/src/report/profile_page.cpp)
 add_executable(memsight_engine ${ENGINE_WASM_SOURCES})
 set_target_properties(memsight_engine PROPERTIES SUFFIX ".js")
 target_include_directories(memsight_engine PRIVATE include ${MEMSIGHT_ENGINE_INCLUDES})

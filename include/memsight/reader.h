@@ -8,12 +8,10 @@
 #include <string_view>
 
 #include "memsight/error.h"
+#include "memsight/io.h"
 #include "memsight/snapshot.h"
 
 namespace memsight {
-
-// Called now and then while reading with (bytes consumed, total bytes or 0).
-using Progress = std::function<void(uint64_t done, uint64_t total)>;
 
 // How much of a snapshot to decode.
 enum class ReadScope {
@@ -25,18 +23,6 @@ enum class ReadScope {
   // the result has no trace rows and Snapshot::trace_skipped is set.
   SegmentsOnly,
 };
-
-// A compressed input may expand to at most kExpansionAllowance bytes plus
-// kExpansionRatio times its compressed size (of a stream of unknown size:
-// the compressed bytes read so far), and never past
-// kDefaultMaxExpanded; set_max_expanded(n) replaces both limits by n bytes
-// (0 restores them). Applies to later reads on the calling thread.
-inline constexpr uint64_t kExpansionRatio = 100;
-inline constexpr uint64_t kExpansionAllowance = uint64_t{64} << 20;
-inline constexpr uint64_t kDefaultMaxExpanded = uint64_t{32} << 30;
-void set_max_expanded(uint64_t bytes);
-// The calling thread's setting (0: the defaults), to hand to helper threads.
-uint64_t max_expanded_setting();
 
 // Reads a snapshot pickle (protocols 2-5), plain or gzip/zstd/xz-compressed
 // (detected by magic bytes). Never runs code: opcodes that import or call
@@ -54,8 +40,5 @@ std::string pickle_segments(const Snapshot& snap);
 // Writes to a temporary name beside `path`, then renames; compresses with
 // gzip for ".gz" and zstd for ".zst"/".zstd" names.
 void write_snapshot_file(const Snapshot& snap, const std::string& path);
-
-// Writes `content` to `path` atomically (temp file + rename). Throws Error.
-void write_file_atomic(const std::string& path, std::string_view content);
 
 }  // namespace memsight

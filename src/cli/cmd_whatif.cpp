@@ -1,4 +1,4 @@
-#include "analysis/whatif.h"
+#include "analysis/whatif/whatif.h"
 #include "cli/cli.h"
 #include "memsight/error.h"
 

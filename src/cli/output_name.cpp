@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 #include "memsight/error.h"
-#include "pickle/source.h"
+#include "input/source.h"
 
 namespace memsight::cli {
 namespace {

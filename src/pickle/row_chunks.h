@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "memsight/snapshot.h"
-#include "pickle/source.h"
+#include "input/source.h"
 
 namespace memsight {
 

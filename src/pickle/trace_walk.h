@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "pickle/opcodes.h"
-#include "pickle/source.h"
+#include "input/source.h"
 #include "pickle/unpickler.h"
 
 namespace memsight::trace_walk {

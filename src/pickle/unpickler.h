@@ -20,11 +20,12 @@
 #include <vector>
 
 #include "memsight/pyvalue.h"
-#include "memsight/reader.h"
+#include "memsight/error.h"
+#include "memsight/io.h"
 #include "memsight/snapshot.h"
 #include "pickle/opcodes.h"
 #include "pickle/row_chunks.h"
-#include "pickle/source.h"
+#include "input/source.h"
 
 namespace memsight {
 

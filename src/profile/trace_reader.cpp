@@ -12,9 +12,9 @@
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
 #include "memsight/profile.h"
-#include "pickle/input_kind.h"
-#include "pickle/source.h"
-#include "profile/json_stream.h"
+#include "input/input_kind.h"
+#include "input/source.h"
+#include "input/json_stream.h"
 #include "util/parallel.h"
 
 namespace memsight {

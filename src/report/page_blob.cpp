@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/alike.h"
+#include "analysis/alike/alike.h"
 #include "memsight/error.h"
 #include "memsight/html.h"
 #include "memsight/input_limits.h"

@@ -3,7 +3,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/classify.h"
+#include "analysis/kinds/classify.h"
 #include "memsight/input_limits.h"
 #include "report/page_json.h"
 #include "util/escape.h"

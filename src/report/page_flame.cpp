@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "analysis/frames_fmt.h"
+#include "analysis/frames/frames_fmt.h"
 #include "report/page_data.h"
 
 namespace memsight::report {

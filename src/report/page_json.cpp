@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "memsight/input_limits.h"
-#include "pickle/source.h"
-#include "profile/json_stream.h"
+#include "input/source.h"
+#include "input/json_stream.h"
 #include "util/escape.h"
 
 namespace memsight::report {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "memsight/reader.h"
-#include "pickle/source.h"
+#include "input/source.h"
 
 namespace memsight {
 // Reads a snapshot from the source `open` returns (called again when a read

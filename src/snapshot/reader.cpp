@@ -7,9 +7,9 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "pickle/input_kind.h"
+#include "input/input_kind.h"
 #include "pickle/row_chunks.h"
-#include "pickle/source.h"
+#include "input/source.h"
 #include "pickle/unpickler.h"
 #include "snapshot/read_internal.h"
 

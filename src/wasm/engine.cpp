@@ -17,7 +17,7 @@
 
 #include "memsight/error.h"
 #include "memsight/html.h"
-#include "pickle/source.h"
+#include "input/source.h"
 #include "snapshot/read_internal.h"
 
 namespace {

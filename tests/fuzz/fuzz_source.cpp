@@ -12,8 +12,8 @@
 
 #include "memsight/error.h"
 #include "memsight/reader.h"
-#include "pickle/input_kind.h"
-#include "pickle/source.h"
+#include "input/input_kind.h"
+#include "input/source.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

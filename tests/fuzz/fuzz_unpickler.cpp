@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "memsight/error.h"
-#include "pickle/source.h"
+#include "input/source.h"
 #include "pickle/unpickler.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // torch's allocator rules (alloc_rules.h), case by case.
-#include "analysis/alloc_rules.h"
+#include "allocator/alloc_rules.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "memsight/reader.h"
-#include "pickle/source.h"
+#include "input/source.h"
 
 namespace {
 

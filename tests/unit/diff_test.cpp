@@ -7,7 +7,7 @@
 
 #include <numeric>
 
-#include "analysis/replay.h"
+#include "allocator/replay.h"
 #include "memsight/flamegraph.h"
 #include "memsight/reader.h"
 #include "test_data.h"

@@ -1,6 +1,6 @@
 // The allocator's ordered free blocks (free_set.h) against std::set, on
 // random inserts, erases, rekeys and lower bounds, across chunk splits.
-#include "analysis/free_set.h"
+#include "allocator/free_set.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The streaming JSON reader gives the same values whether the input is
 // mapped whole or arrives a byte at a time (every refill path at every
 // offset), and reports bad input with its byte offset.
-#include "profile/json_stream.h"
+#include "input/json_stream.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "memsight/error.h"
-#include "pickle/source.h"
+#include "input/source.h"
 
 namespace {
 

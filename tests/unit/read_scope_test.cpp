@@ -12,7 +12,7 @@
 #include "memsight/pyvalue.h"
 #include "memsight/reader.h"
 #include "memsight/text_tools.h"
-#include "pickle/source.h"
+#include "input/source.h"
 #include "pickle/unpickler.h"
 #include "test_data.h"
 #include "util/parallel.h"

@@ -1,6 +1,6 @@
 // Where the simulation puts segments the recording does not have: the
 // driver's placements, as the whatif workloads recorded them on an H100.
-#include "analysis/segment_addresses.h"
+#include "allocator/segment_addresses.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The simulation of torch's allocator against the recordings: under the
 // recorded settings it must make the recorded decisions (every segment
 // event, its size and the request it served, and the reserved peak).
-#include "analysis/simulate.h"
+#include "allocator/simulate.h"
 
 #include <gtest/gtest.h>
 

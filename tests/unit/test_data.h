@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "memsight/error.h"
-#include "pickle/source.h"
+#include "input/source.h"
 
 namespace memsight::test {
 

@@ -1,0 +1,32 @@
+#pragma once
+// Reading and writing bytes: progress of a read, the limit on how far a
+// compressed input may expand, and files written whole or not at all. The
+// input layer (src/input) implements them; every reader and writer above
+// it uses them.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace memsight {
+
+// Called now and then while reading with (bytes consumed, total bytes or 0).
+using Progress = std::function<void(uint64_t done, uint64_t total)>;
+
+// A compressed input may expand to at most kExpansionAllowance bytes plus
+// kExpansionRatio times its compressed size (of a stream of unknown size:
+// the compressed bytes read so far), and never past
+// kDefaultMaxExpanded; set_max_expanded(n) replaces both limits by n bytes
+// (0 restores them). Applies to later reads on the calling thread.
+inline constexpr uint64_t kExpansionRatio = 100;
+inline constexpr uint64_t kExpansionAllowance = uint64_t{64} << 20;
+inline constexpr uint64_t kDefaultMaxExpanded = uint64_t{32} << 30;
+void set_max_expanded(uint64_t bytes);
+// The calling thread's setting (0: the defaults), to hand to helper threads.
+uint64_t max_expanded_setting();
+
+// Writes `content` to `path` atomically (temp file + rename). Throws Error.
+void write_file_atomic(const std::string& path, std::string_view content);
+
+}  // namespace memsight

@@ -1,0 +1,190 @@
+// What a device's trace asks of the allocator (simulate.h's Plan): which
+// entries are requests and frees, which segment releases were an
+// empty_cache() call and which a request's own retry, which frees a
+// release completed, and what the recording says of the device's memory.
+#include <algorithm>
+
+#include "allocator/simulate.h"
+
+namespace memsight::simulate {
+namespace {
+
+bool releases(Action a) { return a == Action::SegmentFree || a == Action::SegmentUnmap; }
+bool creates(Action a) { return a == Action::SegmentAlloc || a == Action::SegmentMap; }
+
+// The devices' memory as memsight's OOM observer records it beside the
+// snapshot (top-level "memsight_device_memory": [{device, total, limit}]).
+void observed_device(const Snapshot& snap, size_t device, Device& d) {
+  const PyValue* v = snap.top("memsight_device_memory");
+  if (!v || v->kind != PyValue::Kind::List) return;
+  for (const PyValue& e : v->items) {
+    const PyValue* dev = e.get("device");
+    if (!dev || dev->kind != PyValue::Kind::Int || dev->i != static_cast<int64_t>(device)) continue;
+    if (const PyValue* t = e.get("total"); t && t->kind == PyValue::Kind::Int) d.total = t->i;
+    if (const PyValue* l = e.get("limit"); l && l->kind == PyValue::Kind::Int && l->i >= 0)
+      d.limit = l->i;
+  }
+}
+
+bool wrapped(const Snapshot& snap) {
+  const PyValue* st = snap.top("allocator_settings");
+  const PyValue* o = st ? st->get("trace_alloc_overflowed") : nullptr;
+  if (!o) return false;
+  if (o->kind == PyValue::Kind::List)
+    return std::any_of(o->items.begin(), o->items.end(),
+                       [](const PyValue& x) { return x.kind == PyValue::Kind::Bool && x.b; });
+  return o->kind == PyValue::Kind::Bool && o->b;
+}
+
+}  // namespace
+
+Plan plan(const Snapshot& snap, size_t device) {
+  Plan p;
+  p.device = device;
+  observed_device(snap, device, p.device_recorded);
+  alloc::Settings recorded = alloc::Settings::recorded(snap);
+  p.start = alloc::trace_start(snap, device, recorded, p.device_recorded.total);
+  const TraceTable& t = snap.trace;
+  const uint32_t begin = p.start.begin;
+  const auto n = static_cast<int32_t>(p.start.end - begin);
+  auto act = [&](int32_t i) { return t.action[begin + i]; };
+  // A free_completed not right after its free_requested: the block waited
+  // for other streams (record_stream).
+  auto waited = [&](int32_t i) {
+    return act(i) == Action::FreeCompleted && !(i > 0 && act(i - 1) == Action::FreeRequested &&
+                                                t.addr[begin + i - 1] == t.addr[begin + i]);
+  };
+
+  // One pass: what each entry asks, the segment creations (each serves the
+  // entry after it), the recorded reserved memory and its peak, and bounds
+  // on a memory cap from the successful creations and the capped OOMs.
+  p.rows.assign(static_cast<size_t>(n), Plan::kIgnore);
+  std::vector<SegmentEvent> created;
+  std::vector<int32_t> release_rows;
+  int64_t reserved = 0;
+  for (const alloc::TraceStart::Range& r : p.start.ranges) reserved += r.size;
+  p.start_reserved = p.recorded_peak_reserved = reserved;
+  Device& dev = p.device_recorded;
+  int64_t lo = -1, hi = -1;
+  for (int32_t i = 0; i < n; ++i) {
+    const Action a = act(i);
+    switch (a) {
+      case Action::Alloc:
+        p.rows[i] = Plan::kAlloc;
+        break;
+      case Action::FreeRequested:
+        p.rows[i] = i + 1 < n && act(i + 1) == Action::FreeCompleted &&
+                            t.addr[begin + i + 1] == t.addr[begin + i]
+                        ? Plan::kFree
+                        : Plan::kFreeRequested;
+        break;
+      case Action::FreeCompleted:
+        if (waited(i)) p.rows[i] = Plan::kFreeCompleted;
+        break;
+      case Action::Oom: {
+        p.rows[i] = Plan::kOom;
+        p.recorded_ooms.push_back(i);
+        int64_t free = t.addr[begin + i], need = alloc::allocation_size(t.size[begin + i]);
+        dev.capacity = reserved + free;
+        if (need <= free) hi = hi < 0 ? reserved + need - 1 : std::min(hi, reserved + need - 1);
+        break;
+      }
+      case Action::SegmentAlloc:
+      case Action::SegmentMap: {
+        int64_t sz = t.size[begin + i];
+        int32_t k = i;
+        while (k < n && creates(act(k))) ++k;
+        created.push_back({a, t.addr[begin + i], sz, k});
+        bool first_map = !(i > 0 && act(i - 1) == Action::SegmentMap);
+        if (a == Action::SegmentAlloc)
+          lo = std::max(lo, reserved + sz);
+        else if (first_map && k < n && act(k) == Action::Alloc)
+          lo = std::max(lo, reserved + alloc::allocation_size(
+                                           alloc::round_size(recorded, t.size[begin + k])));
+        reserved += sz;
+        if (reserved > p.recorded_peak_reserved) {
+          p.recorded_peak_reserved = reserved;
+          p.recorded_peak_reserved_event = i;
+        }
+        break;
+      }
+      case Action::SegmentFree:
+      case Action::SegmentUnmap:
+        reserved -= t.size[begin + i];
+        release_rows.push_back(i);
+        break;
+      default:
+        break;
+    }
+  }
+
+  // Releases of cached segments. Inside a request (a retry after a failed
+  // cudaMalloc, garbage collection) they carry the request's context, so the
+  // same stack as the alloc or oom entry that follows them; an empty_cache()
+  // call's carry its own. Without stacks: a release followed by a new
+  // segment for the next request, or by an oom, is the request's.
+  for (size_t q = 0; q < release_rows.size();) {
+    const int32_t i = release_rows[q];
+    int32_t g0 = i;
+    while (g0 > 0 && waited(g0 - 1)) --g0;
+    int32_t j = i;
+    while (j < n && (releases(act(j)) || waited(j))) ++j;
+    int32_t k = j;
+    while (k < n && creates(act(k))) ++k;
+    bool request = k < n && (act(k) == Action::Alloc || act(k) == Action::Oom);
+    if (request) {
+      StackId sr = t.stack[begin + i], sk = t.stack[begin + k];
+      request = sr || sk ? sr == sk : (k > j || act(k) == Action::Oom);
+    }
+    bool first = true;
+    for (int32_t r = g0; r < j; ++r) {
+      if (releases(act(r))) {
+        p.rows[r] = !request && first ? Plan::kEmptyCache : Plan::kIgnore;
+        first = false;
+        p.recorded.push_back({act(r), t.addr[begin + r], t.size[begin + r], request ? k : i});
+      } else if (request && waited(r)) {
+        p.rows[r] = Plan::kFreeAfter;
+      }
+    }
+    while (q < release_rows.size() && release_rows[q] < j) ++q;
+  }
+
+  // Both lists are in trace order; merge them.
+  p.recorded.insert(p.recorded.end(), created.begin(), created.end());
+  std::stable_sort(p.recorded.begin(), p.recorded.end(),
+                   [](const SegmentEvent& x, const SegmentEvent& y) { return x.owner < y.owner; });
+  if (dev.limit < 0 && hi >= 0) {
+    dev.limit = lo >= 0 && lo <= hi ? lo : hi;
+    dev.limit_high = hi;
+    dev.limit_inferred = true;
+  }
+  if (dev.total > 0 && dev.capacity < 0) dev.capacity = dev.total;
+
+  // Requests in a CUDA graph's private pool: those at addresses of a
+  // private pool's segment.
+  bool private_pools = std::any_of(
+      p.start.final_ranges.begin(), p.start.final_ranges.end(),
+      [](const alloc::TraceStart::Range& r) { return r.pool_id[0] != 0 || r.pool_id[1] != 0; });
+  for (int32_t i = 0; private_pools && i < n; ++i) {
+    if (p.rows[i] != Plan::kAlloc) continue;
+    const alloc::TraceStart::Range* r = p.start.final_range_at(t.addr[begin + i]);
+    if (!r || (r->pool_id[0] == 0 && r->pool_id[1] == 0)) continue;
+    std::pair<int64_t, int64_t> id{r->pool_id[0], r->pool_id[1]};
+    auto it = std::find(p.pool_ids.begin(), p.pool_ids.end(), id);
+    if (it == p.pool_ids.end()) it = p.pool_ids.insert(p.pool_ids.end(), id);
+    p.private_rows.push_back(
+        {static_cast<uint32_t>(i), static_cast<uint16_t>(it - p.pool_ids.begin())});
+  }
+
+  if (n == 0)
+    p.incomplete = "the snapshot has no trace for this device";
+  else if (wrapped(snap))
+    p.incomplete = "the history buffer wrapped: the simulation starts from an estimated state";
+  else if (p.start.estimated)
+    p.incomplete = "the trace frees " + std::to_string(p.start.estimated) +
+                   " blocks it never saw allocated (recording began late or the buffer wrapped): "
+                   "their sizes are estimated";
+  return p;
+}
+
+}  // namespace memsight::simulate

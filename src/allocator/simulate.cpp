@@ -1,0 +1,478 @@
+// torch's DeviceCachingAllocator::malloc and free, simulated (see
+// simulate.h): the same paths in the same order, over the shared
+// CachingAllocator and rules.
+#include "allocator/simulate.h"
+
+#include <algorithm>
+#include <map>
+
+#include "allocator/segment_addresses.h"
+
+namespace memsight::simulate {
+namespace {
+
+using alloc::Block;
+using alloc::FreeSet;
+using alloc::kNone;
+
+class Simulator {
+ public:
+  Simulator(const Snapshot& snap, const Plan& p, const Inputs& in)
+      : t_(snap.trace), p_(p), in_(in), s_(in.settings), a_(in.settings, true, false) {
+    block_of_.assign(p.start.requests, kNone);
+    alloc::load_start(a_, snap, p.start, [&](uint32_t b, const alloc::TraceStart::Live& l) {
+      a_.blocks[b].tag = l.request;
+      block_of_[l.request] = b;
+      if (l.pending) pending_.push_back(b);
+    });
+    int64_t top = 0;
+    for (const alloc::TraceStart::Range& r : p.start.ranges)
+      if (!r.expandable) segs_.emplace(r.start, r.end());
+    for (const auto& [a, e] : segs_) top = std::max(top, e);
+    for (const alloc::AddressSpace& sp : a_.spaces) top = std::max(top, sp.base + sp.size);
+    for (const SegmentEvent& e : p.recorded) {
+      top = std::max(top, e.addr + e.size);
+      if (e.action == Action::SegmentAlloc) recorded_allocs_.push_back({e.addr, e.size});
+    }
+    // New address spaces go above every address the recording used, new
+    // segments below (the driver reserves top-down).
+    synthetic_ = std::max((top + (int64_t{1} << 30)) / (int64_t{1} << 30) * (int64_t{1} << 30),
+                          int64_t{1} << 46);
+    int64_t floor = synthetic_;
+    for (const auto& [a, e] : segs_) floor = std::min(floor, a);
+    for (const alloc::AddressSpace& sp : a_.spaces) floor = std::min(floor, sp.base);
+    for (const SegmentEvent& e : p.recorded) floor = std::min(floor, e.addr);
+    addresses_ = alloc::SegmentAddresses(floor);
+    for (const auto& [a, e] : segs_) addresses_.taken(a, e - a);
+    unanchored_ = segs_.empty() && recorded_allocs_.empty();
+    for (const auto& id : p.pool_ids)
+      private_.push_back(a_.pool_of(false, id.first, id.second));  // large; small is + 1
+    res_.unused_at_peak = a_.now.reserved - a_.now.allocated;
+    res_.largest_free_at_peak = largest_free();
+  }
+
+  Result run() {
+    const uint32_t begin = p_.start.begin;
+    size_t next_private = 0;
+    for (uint32_t i = 0; i < p_.rows.size(); ++i) {
+      const uint32_t r = begin + i;
+      owner_ = static_cast<int32_t>(i);
+      switch (p_.rows[i]) {
+        case Plan::kAlloc:
+        case Plan::kOom: {
+          int pool = -1;
+          while (next_private < p_.private_rows.size() && p_.private_rows[next_private].first < i)
+            ++next_private;
+          if (next_private < p_.private_rows.size() && p_.private_rows[next_private].first == i)
+            pool = private_[p_.private_rows[next_private].second];
+          bool recorded_oom = p_.rows[i] == Plan::kOom;
+          uint32_t b = malloc(t_.size[r], p_.start.rank(t_.stream[r]), pool, recorded_oom);
+          if (b == kNone) {
+            if (!recorded_oom) {
+              res_.stopped_at = owner_;
+              a_.observe(owner_);
+              return finish();
+            }
+          } else if (recorded_oom) {
+            res_.avoided.push_back(owner_);
+          } else {
+            res_.misplaced += a_.blocks[b].addr != t_.addr[r];
+            a_.blocks[b].tag = p_.start.request[i];
+            block_of_[p_.start.request[i]] = b;
+          }
+          complete_after();
+          break;
+        }
+        case Plan::kFree:
+          if (uint32_t b = block(p_.start.request[i]); b != kNone) {
+            block_of_[p_.start.request[i]] = kNone;
+            a_.free_block(b);
+          }
+          break;
+        case Plan::kFreeRequested:
+          if (uint32_t b = block(p_.start.request[i]); b != kNone && a_.blocks[b].allocated) {
+            a_.free_requested(b);
+            pending_.push_back(b);
+          }
+          break;
+        case Plan::kFreeCompleted:
+          complete(p_.start.request[i]);
+          break;
+        case Plan::kFreeAfter:
+          after_.push_back(p_.start.request[i]);
+          break;
+        case Plan::kEmptyCache:
+          release_cached_blocks();
+          break;
+        default:
+          break;
+      }
+      observe();
+    }
+    return finish();
+  }
+
+ private:
+  uint32_t block(uint32_t request) const {
+    return request == alloc::TraceStart::kNoRequest ? kNone : block_of_[request];
+  }
+
+  // Fragmentation at the peak: while reserved memory stands at its peak,
+  // the least of it that is not allocated (a new segment is empty at first;
+  // what stays unused as it fills is what the settings cost).
+  void observe() {
+    int64_t before = a_.peak.reserved;
+    a_.observe(owner_);
+    int64_t unused = a_.now.reserved - a_.now.allocated;
+    if (a_.peak.reserved > before ||
+        (a_.now.reserved == a_.peak.reserved && unused < res_.unused_at_peak)) {
+      res_.peak_reserved_event = a_.peak_reserved_event;
+      res_.unused_at_peak = unused;
+      res_.largest_free_at_peak = largest_free();
+    }
+  }
+
+  Result finish() {
+    res_.peak = a_.peak;
+    res_.peak.requested = a_.peak_requested;
+    res_.peak_allocated_event = a_.peak_allocated_event;
+    res_.peak_reserved_event = a_.peak_reserved_event;
+    return std::move(res_);
+  }
+
+  int64_t largest_free() const {
+    int64_t best = 0;
+    for (const alloc::Pool& pool : a_.pools)
+      pool.free.for_each([&](const FreeSet::Entry& e) {
+        best = std::max(best, static_cast<int64_t>(e.hi & ((uint64_t{1} << 48) - 1)));
+      });
+    return best;
+  }
+
+  // A free whose block waited for other streams completes (or one whose
+  // release already completed it: nothing left to do).
+  void complete(uint32_t request) {
+    uint32_t b = block(request);
+    if (b == kNone) return;
+    block_of_[request] = kNone;
+    auto it = std::find(pending_.begin(), pending_.end(), b);
+    if (it != pending_.end()) pending_.erase(it);
+    a_.free_block(b);
+  }
+
+  void complete_after() {
+    for (uint32_t request : after_) complete(request);
+    after_.clear();
+  }
+
+  // synchronize_and_free_events: every block waiting for events is freed.
+  void synchronize() {
+    std::vector<uint32_t> done;
+    done.swap(pending_);
+    for (uint32_t b : done) {
+      if (!a_.blocks[b].pending) continue;
+      if (a_.blocks[b].tag != alloc::TraceStart::kNoRequest) block_of_[a_.blocks[b].tag] = kNone;
+      a_.free_block(b);
+    }
+  }
+
+  void log(Action action, int64_t addr, int64_t size) {
+    if (in_.keep_events) res_.events.push_back({action, addr, size, owner_});
+  }
+
+  uint16_t pool_for(int64_t size, int private_large) const {
+    bool small = alloc::small_request(size);
+    if (private_large >= 0) return static_cast<uint16_t>(private_large + small);
+    return small ? 1 : 0;
+  }
+
+  bool capped() const { return in_.device.limit >= 0; }
+
+  // DeviceCachingAllocator::malloc. kNone: out of memory. The blocks the
+  // steps find stay cached until carve() hands them out.
+  uint32_t malloc(int64_t orig, uint16_t stream, int private_large, bool recorded_oom) {
+    int64_t size = alloc::round_size(s_, orig);
+    uint16_t pool = pool_for(size, private_large);
+    int64_t alloc_size = alloc::allocation_size(size);
+    uint32_t b = get_free_block(pool, stream, size);
+    if (b == kNone) {
+      if (capped() && s_.gc_threshold > 0) garbage_collect();
+      b = alloc_block(pool, stream, size, alloc_size);
+      if (b == kNone && release_available_cached_blocks(pool, stream, size))
+        b = alloc_block(pool, stream, size, alloc_size);
+      if (b == kNone && private_large < 0) {
+        release_cached_blocks();
+        b = alloc_block(pool, stream, size, alloc_size);
+      }
+    }
+    if (b == kNone) {
+      Oom o;
+      o.event = owner_;
+      o.requested = size;
+      o.reserved = a_.now.reserved;
+      o.allocated = a_.now.allocated;
+      o.free = a_.free_space();
+      o.recorded = recorded_oom;
+      o.cap = capped() && a_.now.reserved + alloc_size > in_.device.limit;
+      res_.ooms.push_back(o);
+      return kNone;
+    }
+    bool split = alloc::should_split(s_, a_.pools[pool].small, a_.blocks[b].size, size);
+    return a_.carve(b, size, orig, split);
+  }
+
+  int64_t expandable_size(uint32_t b) const {
+    const Block& x = a_.blocks[b];
+    return x.size + (x.next != kNone && !a_.blocks[x.next].mapped ? a_.blocks[x.next].size : 0);
+  }
+
+  uint32_t get_free_block(uint16_t pool_id, uint16_t stream, int64_t size) {
+    alloc::Pool& pool = a_.pools[pool_id];
+    if (capped() && s_.gc_threshold > 0) ++pool.free_searches;
+    const FreeSet& f = pool.free;
+    auto stream_of = [](const FreeSet::Entry& e) { return static_cast<uint16_t>(e.hi >> 48); };
+    FreeSet::Pos it = f.lower_bound(FreeSet::hi_of(stream, size), 0);
+    if (f.at_end(it) || stream_of(f.at(it)) != stream) return kNone;
+    if (a_.blocks[f.at(it).id].va) {
+      if (s_.expandable_segments) {
+        // Best fit by the size a block can grow to, up to the next pages.
+        for (FreeSet::Pos next = f.next(it);
+             a_.blocks[f.at(it).id].va && !f.at_end(next) && stream_of(f.at(next)) == stream &&
+             expandable_size(f.at(next).id) < expandable_size(f.at(it).id);
+             next = f.next(next))
+          it = next;
+      } else {
+        do it = f.next(it);
+        while (!f.at_end(it) && a_.blocks[f.at(it).id].va && stream_of(f.at(it)) == stream);
+        if (f.at_end(it) || stream_of(f.at(it)) != stream) return kNone;
+      }
+    }
+    uint32_t b = f.at(it).id;
+    return alloc::may_serve(s_, size, a_.blocks[b].size) ? b : kNone;
+  }
+
+  // garbage_collect_cached_blocks: frees the default large pool's unsplit
+  // blocks least recently reused, until reserved memory falls to the
+  // threshold's share of the limit.
+  void garbage_collect() {
+    auto threshold = static_cast<int64_t>(s_.gc_threshold * static_cast<double>(in_.device.limit));
+    if (a_.now.reserved <= threshold) return;
+    int64_t target = a_.now.reserved - threshold, reclaimed = 0;
+    alloc::Pool& pool = a_.pools[0];
+    auto age = [&](uint32_t b) { return pool.free_searches - a_.blocks[b].gc_base; };
+    int64_t total_age = 0, count = 0;
+    pool.free.for_each([&](const FreeSet::Entry& e) {
+      const Block& x = a_.blocks[e.id];
+      if (!x.split() && !x.va) total_age += age(e.id), ++count;
+    });
+    bool freed = true;
+    while (reclaimed < target && freed && count > 0) {
+      double threshold_age = static_cast<double>(total_age) / static_cast<double>(count);
+      freed = false;
+      std::vector<uint32_t> order;
+      pool.free.for_each([&](const FreeSet::Entry& e) { order.push_back(e.id); });
+      for (uint32_t b : order) {
+        const Block& x = a_.blocks[b];
+        if (x.split() || x.va || static_cast<double>(age(b)) < threshold_age) continue;
+        freed = true;
+        reclaimed += x.size;
+        total_age -= age(b);
+        --count;
+        release_block(b);
+      }
+    }
+  }
+
+  void release_block(uint32_t b) {
+    const Block& x = a_.blocks[b];
+    log(Action::SegmentFree, x.addr, x.size);
+    segs_.erase(x.addr);
+    addresses_.release(x.addr, x.size);
+    a_.release_segment(b);
+  }
+
+  bool fits_device(int64_t bytes) const {
+    return in_.device.capacity < 0 || a_.now.reserved + bytes <= in_.device.capacity;
+  }
+
+  // Where cudaMalloc puts a new segment: the recorded address while the
+  // simulation makes the recording's segments in its order, else where the
+  // driver would (segment_addresses.h).
+  int64_t segment_address(int64_t size) {
+    if (lockstep_ && cursor_ < recorded_allocs_.size() &&
+        recorded_allocs_[cursor_].second == size) {
+      int64_t addr = recorded_allocs_[cursor_].first;
+      auto it = segs_.upper_bound(addr);
+      bool overlaps = (it != segs_.end() && it->first < addr + size) ||
+                      (it != segs_.begin() && std::prev(it)->second > addr);
+      if (!overlaps) {
+        ++cursor_;
+        addresses_.taken(addr, size);
+        return addr;
+      }
+    }
+    lockstep_ = false;
+    if (unanchored_) ++res_.segments_placed_unanchored;
+    return addresses_.place(size);
+  }
+
+  uint32_t alloc_block(uint16_t pool, uint16_t stream, int64_t size, int64_t alloc_size) {
+    if (capped() && a_.now.reserved + alloc_size > in_.device.limit) return kNone;
+    if (s_.expandable_segments) return allocate_expandable(pool, stream, size);
+    if (!fits_device(alloc_size)) return kNone;
+    int64_t addr = segment_address(alloc_size);
+    uint32_t b = a_.add_segment(addr, alloc_size, pool, stream);
+    segs_[addr] = addr + alloc_size;
+    ++res_.segments_created;
+    log(Action::SegmentAlloc, addr, alloc_size);
+    return b;
+  }
+
+  // find_expandable_block: the lowest address where `size` fits in free and
+  // unmapped space of the pool's stream; a new address space if none.
+  uint32_t find_expandable(uint16_t pool, uint16_t stream, int64_t size) {
+    auto allocatable = [&](uint32_t b) { return b != kNone && a_.blocks[b].mergeable(); };
+    for (const alloc::Pool::Unmapped& u : a_.pools[pool].unmapped) {
+      if (u.stream != stream) continue;
+      uint32_t c = u.id;
+      if (allocatable(a_.blocks[c].prev)) c = a_.blocks[c].prev;
+      int64_t room = 0;
+      for (uint32_t b = c; room < size && allocatable(b); b = a_.blocks[b].next)
+        room += a_.blocks[b].size;
+      if (room >= size) return c;
+    }
+    uint16_t sp = a_.add_space(synthetic_, p_.start.space_size, pool, stream);
+    synthetic_ += p_.start.space_size;
+    return a_.spaces[sp].head;
+  }
+
+  // map_block: pages for the first `size` bytes of unmapped block u.
+  uint32_t map_pages(uint32_t u, int64_t size) {
+    int64_t page = alloc::page_size(a_.pools[a_.blocks[u].pool].small);
+    int64_t bytes = (size + page - 1) / page * page;
+    if (!fits_device(bytes)) return kNone;
+    int64_t addr = a_.blocks[u].addr;
+    ++res_.segments_created;
+    log(Action::SegmentMap, addr, bytes);
+    return a_.map(u, addr, bytes);
+  }
+
+  uint32_t allocate_expandable(uint16_t pool, uint16_t stream, int64_t size) {
+    uint32_t c = find_expandable(pool, stream, size);
+    if (!a_.blocks[c].mapped) {
+      c = map_pages(c, std::min(a_.blocks[c].size, size));
+      if (c == kNone) return kNone;
+    }
+    while (a_.blocks[c].size < size) {
+      uint32_t next = a_.blocks[c].next;
+      c = map_pages(next, std::min(size - a_.blocks[c].size, a_.blocks[next].size));
+      if (c == kNone) return kNone;
+    }
+    return c;
+  }
+
+  // release_available_cached_blocks: with max_split_size set, frees oversize
+  // cached blocks of the stream, the smallest that covers the request or
+  // else the largest ones, until enough is freed.
+  bool release_available_cached_blocks(uint16_t pool_id, uint16_t stream, int64_t size) {
+    if (s_.max_split_size == alloc::kNoLimit) return false;
+    const FreeSet& f = a_.pools[pool_id].free;
+    int64_t key = std::max(size, s_.max_split_size);
+    auto stream_of = [](const FreeSet::Entry& e) { return static_cast<uint16_t>(e.hi >> 48); };
+    auto size_of = [&](const FreeSet::Entry& e) { return a_.blocks[e.id].size; };
+    FreeSet::Pos it = f.lower_bound(FreeSet::hi_of(stream, key), 0);
+    std::vector<uint32_t> victims;
+    if (f.at_end(it) || stream_of(f.at(it)) != stream) {
+      if (f.is_first(it) || f.size() == 0) return false;
+      int64_t released = 0;
+      it = f.prev(it);
+      while (released < key && size_of(f.at(it)) >= s_.max_split_size &&
+             stream_of(f.at(it)) == stream) {
+        released += size_of(f.at(it));
+        victims.push_back(f.at(it).id);
+        if (f.is_first(it)) break;
+        it = f.prev(it);
+      }
+      if (released < key) {
+        release_victims(victims);
+        return false;
+      }
+    } else {
+      victims.push_back(f.at(it).id);
+    }
+    release_victims(victims);
+    return true;
+  }
+
+  void release_victims(const std::vector<uint32_t>& victims) {
+    for (uint32_t b : victims)
+      if (!a_.blocks[b].va && !a_.blocks[b].split()) release_block(b);
+  }
+
+  // release_cached_blocks (torch.cuda.empty_cache, and a request's last
+  // retry): waits for every stream's events, then frees every unsplit
+  // cached segment and unmaps the free pages of expandable ones.
+  void release_cached_blocks() {
+    synchronize();
+    for (uint16_t pool : {uint16_t{0}, uint16_t{1}}) {
+      std::vector<uint32_t> order, to_unmap;
+      a_.pools[pool].free.for_each([&](const FreeSet::Entry& e) { order.push_back(e.id); });
+      for (uint32_t b : order) {
+        const Block& x = a_.blocks[b];
+        if (x.va)
+          to_unmap.push_back(b);
+        else if (!x.split())
+          release_block(b);
+      }
+      for (uint32_t b : to_unmap) unmap_pages(b);
+    }
+  }
+
+  // unmap_block: the whole pages inside free block b.
+  void unmap_pages(uint32_t b) {
+    const Block& x = a_.blocks[b];
+    const alloc::AddressSpace& sp = a_.spaces[x.va - 1];
+    int64_t page = alloc::page_size(a_.pools[x.pool].small);
+    int64_t first = (x.addr - sp.base + page - 1) / page, last = (x.addr + x.size - sp.base) / page;
+    if (first >= last) return;
+    int64_t addr = sp.base + first * page, bytes = (last - first) * page;
+    log(Action::SegmentUnmap, addr, bytes);
+    a_.unmap(b, addr, bytes);
+  }
+
+  const TraceTable& t_;
+  const Plan& p_;
+  const Inputs& in_;
+  const alloc::Settings& s_;
+  alloc::CachingAllocator a_;
+  std::vector<uint32_t> block_of_;   // request -> its block while live
+  std::vector<uint32_t> pending_;    // blocks waiting for other streams' events
+  std::vector<uint32_t> after_;      // requests the next request's release completes
+  std::map<int64_t, int64_t> segs_;  // cudaMalloc'd segments: start -> end
+  alloc::SegmentAddresses addresses_{0};
+  std::vector<std::pair<int64_t, int64_t>> recorded_allocs_;
+  size_t cursor_ = 0;
+  bool lockstep_ = true;
+  // No cudaMalloc segment at the start nor in the record: the layout comes
+  // from the model of the driver alone.
+  bool unanchored_ = false;
+  int64_t synthetic_ = 0;
+  std::vector<int> private_;  // plan's pool index -> its large pool (small: + 1)
+  int32_t owner_ = 0;
+  Result res_;
+};
+
+}  // namespace
+
+Inputs Inputs::recorded(const Snapshot& snap, const Plan& p) {
+  Inputs in;
+  in.settings = alloc::Settings::recorded(snap);
+  in.device = p.device_recorded;
+  return in;
+}
+
+Result run(const Snapshot& snap, const Plan& p, const Inputs& in) {
+  return Simulator(snap, p, in).run();
+}
+
+}  // namespace memsight::simulate

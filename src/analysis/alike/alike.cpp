@@ -1,0 +1,43 @@
+#include "analysis/alike/alike.h"
+
+namespace memsight {
+
+std::optional<size_t> AlikeDevices::add(std::string key, int device) {
+  auto [it, fresh] = group_of_.try_emplace(std::move(key), members_.size());
+  if (fresh) {
+    members_.push_back({{device, device}});
+    return std::nullopt;
+  }
+  DeviceRanges& ranges = members_[it->second];
+  if (ranges.back().second == device - 1)
+    ranges.back().second = device;
+  else
+    ranges.emplace_back(device, device);
+  return it->second;
+}
+
+std::string devices_heading(int device, const DeviceRanges& ranges) {
+  size_t count = 0;
+  for (auto [a, b] : ranges) count += static_cast<size_t>(b - a) + 1;
+  if (count <= 1) return "Device " + std::to_string(device);
+  std::string out = "Devices ";
+  constexpr size_t kNamed = 8;
+  for (size_t i = 0; i < ranges.size() && i < kNamed; ++i) {
+    auto [a, b] = ranges[i];
+    if (i) out += ", ";
+    out += std::to_string(a);
+    if (b > a) out += (b == a + 1 ? ", " : "-") + std::to_string(b);
+  }
+  if (ranges.size() > kNamed) out += ", ...";
+  return out + " (" + std::to_string(count) + " alike)";
+}
+
+void append_alike_json(std::string& out, const DeviceRanges& ranges) {
+  out += ",\"alike\":[";
+  for (size_t i = 0; i < ranges.size(); ++i)
+    out += (i ? ",[" : "[") + std::to_string(ranges[i].first) + ',' +
+           std::to_string(ranges[i].second) + ']';
+  out += ']';
+}
+
+}  // namespace memsight

@@ -1,0 +1,231 @@
+// diff_text / diff_json / diff_folded / diff_svg (memsight/diff.h).
+#include <cstdio>
+
+#include "analysis/frames/report_text.h"
+#include "memsight/diff.h"
+#include "util/escape.h"
+#include "util/lines.h"
+
+namespace memsight {
+namespace {
+
+constexpr size_t kShown = 10;  // sites listed per group in the text
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string signed_size(int64_t v) {
+  if (v == 0) return "0";
+  return (v > 0 ? "+" : "-") + size_text(v > 0 ? v : -v);
+}
+
+std::string percent(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f%%", v * 100);
+  return b;
+}
+
+std::string moment_text(const DiffMoment& m) {
+  std::string where = m.file + ", device " + num(m.device) + ", ";
+  std::string entry = m.event < 0 ? "before the first trace entry"
+                                  : "after trace entry " + num(m.event) + " of " + num(m.entries);
+  if (m.at == "snapshot") return where + "at the snapshot (" + entry + ")";
+  if (m.at == "peak") return where + "at the allocated peak (" + entry + ")";
+  if (m.at.starts_with("oom")) return where + "at " + m.at + " (" + entry + ")";
+  if (m.at.starts_with("step:"))
+    return where + "at the start of step " + m.at.substr(5) + " (before trace entry " +
+           num(m.event + 1) + " of " + num(m.entries) + ")";
+  return where + entry;
+}
+
+std::string row(const std::string& label, const std::string& a, const std::string& b,
+                const std::string& c) {
+  char line[200];
+  std::snprintf(line, sizeof line, "  %-20s %12s %12s %12s\n", label.c_str(), a.c_str(), b.c_str(),
+                c.c_str());
+  return line;
+}
+
+std::string bytes_row(const std::string& label, int64_t a, int64_t b) {
+  return row(label, size_text(a), size_text(b), signed_size(b - a));
+}
+
+void site_groups(std::string& out, const SnapshotDiff& d) {
+  struct Group {
+    std::string_view status;
+    const char* title;
+  };
+  static constexpr Group kGroups[] = {{"grew", "grew"},
+                                      {"appeared", "appeared (only in AFTER)"},
+                                      {"shrank", "shrank"},
+                                      {"vanished", "vanished (only in BEFORE)"}};
+  for (const Group& g : kGroups) {
+    size_t n = 0, shown = 0;
+    int64_t total = 0, rest = 0;
+    for (const SiteChange& s : d.sites)
+      if (s.status() == g.status) {
+        ++n;
+        total += s.change();
+      }
+    if (!n) continue;
+    out += "    " + std::string(g.title) + ": " + num(static_cast<int64_t>(n)) + " site" +
+           (n == 1 ? "" : "s") + ", " + signed_size(total) + '\n';
+    for (const SiteChange& s : d.sites) {
+      if (s.status() != g.status) continue;
+      if (shown++ >= kShown) {
+        rest += s.change();
+        continue;
+      }
+      char line[160];
+      std::snprintf(line, sizeof line, "      %11s  %10s -> %-10s %6lld -> %-6lld ",
+                    signed_size(s.change()).c_str(), size_text(s.before).c_str(),
+                    size_text(s.after).c_str(), static_cast<long long>(s.before_count),
+                    static_cast<long long>(s.after_count));
+      out += line + (s.stack.empty() ? s.site : s.stack) + '\n';
+    }
+    if (n > kShown)
+      out += "      " + signed_size(rest) + " in " + num(static_cast<int64_t>(n - kShown)) +
+             " more sites\n";
+  }
+  size_t same = 0;
+  int64_t same_bytes = 0;
+  for (const SiteChange& s : d.sites)
+    if (s.status() == "same") {
+      ++same;
+      same_bytes += s.after;
+    }
+  if (same)
+    out += "    unchanged: " + num(static_cast<int64_t>(same)) + " site" + (same == 1 ? "" : "s") +
+           ", " + size_text(same_bytes) + '\n';
+}
+
+void json_moment(std::string& out, const DiffMoment& m) {
+  char frag[32];
+  std::snprintf(frag, sizeof frag, "%.6f", m.fragmentation);
+  out += "{\"file\":";
+  append_json_string(out, m.file);
+  out += ",\"device\":" + num(m.device) + ",\"at\":";
+  append_json_string(out, m.at);
+  out += ",\"event\":" + num(m.event) + ",\"entries\":" + num(m.entries) +
+         ",\"time_us\":" + num(m.time_us) + ",\"allocated\":" + num(m.allocated) +
+         ",\"active\":" + num(m.active) + ",\"reserved\":" + num(m.reserved) +
+         ",\"requested\":" + num(m.requested) + ",\"free\":" + num(m.free_bytes) +
+         ",\"free_blocks\":" + num(m.free_blocks) + ",\"largest_free\":" + num(m.largest_free) +
+         ",\"fragmentation\":" + frag + ",\"sites\":" + num(static_cast<int64_t>(m.sites.size())) +
+         ",\"note\":";
+  append_json_string(out, m.note);
+  out += '}';
+}
+
+constexpr Category kAll[kCategoryCount] = {
+    Category::Parameter,        Category::Gradient,        Category::OptimizerState,
+    Category::Buffer,           Category::Activation,      Category::Temporary,
+    Category::AutogradInternal, Category::BeforeRecording, Category::Unknown};
+
+std::string module_name(const std::string& m) { return m.empty() ? "(model)" : m; }
+
+}  // namespace
+
+std::string diff_text(const SnapshotDiff& d) {
+  const DiffMoment &a = d.before, &b = d.after;
+  std::string out = "BEFORE  " + moment_text(a) + "\nAFTER   " + moment_text(b) + "\n\n";
+  out += row("", "before", "after", "change");
+  out += bytes_row("allocated", a.allocated, b.allocated);
+  out += bytes_row("active", a.active, b.active);
+  out += bytes_row("reserved", a.reserved, b.reserved);
+  out += bytes_row("cached free", a.free_bytes, b.free_bytes);
+  out += bytes_row("largest free block", a.largest_free, b.largest_free);
+  const double df = b.fragmentation - a.fragmentation;
+  out += row(
+      "fragmentation", percent(a.fragmentation), percent(b.fragmentation),
+      df == 0 ? "0" : (df > 0 ? "+" : "") + percent(df).substr(0, percent(df).size() - 1) + " pt");
+  out += "\n  by kind:\n";
+  for (Category c : kAll) {
+    int64_t x = a.categories.of(c), y = b.categories.of(c);
+    if (x || y) out += bytes_row("  " + std::string(category_name(c)), x, y);
+  }
+  size_t shown = 0;
+  for (const ModuleChange& m : d.modules) {
+    if (m.after == m.before) continue;
+    if (shown == 0) out += "\n  by module (made in the module itself), largest change first:\n";
+    if (shown++ == kShown) {
+      out += "    ...\n";
+      break;
+    }
+    out += bytes_row("  " + module_name(m.name), m.before, m.after);
+  }
+  out += "\n  by allocation site (innermost frame of your code), largest change first:\n";
+  site_groups(out, d);
+  int64_t sum = 0;
+  for (const SiteChange& s : d.sites) sum += s.change();
+  out += "  the sites' changes add up to " + signed_size(sum) +
+         (sum == b.allocated - a.allocated
+              ? ", the change in allocated memory\n"
+              : " (allocated memory changed by " + signed_size(b.allocated - a.allocated) + ")\n");
+  if (!a.note.empty()) out += wrap_words("note (BEFORE): " + a.note, "  ");
+  if (!b.note.empty()) out += wrap_words("note (AFTER): " + b.note, "  ");
+  return out;
+}
+
+std::string diff_json(const SnapshotDiff& d) {
+  const DiffMoment &a = d.before, &b = d.after;
+  std::string out = "{\"before\":";
+  json_moment(out, a);
+  out += ",\"after\":";
+  json_moment(out, b);
+  out += ",\"change\":{\"allocated\":" + num(b.allocated - a.allocated) +
+         ",\"active\":" + num(b.active - a.active) +
+         ",\"reserved\":" + num(b.reserved - a.reserved) +
+         ",\"free\":" + num(b.free_bytes - a.free_bytes) + "},\"by_category\":{";
+  for (size_t c = 0; c < kCategoryCount; ++c) {
+    if (c) out += ',';
+    out += '"';
+    out += category_key(kAll[c]);
+    out += "\":{\"before\":" + num(a.categories.bytes[c]) +
+           ",\"after\":" + num(b.categories.bytes[c]) +
+           ",\"before_tagged\":" + num(a.categories.tagged[c]) +
+           ",\"after_tagged\":" + num(b.categories.tagged[c]) + "}";
+  }
+  out += "},\"modules\":[";
+  for (size_t i = 0; i < d.modules.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"name\":";
+    append_json_string(out, d.modules[i].name);
+    out +=
+        ",\"before\":" + num(d.modules[i].before) + ",\"after\":" + num(d.modules[i].after) + "}";
+  }
+  out += "],\"sites\":[";
+  for (size_t i = 0; i < d.sites.size(); ++i) {
+    const SiteChange& s = d.sites[i];
+    if (i) out += ',';
+    out += "{\"site\":";
+    append_json_string(out, s.site);
+    out += ",\"status\":\"";
+    out += s.status();
+    out += "\",\"change\":" + num(s.change()) + ",\"before\":" + num(s.before) +
+           ",\"after\":" + num(s.after) + ",\"before_count\":" + num(s.before_count) +
+           ",\"after_count\":" + num(s.after_count) + ",\"site_kind\":\"";
+    out += frame_kind_name(s.kind);
+    out += "\",\"stack\":";
+    append_json_string(out, s.stack);
+    out += ",\"frames\":" + (s.frames_json.empty() ? std::string("[]") : s.frames_json) + '}';
+  }
+  out += "]}\n";
+  return out;
+}
+
+Folded diff_folded(const SnapshotDiff& d) {
+  std::unordered_map<std::string, int64_t> change = d.after.folded;
+  for (const auto& [stack, bytes] : d.before.folded) change[stack] -= bytes;
+  std::vector<std::pair<std::string, int64_t>> lines;
+  for (auto& [stack, c] : change)
+    if (c) lines.emplace_back((c > 0 ? "grew;" : "shrank;") + stack, c > 0 ? c : -c);
+  std::sort(lines.begin(), lines.end());
+  Folded out;
+  for (const auto& [stack, c] : lines) {
+    out.lines.push_back({out.text.size(), stack.size(), c});
+    out.text += stack + ' ' + std::to_string(c) + '\n';
+  }
+  return out;
+}
+
+}  // namespace memsight

@@ -1,0 +1,116 @@
+// OOM causes, in the order a person can act on them:
+//   fragmentation    enough unused memory was cached, but no free block of the
+//                    request's pool was large enough;
+//   other processes  the device was short of memory that this process's
+//                    allocator does not hold;
+//   limit            a cap inside the process (set_per_process_memory_fraction)
+//                    refused a new segment while the device had room;
+//   demand           live tensors need more than there is, even with every
+//                    unused cached byte released.
+// Several hold together often (a fragmented cache under a cap); all that
+// hold are listed, the first is the verdict.
+#include "analysis/summary/oom_diagnosis.h"
+
+#include <algorithm>
+
+#include "memsight/text_tools.h"
+
+namespace memsight {
+namespace {
+
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
+
+// The segment a request needs when no cached block fits (torch's sizes).
+int64_t segment_for(int64_t request) {
+  constexpr int64_t MiB = 1 << 20;
+  if (request <= MiB) return 2 * MiB;
+  if (request < 10 * MiB) return 20 * MiB;
+  return (request + 2 * MiB - 1) / (2 * MiB) * (2 * MiB);
+}
+
+}  // namespace
+
+void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments) {
+  const int64_t need = expandable_segments ? o.requested : segment_for(o.requested);
+  const int64_t GiB = int64_t{1} << 30;
+  bool fragmentation = o.cached_free >= o.requested && o.largest_free_pool < o.requested;
+  bool capped = o.limit >= 0 ? o.reserved + need > o.limit : need <= o.device_free;
+  int64_t outside = o.device_total > 0 ? o.device_total - o.device_free - o.reserved : -1;
+  bool others = !capped && need > o.device_free && o.device_total > 0 &&
+                outside > std::max<int64_t>(GiB, o.device_total / 20);
+  bool demand = !fragmentation;
+
+  std::string facts =
+      "Requested " + sz(o.requested) + " (" + o.pool + " pool): " + sz(o.allocated) +
+      " was allocated by live tensors, " + sz(o.reserved) + " reserved by PyTorch, of it " +
+      sz(o.cached_free) + " cached but unused (" +
+      (o.largest_free_pool ? "largest free block " + sz(o.largest_free_pool) + " in the "
+                           : std::string("no free block in the ")) +
+      o.pool + " pool, " + sz(o.largest_free) + " the largest in any). The device had " +
+      sz(o.device_free) + " free";
+  if (o.device_total > 0) facts += " of " + sz(o.device_total);
+  if (o.limit >= 0) facts += "; the allocator's limit was " + sz(o.limit);
+  facts += ".";
+
+  o.causes.clear();
+  o.remedies.clear();
+  std::string why;
+  if (fragmentation) {
+    o.causes.push_back("fragmentation");
+    why +=
+        " Fragmentation: more than the request sat unused in the cache, but in pieces: no "
+        "free block of " +
+        sz(o.requested) + " in the " + o.pool + " pool";
+    if (o.largest_free > o.largest_free_pool)
+      why += " (the larger free blocks are in the other pool, which this request cannot use)";
+    why += ". Those segments also hold live tensors, so the allocator could not release them.";
+    o.remedies.push_back(
+        "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, so segments grow in place and "
+        "free space is not stranded between live tensors");
+    o.remedies.push_back(
+        "avoid many odd-sized or short-lived temporaries that pin segments (reuse buffers, "
+        "allocate fixed sizes); PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N keeps large blocks "
+        "from being split");
+  }
+  if (others) {
+    o.causes.push_back("other processes");
+    why += " Memory outside this allocator: " + sz(outside) +
+           " of the device was in use but not reserved by PyTorch (other processes, NCCL or "
+           "cuBLAS workspaces, the CUDA context, non-PyTorch allocations).";
+    o.remedies.push_back(
+        "check what else runs on the GPU (nvidia-smi) and give this job the device alone");
+  }
+  if (capped) {
+    o.causes.push_back("limit");
+    if (o.limit >= 0)
+      why += " Memory cap: a new " + sz(need) + " segment would pass the allocator's limit of " +
+             sz(o.limit) + " (torch.cuda.set_per_process_memory_fraction), though the device had " +
+             sz(o.device_free) + " free.";
+    else
+      why += " Memory cap: the device's free memory was enough for the " + sz(need) +
+             " segment the request needed, so a limit inside the process refused it "
+             "(torch.cuda.set_per_process_memory_fraction or a similar cap).";
+    o.remedies.push_back(
+        "raise the cap (torch.cuda.set_per_process_memory_fraction) if it is "
+        "lower than the job needs");
+  }
+  if (demand) {
+    o.causes.push_back("demand");
+    why += " True demand: even with all " + sz(o.cached_free) +
+           " of unused cache released, the request would not fit";
+    why += capped ? " under the limit." : " on the device.";
+    o.remedies.push_back("reduce the batch size or sequence length");
+    if (holder.count)
+      o.remedies.push_back("the site holding most at this moment is " + holder.site + " (" +
+                           sz(holder.bytes) + " in " + std::to_string(holder.count) +
+                           " blocks): checkpoint its activations (torch.utils.checkpoint) or "
+                           "free them earlier");
+    o.remedies.push_back(
+        "call torch.cuda.empty_cache() only between phases (e.g. after evaluation), not in the "
+        "training loop");
+  }
+  o.verdict = o.causes.front();
+  o.explanation = facts + why;
+}
+
+}  // namespace memsight

@@ -1,0 +1,275 @@
+// summarize(): one replay of the allocator per device, then plain analyses
+// over it: peaks, live sites at the peak, memory from before the recording,
+// fragmentation at the snapshot and the diagnosis of each OOM.
+#include "memsight/summary.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "analysis/alike/alike.h"
+#include "analysis/kinds/classify.h"
+#include "analysis/summary/oom_diagnosis.h"
+#include "allocator/replay.h"
+#include "analysis/summary/sites.h"
+#include "analysis/summary/summary_json.h"
+#include "analysis/whatif/whatif.h"
+#include "util/parallel.h"
+
+namespace memsight {
+namespace {
+
+bool active(const Block& b) {
+  return b.state == BlockState::ActiveAllocated || b.state == BlockState::ActivePendingFree;
+}
+
+// allocator_settings.trace_alloc_overflowed, where newer torch records it.
+std::pair<bool, bool> overflow_flag(const Snapshot& snap) {
+  const PyValue* st = snap.top("allocator_settings");
+  const PyValue* o = st ? st->get("trace_alloc_overflowed") : nullptr;
+  if (!o) return {false, false};
+  if (o->kind == PyValue::Kind::List)
+    return {true, std::any_of(o->items.begin(), o->items.end(), [](const PyValue& v) {
+              return v.kind == PyValue::Kind::Bool && v.b;
+            })};
+  return {true, o->kind == PyValue::Kind::Bool && o->b};
+}
+
+void state_at_snapshot(const Snapshot& snap, DeviceSummary& ds) {
+  for (const Segment& s : snap.segments) {
+    if (s.device != ds.device) continue;
+    ds.reserved_now += s.total_size;
+    ++ds.segments_now;
+    for (const Block& b : snap.segment_blocks(s)) {
+      if (active(b)) {
+        ds.active_now += b.size;
+        ds.requested_now += b.requested_size;
+        if (b.state == BlockState::ActiveAllocated) ds.allocated_now += b.size;
+      } else {
+        ds.free_now += b.size;
+        ++ds.free_blocks_now;
+        ds.largest_free_now = std::max(ds.largest_free_now, b.size);
+      }
+    }
+  }
+  if (ds.free_now > 0)
+    ds.fragmentation =
+        1.0 - static_cast<double>(ds.largest_free_now) / static_cast<double>(ds.free_now);
+}
+
+// Why the peaks may not be torch's numbers, in one sentence.
+void judge_exactness(const replay::Result& rr, DeviceSummary& ds) {
+  std::string why;
+  if (ds.history_wrapped == "yes" || ds.history_wrapped == "possibly")
+    why = ds.history_wrapped == "yes"
+              ? "the history buffer wrapped, so the peaks are those of the recorded window"
+              : "the trace frees " + std::to_string(ds.orphan_frees) +
+                    " allocations it never saw (recording began late or the buffer wrapped): "
+                    "the peaks are those of the recorded window, and sizes of those blocks "
+                    "are estimated";
+  else if (rr.unplaced_allocs || rr.size_mismatches)
+    why = std::to_string(rr.unplaced_allocs + rr.size_mismatches) +
+          " block sizes could not be replayed exactly; those are estimated from the request";
+  ds.exact = why.empty();
+  ds.exactness = why;
+}
+
+// The devices' memory as memsight's OOM observer records it beside the
+// snapshot (top-level "memsight_device_memory": [{device, total, limit}]).
+void device_memory(const Snapshot& snap, int device, int64_t& total, int64_t& limit) {
+  const PyValue* v = snap.top("memsight_device_memory");
+  if (!v || v->kind != PyValue::Kind::List) return;
+  for (const PyValue& d : v->items) {
+    const PyValue* dev = d.get("device");
+    if (!dev || dev->kind != PyValue::Kind::Int || dev->i != device) continue;
+    if (const PyValue* t = d.get("total"); t && t->kind == PyValue::Kind::Int) total = t->i;
+    if (const PyValue* l = d.get("limit"); l && l->kind == PyValue::Kind::Int) limit = l->i;
+  }
+}
+
+// What a device's summary is read from: the snapshot, and what every device
+// shares.
+struct DeviceInputs {
+  const Snapshot& snap;
+  const FrameClassifier& fc;
+  const alloc::Settings& cfg;
+  std::pair<bool, bool> overflow;  // overflow_flag(): known, overflowed
+  const std::vector<StorageTag>& tags;
+  size_t top_sites;
+};
+
+// Peaks (and when), history, exactness, the live sites at the allocated peak
+// and memory from before the recording, from the device's replay.
+void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t begin,
+                     DeviceSummary& ds) {
+  auto time_of = [&](int64_t ev) { return ev < 0 ? 0 : in.snap.trace.time_us[begin + ev]; };
+  ds.peak_allocated = rr.peak.allocated;
+  ds.peak_allocated_event = rr.peak_allocated_event;
+  ds.peak_allocated_time_us = time_of(rr.peak_allocated_event);
+  ds.peak_active = rr.peak.active;
+  ds.peak_active_event = rr.peak_active_event;
+  ds.peak_active_time_us = time_of(rr.peak_active_event);
+  ds.peak_reserved = rr.peak.reserved;
+  ds.peak_reserved_event = rr.peak_reserved_event;
+  ds.peak_reserved_time_us = time_of(rr.peak_reserved_event);
+  ds.peak_requested = rr.peak.requested;
+  ds.orphan_frees = rr.estimated_blocks;
+  auto [flag_known, flag_overflow] = in.overflow;
+  ds.history_wrapped =
+      flag_known ? (flag_overflow ? "yes" : "no") : (ds.orphan_frees ? "possibly" : "no");
+  judge_exactness(rr, ds);
+  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event, in.top_sites);
+  ds.sites_total = static_cast<int64_t>(g.total);
+  ds.top_sites = std::move(g.sites);
+  ds.before_recording_bytes = g.before_bytes;
+  ds.before_recording_count = g.before_count;
+  for (size_t i = 0, n = replay::allocated_by(rr, replay::Lifetime::kBefore); i < n; ++i) {
+    ds.before_recording_start_bytes += rr.blocks[i].size;
+    ++ds.before_recording_start_count;
+  }
+}
+
+// One report per OOM of the device's replay: the allocator's state then, its
+// causes and remedies.
+std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result& rr,
+                                   const BlockCategories& bc, uint32_t begin, int device) {
+  const TraceTable& t = in.snap.trace;
+  int64_t total = -1, limit = -1;
+  device_memory(in.snap, device, total, limit);
+  std::vector<OomReport> out;
+  for (const replay::OomState& st : rr.ooms) {
+    uint32_t r = begin + static_cast<uint32_t>(st.event);
+    OomReport o;
+    o.event = static_cast<uint32_t>(st.event);
+    o.time_us = t.time_us[r];
+    o.requested = t.size[r];
+    o.device_free = t.addr[r];
+    o.device_total = total;
+    o.limit = limit;
+    o.allocated = st.at.allocated;
+    o.active = st.at.active;
+    o.reserved = st.at.reserved;
+    o.cached_free = std::max<int64_t>(0, st.at.reserved - st.at.active);
+    o.largest_free = std::max(st.free.largest_small, st.free.largest_large);
+    bool small = alloc::small_request(alloc::round_size(in.cfg, o.requested));
+    o.pool = small ? "small" : "large";
+    o.largest_free_pool = small ? st.free.largest_small : st.free.largest_large;
+    o.releasable = st.free.releasable;
+    o.stack = t.stack[r];
+    o.site = o.stack ? in.fc.describe(o.stack, 3) : "";
+    // The live site that holds most at the OOM: what to checkpoint or shrink.
+    SiteGroups at = group_sites(in.fc, rr, st.event, 1);
+    diagnose_oom(o, at.sites.empty() ? SiteStat{} : at.sites.front(), in.cfg.expandable_segments);
+    // What kind of memory held it; when the verdict is demand, that is the
+    // first thing to change.
+    o.categories = view_at(bc, rr, st.event);
+    std::vector<std::string> more = category_remedies(o.categories);
+    if (o.verdict == "demand")
+      o.remedies.insert(o.remedies.begin(), more.begin(), more.end());
+    else if (std::find(o.causes.begin(), o.causes.end(), "demand") != o.causes.end())
+      o.remedies.insert(o.remedies.end(), more.begin(), more.end());
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// A trace this long gives a second thread enough to do.
+constexpr uint32_t kThreadedEntries = 60000;
+
+// `side`: work of the whole summary (the input notes), done beside this
+// device's replay when the device is big enough for a second thread (and
+// then cleared).
+DeviceSummary summarize_device(const DeviceInputs& in, size_t d, std::function<void()>& side) {
+  DeviceSummary ds;
+  ds.device = static_cast<int>(d);
+  uint32_t begin = 0, end = 0;
+  if (d < in.snap.device_count()) std::tie(begin, end) = in.snap.device_rows(d);
+  ds.entries = end - begin;
+  const unsigned threads = ds.entries >= kThreadedEntries ? threads_allowed() : 1;
+  // The replay is the longest step; what the snapshot and the trace alone
+  // decide is found beside it.
+  replay::Result rr;
+  AllocPhases phases;
+  parallel_for(2, threads, [&](size_t i) {
+    if (i == 0) {
+      rr = replay::run(in.snap, d, in.cfg);
+      return;
+    }
+    state_at_snapshot(in.snap, ds);
+    phases = find_phases(in.snap, d);
+    if (threads > 1 && side) {
+      side();
+      side = nullptr;
+    }
+  });
+  // Two independent readers of the replay, side by side (classify_blocks
+  // does not touch the frame classifier, whose caches are not shared across
+  // threads).
+  BlockCategories bc;
+  parallel_for(2, threads, [&](size_t i) {
+    if (i == 0) {
+      peaks_and_sites(in, rr, begin, ds);
+      return;
+    }
+    bc = classify_blocks(in.snap, d, rr, in.tags, std::move(phases));
+    ds.categories_peak = view_at(bc, rr, rr.peak_allocated_event);
+    ds.categories_now = view_at(bc, rr, static_cast<int64_t>(ds.entries) - 1);
+  });
+  ds.category_sources = bc.sources;
+  ds.ooms = oom_reports(in, rr, bc, begin, ds.device);
+  if (!ds.ooms.empty()) whatif::cite_simulation(in.snap, d, ds.ooms);
+  return ds;
+}
+
+}  // namespace
+
+Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
+  Summary sum;
+  sum.user_code = opts.user_code.patterns;
+  FrameClassifier fc(snap, opts.user_code);
+  size_t ndev = snap.device_count();
+  for (const Segment& s : snap.segments)
+    if (s.device >= 0 && s.device < 1024) ndev = std::max(ndev, static_cast<size_t>(s.device + 1));
+  sum.devices_listed = ndev;
+  alloc::Settings cfg = alloc::Settings::recorded(snap);
+  const std::vector<StorageTag> tags = read_tags(snap);
+  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags, opts.top_sites};
+  // The notes (a walk over every number of the snapshot) are made beside
+  // the first replay big enough for a second thread, else beside all the
+  // devices' summaries.
+  std::function<void()> notes = [&] { sum.input_notes = snapshot_input_notes(snap); };
+  bool big = false;
+  for (size_t d = 0; d < snap.device_count() && !big; ++d)
+    big = snap.device_rows(d).second - snap.device_rows(d).first >= kThreadedEntries;
+  auto devices = [&](std::function<void()> side) {
+    // Devices are alike when their JSON (device number aside) and the time
+    // of their first entry (from which the text counts) are the same; each
+    // group keeps one summary, however many devices the snapshot lists.
+    AlikeDevices alike;
+    std::string key;
+    for (size_t d = 0; d < ndev; ++d) {
+      DeviceSummary ds = summarize_device(in, d, side);
+      sum.total_entries += ds.entries;
+      const int dev = ds.device;
+      if (opts.group_alike) {
+        key.clear();
+        ds.device = 0;
+        device_json(key, fc, ds);
+        ds.device = dev;
+        if (ds.entries) key += std::to_string(snap.trace.time_us[snap.device_rows(d).first]);
+        if (alike.add(key, dev)) continue;
+      } else {
+        alike.members().push_back({{dev, dev}});
+      }
+      sum.devices.push_back(std::move(ds));
+    }
+    sum.members = std::move(alike.members());
+    if (side) side();
+  };
+  if (big)
+    devices(notes);
+  else
+    parallel_for(2, threads_allowed(), [&](size_t i) { i == 0 ? notes() : devices({}); });
+  return sum;
+}
+
+}  // namespace memsight

@@ -1,0 +1,207 @@
+// The simulated allocator under other settings, per device (see whatif.h):
+// the alternatives run on all cores, one per thread.
+#include "analysis/whatif/whatif.h"
+
+#include <algorithm>
+
+#include "memsight/error.h"
+#include "util/parallel.h"
+
+namespace memsight::whatif {
+namespace {
+
+// Each applied over the recorded settings.
+const char* const kStandard[] = {
+    "expandable_segments:True",
+    "max_split_size_mb:64",
+    "max_split_size_mb:128",
+    "max_split_size_mb:256",
+    "max_split_size_mb:512",
+    "garbage_collection_threshold:0.6",
+    "garbage_collection_threshold:0.8",
+    "roundup_power2_divisions:4",
+    "roundup_power2_divisions:8",
+};
+
+// The device for these settings: a memory fraction caps the allocator at
+// that share of the device's memory, as set_per_process_memory_fraction does.
+simulate::Device device_for(const alloc::Settings& s, const simulate::Device& base) {
+  simulate::Device d = base;
+  if (s.memory_fraction > 0) {
+    if (d.total <= 0)
+      throw Error(
+          "per_process_memory_fraction needs the device's memory: pass --device-memory SIZE "
+          "(torch.cuda.mem_get_info()[1])");
+    d.limit = static_cast<int64_t>(s.memory_fraction * static_cast<double>(d.total));
+    d.limit_inferred = false;
+    d.limit_high = -1;
+  }
+  return d;
+}
+
+Alternative make(const std::string& label, const alloc::Settings& recorded,
+                 const simulate::Device& base, bool is_recorded) {
+  Alternative a;
+  a.label = label;
+  a.settings = recorded;
+  if (!is_recorded && label != "defaults") a.settings.apply(label);
+  if (label == "defaults") a.settings = alloc::Settings{};
+  a.recorded = is_recorded;
+  a.device = device_for(a.settings, base);
+  if (a.settings.gc_threshold > 0 && a.device.limit < 0)
+    a.note =
+        "no effect: torch collects cached blocks by this threshold only under "
+        "set_per_process_memory_fraction";
+  return a;
+}
+
+// The device as recorded, with --device-memory (memory held outside the
+// allocator, the CUDA context and other processes, stays what the
+// recording shows, when it shows it) and the recorded job's memory fraction.
+simulate::Device recorded_memory(const simulate::Plan& p, int64_t device_memory, double fraction) {
+  simulate::Device d = p.device_recorded;
+  if (device_memory > 0) {
+    int64_t outside = 0;
+    if (!p.recorded_ooms.empty() && d.capacity >= 0)
+      outside = std::max<int64_t>(0, (d.total > 0 ? d.total : device_memory) - d.capacity);
+    d.total = device_memory;
+    d.capacity = device_memory - outside;
+  }
+  if (fraction > 0) {
+    alloc::Settings s;
+    s.memory_fraction = fraction;
+    d = device_for(s, d);
+  }
+  return d;
+}
+
+SelfCheck self_check(const simulate::Plan& p, const simulate::Result& r) {
+  SelfCheck c;
+  c.incomplete = p.incomplete;
+  c.events = p.recorded.size();
+  size_t n = std::min(p.recorded.size(), r.events.size());
+  while (c.matching < n && p.recorded[c.matching] == r.events[c.matching]) ++c.matching;
+  c.differs = c.matching < std::max(p.recorded.size(), r.events.size());
+  if (c.differs) {
+    c.recorded_missing = c.matching >= p.recorded.size();
+    c.simulated_missing = c.matching >= r.events.size();
+    if (!c.recorded_missing) c.recorded = p.recorded[c.matching];
+    if (!c.simulated_missing) c.simulated = r.events[c.matching];
+  }
+  c.peak_recorded = p.recorded_peak_reserved;
+  c.peak_simulated = r.peak.reserved;
+  c.allocations = p.start.allocs;
+  c.misplaced = r.misplaced;
+  c.ooms_recorded = p.recorded_ooms;
+  for (const simulate::Oom& o : r.ooms) c.ooms_simulated.push_back(o.event);
+  return c;
+}
+
+// Runs every alternative, several at once.
+std::vector<Outcome> simulate_all(const Snapshot& snap, const simulate::Plan& p,
+                                  std::vector<Alternative> alts, unsigned threads) {
+  // One job per alternative, and one more at the top of an inferred cap.
+  std::vector<std::pair<size_t, bool>> jobs;
+  for (size_t i = 0; i < alts.size(); ++i) {
+    jobs.push_back({i, false});
+    if (alts[i].device.limit_inferred) jobs.push_back({i, true});
+  }
+  std::vector<Outcome> out(alts.size());
+  for (size_t i = 0; i < alts.size(); ++i) out[i].alt = alts[i];
+  parallel_for(jobs.size(), threads ? threads : threads_allowed(), [&](size_t j) {
+    auto [i, high] = jobs[j];
+    simulate::Inputs in{alts[i].settings, alts[i].device, alts[i].recorded && !high};
+    if (high) {
+      in.device.limit = in.device.limit_high;
+      out[i].at_cap_high = simulate::run(snap, p, in);
+    } else {
+      out[i].result = simulate::run(snap, p, in);
+    }
+  });
+  return out;
+}
+
+DeviceReport report_device(const Snapshot& snap, size_t device, const Options& opts) {
+  DeviceReport d;
+  d.device = static_cast<int>(device);
+  simulate::Plan p = simulate::plan(snap, device);
+  d.entries = p.rows.size();
+  alloc::Settings recorded = alloc::Settings::recorded(snap);
+  d.recorded_conf = recorded.conf();
+  d.memory = recorded_memory(p, opts.device_memory, opts.memory_fraction);
+  d.recorded_ooms = p.recorded_ooms;
+  for (int32_t e : p.recorded_ooms)
+    d.recorded_oom_sizes.push_back(snap.trace.size[p.start.begin + e]);
+
+  std::vector<Alternative> alts;
+  alts.push_back(make("recorded", recorded, d.memory, true));
+  if (!opts.set.empty()) {
+    alts.push_back(make(opts.set, recorded, d.memory, false));
+  } else {
+    if (!(recorded == alloc::Settings{}))
+      alts.push_back(make("defaults", recorded, d.memory, false));
+    for (const char* s : kStandard) {
+      std::string label = s;
+      if (recorded.expandable_segments && label == "expandable_segments:True")
+        label = "expandable_segments:False";
+      Alternative a = make(label, recorded, d.memory, false);
+      if (!(a.settings == recorded)) alts.push_back(std::move(a));
+    }
+  }
+  std::vector<Outcome> outcomes = simulate_all(snap, p, std::move(alts), opts.threads);
+  d.check = self_check(p, outcomes.front().result);
+  for (Outcome& o : outcomes) o.result.events.clear();
+  if (!opts.set.empty()) {
+    d.outcomes = std::move(outcomes);
+    return d;
+  }
+  std::stable_sort(outcomes.begin(), outcomes.end(), [](const Outcome& x, const Outcome& y) {
+    // Runs that died early reserved less: they go after those that finished.
+    bool xs = x.result.stopped_at >= 0, ys = y.result.stopped_at >= 0;
+    if (xs != ys) return ys;
+    return x.result.peak.reserved < y.result.peak.reserved;
+  });
+  d.outcomes = std::move(outcomes);
+  return d;
+}
+
+}  // namespace
+
+bool avoids(const Outcome& o, int32_t entry, bool high) {
+  const simulate::Result& r = high && o.at_cap_high ? *o.at_cap_high : o.result;
+  return (r.stopped_at < 0 || r.stopped_at > entry) &&
+         std::find(r.avoided.begin(), r.avoided.end(), entry) != r.avoided.end();
+}
+
+const Outcome* best_for_oom(const DeviceReport& d, int32_t entry, bool at_cap_high_only) {
+  const Outcome* best = nullptr;
+  for (const Outcome& o : d.outcomes) {
+    bool fits = at_cap_high_only ? !avoids(o, entry) && avoids(o, entry, true) : avoids(o, entry);
+    if (!o.alt.recorded && fits && (!best || o.result.peak.reserved < best->result.peak.reserved))
+      best = &o;
+  }
+  return best;
+}
+
+DeviceReport run_device(const Snapshot& snap, size_t device, const Options& opts) {
+  return report_device(snap, device, opts);
+}
+
+Report run(const Snapshot& snap, const Options& opts) {
+  if (!opts.set.empty()) {
+    alloc::Settings probe;
+    probe.apply(opts.set);  // a bad setting fails before any simulation
+  }
+  Report r;
+  r.table = opts.set.empty();
+  AlikeDevices alike;
+  for (size_t d = 0; d < snap.device_count(); ++d) {
+    if (snap.device_rows(d).first == snap.device_rows(d).second) continue;
+    DeviceReport rep = report_device(snap, d, opts);
+    if (!alike.add(device_key(rep, r.table), rep.device)) r.devices.push_back(std::move(rep));
+  }
+  r.members = std::move(alike.members());
+  return r;
+}
+
+}  // namespace memsight::whatif

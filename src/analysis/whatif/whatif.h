@@ -1,0 +1,110 @@
+#pragma once
+// Would another allocator setting have saved the job? The recorded requests
+// of each device run through the simulated allocator (simulate.h) under
+// other settings: peak reserved memory, what of it sat unused at the peak,
+// and whether the recorded OOM still happens or a new one would. First the
+// self-check: under the recorded settings the simulation must make the
+// recorded segment events, place every block where torch placed it and
+// reach torch's reserved peak; where it does not, the report says so and by
+// how much before anything else.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/alike/alike.h"
+#include "allocator/simulate.h"
+#include "memsight/snapshot.h"
+#include "memsight/summary.h"
+
+namespace memsight::whatif {
+
+struct Alternative {
+  std::string label;  // the settings as asked ("expandable_segments:True"), "recorded", "defaults"
+  alloc::Settings settings;
+  simulate::Device device;
+  bool recorded = false;
+  std::string note;  // why a setting cannot act here, if it cannot
+};
+
+struct Outcome {
+  Alternative alt;
+  simulate::Result result;
+  // With a cap inferred from a recorded OOM (alt.device.limit_inferred),
+  // `result` has the cap at the lowest value the recording allows, and this
+  // one at the highest.
+  std::optional<simulate::Result> at_cap_high;
+};
+
+struct SelfCheck {
+  std::string incomplete;  // why there is no complete history to check ("" when there is)
+  size_t events = 0;       // recorded segment events
+  size_t matching = 0;     // leading events the simulation made alike
+  // The first that differ (index `matching`), if any.
+  bool differs = false;
+  simulate::SegmentEvent recorded, simulated;
+  bool recorded_missing = false, simulated_missing = false;
+  int64_t peak_recorded = 0, peak_simulated = 0;
+  int64_t allocations = 0, misplaced = 0;
+  std::vector<int32_t> ooms_recorded, ooms_simulated;
+  bool ok() const {
+    return incomplete.empty() && !differs && peak_recorded == peak_simulated && misplaced == 0 &&
+           ooms_recorded == ooms_simulated;
+  }
+};
+
+struct DeviceReport {
+  int device = 0;
+  size_t entries = 0;
+  std::string recorded_conf;  // the recorded settings as a configuration string
+  simulate::Device memory;    // the device as recorded (with --device-memory applied)
+  SelfCheck check;
+  std::vector<int32_t> recorded_ooms;
+  std::vector<int64_t> recorded_oom_sizes;
+  std::vector<Outcome> outcomes;  // the alternatives, by peak reserved (the table)
+};
+
+struct Options {
+  // Settings to simulate, PYTORCH_CUDA_ALLOC_CONF style, applied over the
+  // recorded ones; empty: the standard alternatives.
+  std::string set;
+  int64_t device_memory = -1;  // the device's total memory; -1: as recorded
+  // The fraction the recorded job passed to set_per_process_memory_fraction
+  // (snapshots do not record it): the cap of every simulation; 0: unknown.
+  double memory_fraction = 0;
+  unsigned threads = 0;  // 0: every core (MEMSIGHT_THREADS caps it)
+};
+
+struct Report {
+  bool table = true;  // the standard alternatives (no --set)
+  // Alike devices (analysis/alike.h) keep one report: members[i] are the
+  // devices devices[i] stands for.
+  std::vector<DeviceReport> devices;
+  std::vector<DeviceRanges> members;
+};
+
+// Throws Error for settings that cannot be simulated.
+Report run(const Snapshot& snap, const Options& opts);
+// One device with recorded OOMs: the standard alternatives (for summary).
+DeviceReport run_device(const Snapshot& snap, size_t device, const Options& opts);
+
+// The best simulated outcome for the recorded OOM at `entry` of a device:
+// the alternative with the lowest reserved peak under which its request
+// fits whatever the inferred cap (`at_cap_high_only`: only with the highest
+// cap the recording allows), or null when none does.
+const Outcome* best_for_oom(const DeviceReport& d, int32_t entry, bool at_cap_high_only = false);
+// Whether the recorded OOM at `entry` is avoided (with an inferred cap:
+// at its lowest value; `high`: at its highest).
+bool avoids(const Outcome& o, int32_t entry, bool high = false);
+
+std::string text(const Report& r);
+std::string json(const Report& r);
+// What makes two devices' reports alike: their text and JSON, device 0.
+std::string device_key(const DeviceReport& d, bool table);
+// One sentence citing the simulation for a recorded OOM (for summary).
+std::string oom_sentence(const DeviceReport& d, int32_t entry);
+// Sets each report's `simulated` sentence, and puts the simulated answer in
+// place of the generic expandable-segments remedy (for summary).
+void cite_simulation(const Snapshot& snap, size_t device, std::vector<OomReport>& ooms);
+
+}  // namespace memsight::whatif

@@ -1,0 +1,501 @@
+// `memsight whatif` as text and JSON (see whatif.h).
+#include <algorithm>
+#include <cstdio>
+
+#include "analysis/alike/alike.h"
+#include "analysis/frames/report_text.h"
+#include "analysis/whatif/whatif.h"
+#include "memsight/error.h"
+#include "memsight/text_tools.h"
+#include "memsight/whatif.h"
+
+namespace memsight::whatif {
+namespace {
+
+std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+
+std::string percent(int64_t part, int64_t whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%",
+                whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+  return buf;
+}
+
+std::string change(int64_t now, int64_t was) {
+  if (now == was) return "same";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%",
+                was ? 100.0 * static_cast<double>(now - was) / static_cast<double>(was) : 100.0);
+  return buf;
+}
+
+// The reserved peak the alternatives compare with: the simulation under the
+// recorded settings (torch's own when the self-check passes).
+int64_t baseline(const DeviceReport& d) {
+  for (const Outcome& o : d.outcomes)
+    if (o.alt.recorded) return o.result.peak.reserved;
+  return d.check.peak_simulated;
+}
+
+std::string event(const simulate::SegmentEvent& e) {
+  return "a " + sz(e.size) + " " + std::string(action_name(e.action)) + " for trace entry " +
+         std::to_string(e.owner);
+}
+
+// `prefix` then `text` wrapped at 100 columns, later lines indented as far
+// as the prefix.
+std::string hang(const std::string& prefix, const std::string& text, size_t width = 100) {
+  const std::string indent(prefix.size(), ' ');
+  std::string out, line = prefix;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string word = text.substr(pos, end - pos);
+    if (line.size() > indent.size() && line.size() + 1 + word.size() > width) {
+      out += line + '\n';
+      line = indent;
+    }
+    if (line.size() > indent.size() && line.back() != ' ') line += ' ';
+    line += word;
+    pos = end + 1;
+  }
+  return out + line + '\n';
+}
+
+std::string check_text(const DeviceReport& d) {
+  const SelfCheck& c = d.check;
+  if (!c.incomplete.empty())
+    return "not possible: " + c.incomplete + ". The results below start from an estimated state.";
+  std::string peak = sz(c.peak_recorded);
+  if (c.ok()) {
+    std::string events = c.events == 0 ? std::string("makes no segment event, as torch did")
+                                       : "makes the " + std::to_string(c.events) +
+                                             " recorded segment events (each size, in order, for "
+                                             "the same request)";
+    std::string blocks = c.allocations == 1
+                             ? std::string("puts its one allocation")
+                             : "puts all " + std::to_string(c.allocations) + " allocations";
+    return "the simulation under the recorded settings " + events + ", " + blocks +
+           " at torch's addresses and peaks at torch's " + peak + " reserved.";
+  }
+  std::string s = "DIFFERS from the recording.";
+  if (c.differs) {
+    s += " The simulation under the recorded settings makes the first " +
+         std::to_string(c.matching) + " of " + std::to_string(c.events) +
+         " recorded segment events; then torch made " +
+         (c.recorded_missing ? std::string("no more") : event(c.recorded)) + ", the simulation " +
+         (c.simulated_missing ? std::string("no more") : event(c.simulated)) + ".";
+  }
+  if (c.peak_simulated != c.peak_recorded)
+    s += " Its peak reserved is " + sz(c.peak_simulated) + ", torch's " + peak + " (" +
+         change(c.peak_simulated, c.peak_recorded) + ").";
+  if (c.misplaced)
+    s += " " + std::to_string(c.misplaced) + " of " + std::to_string(c.allocations) +
+         " blocks went elsewhere than torch put them.";
+  if (c.ooms_recorded != c.ooms_simulated)
+    s += " It runs out of memory at " + std::to_string(c.ooms_simulated.size()) +
+         " requests, torch at " + std::to_string(c.ooms_recorded.size()) + ".";
+  return s + " The results below may be off by as much.";
+}
+
+std::string memory_text(const simulate::Device& m) {
+  std::vector<std::string> parts;
+  if (m.limit >= 0) {
+    if (m.limit_inferred)
+      parts.push_back(
+          "a memory cap between " + sz(m.limit) + " and " + sz(m.limit_high + 1) +
+          ", inferred from the recorded OOM and simulated at both ends (--memory-fraction "
+          "F with --device-memory SIZE give the exact one)");
+    else
+      parts.push_back("a memory cap of " + sz(m.limit));
+  }
+  if (m.capacity >= 0) parts.push_back(sz(m.capacity) + " for the allocator on the device");
+  if (m.total > 0) parts.push_back("device memory " + sz(m.total));
+  if (parts.empty()) return "no limit known: a simulated request never fails for want of memory";
+  std::string s;
+  for (const std::string& p : parts) s += (s.empty() ? "" : "; ") + p;
+  return s;
+}
+
+std::string oom_cell(const DeviceReport& d, const simulate::Result& r) {
+  if (r.stopped_at >= 0) return "new OOM at entry " + std::to_string(r.stopped_at);
+  if (d.recorded_ooms.empty()) return "none";
+  size_t k = 0;
+  for (int32_t e : d.recorded_ooms)
+    k += std::find(r.avoided.begin(), r.avoided.end(), e) != r.avoided.end();
+  if (k == d.recorded_ooms.size()) return d.recorded_ooms.size() == 1 ? "avoided" : "all avoided";
+  if (k == 0) return "still happens";
+  return "avoided " + std::to_string(k) + " of " + std::to_string(d.recorded_ooms.size());
+}
+
+// With an inferred cap: the outcome at both ends of its range when they differ.
+std::string oom_cell(const DeviceReport& d, const Outcome& o) {
+  std::string low = oom_cell(d, o.result);
+  if (!o.at_cap_high) return low;
+  std::string high = oom_cell(d, *o.at_cap_high);
+  if (high == low) return low;
+  return low + "; cap " + sz(o.alt.device.limit_high + 1) + ": " + high;
+}
+
+// Why a prediction from a history with no cudaMalloc address is less sure
+// (docs/whatif.md, "How close the predictions are").
+// `placed`: how many segments the model placed (< 0: not said).
+std::string layout_caveat(int64_t placed) {
+  return "the recording holds no cudaMalloc address (no segment of it came from cudaMalloc, as "
+         "when it is recorded with expandable segments): " +
+         (placed >= 0 ? std::to_string(placed) + " segments sit" : std::string("segments sit")) +
+         " where the model of the driver puts them, with none of the driver's own allocations "
+         "between them. Best fit breaks ties between equal free blocks by address, so where CUDA "
+         "loads kernels lazily (its default) and places them among the first segments, the real "
+         "peak can differ by a few percent (one measured workload: 2.8% more; 0% with "
+         "CUDA_MODULE_LOADING=EAGER).";
+}
+
+std::string outcome_text(const DeviceReport& d, const Outcome& o) {
+  const simulate::Result& r = o.result;
+  std::string out = "  with " + o.alt.label + " (over the recorded settings):\n";
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "    peak reserved   %s, after trace entry %d (recorded settings %s, %s)\n",
+                sz(r.peak.reserved).c_str(), r.peak_reserved_event, sz(baseline(d)).c_str(),
+                change(r.peak.reserved, baseline(d)).c_str());
+  out += line;
+  out += "    peak allocated  " + sz(r.peak.allocated) + '\n';
+  out += "    at the peak     " + sz(r.unused_at_peak) + " reserved but not allocated (" +
+         percent(r.unused_at_peak, r.peak.reserved) + "), largest free block " +
+         sz(r.largest_free_at_peak) + '\n';
+  out += "    segments        " + std::to_string(r.segments_created) +
+         " created or grown (segment_alloc and segment_map events)\n";
+  if (o.alt.device.limit != d.memory.limit && o.alt.device.limit >= 0)
+    out += "    memory cap      " + sz(o.alt.device.limit) + '\n';
+  std::string oom;
+  if (r.stopped_at >= 0) {
+    const simulate::Oom& o2 = r.ooms.back();
+    oom = "a new OOM at trace entry " + std::to_string(r.stopped_at) + ": a " + sz(o2.requested) +
+          " request fails with " + sz(o2.reserved) + " reserved (" + sz(o2.free.bytes) +
+          " of it free, largest free block " +
+          sz(std::max(o2.free.largest_small, o2.free.largest_large)) + ") under " +
+          (o2.cap ? "the memory cap" : "the device's memory") +
+          "; the job would have stopped there.";
+  }
+  for (size_t i = 0; i < d.recorded_ooms.size(); ++i) {
+    int32_t e = d.recorded_ooms[i];
+    if (r.stopped_at >= 0 && r.stopped_at < e) break;
+    bool first = oom.empty();
+    if (!first) oom += ' ';
+    oom += std::string(first ? "the" : "The") + " recorded OOM at trace entry " +
+           std::to_string(e) + " (" + sz(d.recorded_oom_sizes[i]) + ") " +
+           (avoids(o, e)         ? "is avoided: the request fits."
+            : avoids(o, e, true) ? "is avoided only if the cap was near the top of what the "
+                                   "recording allows (" +
+                                       sz(o.alt.device.limit_high + 1) + "); with " +
+                                       sz(o.alt.device.limit) + " it still happens."
+                                 : "still happens.");
+  }
+  if (oom.empty()) oom = "none";
+  out += hang("    OOM             ", oom);
+  if (o.at_cap_high) {
+    const simulate::Result& h = *o.at_cap_high;
+    std::string low = oom_cell(d, r), high = oom_cell(d, h);
+    if (low != high || h.peak.reserved != r.peak.reserved)
+      out += hang(
+          "    cap " + sz(o.alt.device.limit_high + 1) +
+              std::string(12 - std::min<size_t>(12, sz(o.alt.device.limit_high + 1).size()), ' '),
+          "with the highest cap the recording allows: peak reserved " + sz(h.peak.reserved) +
+              ", OOM: " + high);
+  }
+  if (r.segments_placed_unanchored > 0)
+    out += hang("    addresses       ", layout_caveat(r.segments_placed_unanchored));
+  if (!o.alt.note.empty()) out += "    note            " + o.alt.note + '\n';
+  return out;
+}
+
+std::string table_text(const DeviceReport& d) {
+  std::string out;
+  char line[256];
+  std::string oom_head = d.recorded_ooms.empty()
+                             ? "OOM"
+                             : "OOM at entry " + std::to_string(d.recorded_ooms.front()) +
+                                   (d.recorded_ooms.size() > 1 ? "..." : "");
+  std::snprintf(line, sizeof line, "  %-34s %13s %11s %17s   %s\n", "settings", "peak reserved",
+                "vs recorded", "unused at peak", oom_head.c_str());
+  out += line;
+  std::vector<std::string> notes;
+  for (const Outcome& o : d.outcomes) {
+    const simulate::Result& r = o.result;
+    std::string unused = sz(r.unused_at_peak) + " " + percent(r.unused_at_peak, r.peak.reserved);
+    std::string label = o.alt.label;
+    if (!o.alt.note.empty()) {
+      notes.push_back(o.alt.label + ": " + o.alt.note);
+      label += " *";
+    }
+    std::snprintf(line, sizeof line, "  %-34s %13s %11s %17s   %s\n", label.c_str(),
+                  sz(r.peak.reserved).c_str(),
+                  o.alt.recorded ? "-" : change(r.peak.reserved, baseline(d)).c_str(),
+                  unused.c_str(), oom_cell(d, o).c_str());
+    out += line;
+  }
+  for (const std::string& n : notes) out += hang("  * ", n);
+  if (std::any_of(d.outcomes.begin(), d.outcomes.end(),
+                  [](const Outcome& o) { return o.result.segments_placed_unanchored > 0; }))
+    out += hang("  addresses: ", "settings without expandable segments: " + layout_caveat(-1));
+  return out;
+}
+
+void json_str(std::string& out, const std::string& s) {
+  out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+void json_event(std::string& out, const simulate::SegmentEvent& e) {
+  out += "{\"action\":\"" + std::string(action_name(e.action)) + "\",\"size\":" + num(e.size) +
+         ",\"entry\":" + num(e.owner) + "}";
+}
+
+void json_entries(std::string& out, const std::vector<int32_t>& v) {
+  out += '[';
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + num(v[i]);
+  out += ']';
+}
+
+void json_outcome(std::string& out, const DeviceReport& d, const Outcome& o) {
+  const simulate::Result& r = o.result;
+  out += "{\"settings\":";
+  json_str(out, o.alt.label);
+  out += ",\"conf\":";
+  json_str(out, o.alt.settings.conf());
+  out += ",\"recorded\":" + std::string(o.alt.recorded ? "true" : "false");
+  out += ",\"peak_reserved\":" + num(r.peak.reserved) +
+         ",\"peak_reserved_event\":" + num(r.peak_reserved_event) +
+         ",\"peak_allocated\":" + num(r.peak.allocated) +
+         ",\"unused_at_peak\":" + num(r.unused_at_peak) +
+         ",\"largest_free_at_peak\":" + num(r.largest_free_at_peak) +
+         ",\"segments_created\":" + num(r.segments_created) +
+         ",\"segments_placed_unanchored\":" + num(r.segments_placed_unanchored) + ",\"ooms\":[";
+  for (size_t i = 0; i < r.ooms.size(); ++i) {
+    const simulate::Oom& o2 = r.ooms[i];
+    out += std::string(i ? "," : "") + "{\"event\":" + num(o2.event) +
+           ",\"requested\":" + num(o2.requested) +
+           ",\"recorded\":" + (o2.recorded ? "true" : "false") + ",\"cause\":\"" +
+           (o2.cap ? "limit" : "device") + "\",\"reserved\":" + num(o2.reserved) +
+           ",\"allocated\":" + num(o2.allocated) + ",\"cached_free\":" + num(o2.free.bytes) + "}";
+  }
+  out += "],\"recorded_ooms_avoided\":";
+  std::vector<int32_t> avoided, avoided_high;
+  for (int32_t e : d.recorded_ooms) {
+    if (avoids(o, e)) avoided.push_back(e);
+    if (avoids(o, e, true)) avoided_high.push_back(e);
+  }
+  json_entries(out, avoided);
+  if (o.at_cap_high) {
+    out += ",\"at_cap_high\":{\"limit\":" + num(o.alt.device.limit_high) +
+           ",\"peak_reserved\":" + num(o.at_cap_high->peak.reserved) +
+           ",\"stopped_at\":" + num(o.at_cap_high->stopped_at) + ",\"recorded_ooms_avoided\":";
+    json_entries(out, avoided_high);
+    out += '}';
+  }
+  out += ",\"stopped_at\":" + num(r.stopped_at) + ",\"note\":";
+  json_str(out, o.alt.note);
+  out += '}';
+}
+
+// One device's report, without its closing brace (the alike ranges may
+// follow).
+void device_json(std::string& out, const DeviceReport& d, bool table) {
+  const SelfCheck& c = d.check;
+  out += "{\"device\":" + num(d.device) + ",\"entries\":" + num(static_cast<int64_t>(d.entries)) +
+         ",\"recorded_settings\":";
+  json_str(out, d.recorded_conf);
+  out += ",\"memory\":{\"total\":" + num(d.memory.total) +
+         ",\"capacity\":" + num(d.memory.capacity) + ",\"limit\":" + num(d.memory.limit) +
+         ",\"limit_inferred\":" + (d.memory.limit_inferred ? "true" : "false") +
+         ",\"limit_at_most\":" + num(d.memory.limit_inferred ? d.memory.limit_high : -1) + "}";
+  out += ",\"recorded_ooms\":";
+  json_entries(out, d.recorded_ooms);
+  out += ",\"self_check\":{\"ok\":" + std::string(c.ok() ? "true" : "false") + ",\"incomplete\":";
+  json_str(out, c.incomplete);
+  out += ",\"segment_events\":" + num(static_cast<int64_t>(c.events)) +
+         ",\"matching_events\":" + num(static_cast<int64_t>(c.matching)) + ",\"first_difference\":";
+  if (c.differs) {
+    out += "{\"index\":" + num(static_cast<int64_t>(c.matching)) + ",\"recorded\":";
+    if (c.recorded_missing)
+      out += "null";
+    else
+      json_event(out, c.recorded);
+    out += ",\"simulated\":";
+    if (c.simulated_missing)
+      out += "null";
+    else
+      json_event(out, c.simulated);
+    out += '}';
+  } else {
+    out += "null";
+  }
+  out += ",\"peak_reserved_recorded\":" + num(c.peak_recorded) +
+         ",\"peak_reserved_simulated\":" + num(c.peak_simulated) +
+         ",\"allocations\":" + num(c.allocations) + ",\"misplaced\":" + num(c.misplaced) +
+         ",\"ooms_simulated\":";
+  json_entries(out, c.ooms_simulated);
+  out += "},\"results\":[";
+  bool first = true;
+  for (const Outcome& o : d.outcomes) {
+    if (!table && o.alt.recorded) continue;
+    if (!first) out += ',';
+    first = false;
+    json_outcome(out, d, o);
+  }
+  out += "]";
+}
+
+// One device's text after its heading.
+std::string device_text(const DeviceReport& d, bool table) {
+  std::string out =
+      " - " + std::to_string(d.entries) + entries_word(d.entries) + "; recorded settings: " +
+      (d.recorded_conf.empty() ? std::string("torch's defaults") : d.recorded_conf) + '\n';
+  out += hang("  self-check  ", check_text(d));
+  out += hang("  memory      ", memory_text(d.memory));
+  for (size_t i = 0; i < d.recorded_ooms.size(); ++i)
+    out += "  recorded OOM at trace entry " + std::to_string(d.recorded_ooms[i]) + ": " +
+           sz(d.recorded_oom_sizes[i]) + " requested\n";
+  out += '\n';
+  if (table)
+    out += table_text(d);
+  else
+    for (const Outcome& o : d.outcomes)
+      if (!o.alt.recorded) out += outcome_text(d, o);
+  out += '\n';
+  return out;
+}
+
+}  // namespace
+
+std::string text(const Report& r) {
+  if (r.devices.empty()) return "The snapshot has no allocation history to simulate.\n";
+  std::string out;
+  for (size_t i = 0; i < r.devices.size(); ++i) {
+    const DeviceReport& d = r.devices[i];
+    out += (i < r.members.size() ? devices_heading(d.device, r.members[i])
+                                 : "Device " + std::to_string(d.device)) +
+           device_text(d, r.table);
+  }
+  return out;
+}
+
+std::string device_key(const DeviceReport& d, bool table) {
+  DeviceReport copy = d;
+  copy.device = 0;
+  std::string key = device_text(copy, table);
+  device_json(key, copy, table);
+  return key;
+}
+
+std::string json(const Report& r) {
+  std::string out =
+      "{\"event_numbering\":\"trace entry index within the device's trace\",\"devices\":[";
+  for (size_t i = 0; i < r.devices.size(); ++i) {
+    if (i) out += ',';
+    device_json(out, r.devices[i], r.table);
+    if (i < r.members.size() && several(r.members[i])) append_alike_json(out, r.members[i]);
+    out += '}';
+  }
+  return out + "]}\n";
+}
+
+std::string oom_sentence(const DeviceReport& d, int32_t entry) {
+  const Outcome* best = best_for_oom(d, entry);
+  const Outcome* maybe = best ? nullptr : best_for_oom(d, entry, true);
+  std::string s;
+  if (maybe)
+    s = "Simulated on this history: with " + maybe->alt.label +
+        " this request fits only if the cap was near the top of what the recording allows (" +
+        sz(d.memory.limit_high + 1) + "; not with " + sz(d.memory.limit) +
+        "): the snapshot does not record the cap (memsight whatif --memory-fraction F answers for "
+        "the exact one).";
+  else if (best)
+    s = "Simulated on this history: with " + best->alt.label +
+        " this request fits: peak reserved " + sz(best->result.peak.reserved) +
+        (best->result.peak.reserved == baseline(d) ? std::string(", as recorded")
+                                                   : " instead of " + sz(baseline(d))) +
+        ".";
+  else
+    s = "Simulated on this history: none of the standard allocator settings (expandable_segments, "
+        "max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions) lets this "
+        "request fit.";
+  if (d.memory.limit_inferred && !maybe)
+    s += " The cap is not recorded: simulated from " + sz(d.memory.limit) + " to " +
+         sz(d.memory.limit_high + 1) + ", what the recording allows.";
+  if (!d.check.ok() && d.check.incomplete.empty())
+    s += " The simulation does not reproduce this recording exactly (memsight whatif says how).";
+  return s;
+}
+
+void cite_simulation(const Snapshot& snap, size_t device, std::vector<OomReport>& ooms) {
+  DeviceReport d;
+  try {
+    d = run_device(snap, device, {});
+  } catch (const Error&) {
+    return;  // nothing to cite; the diagnosis stands as it is
+  }
+  for (OomReport& o : ooms) {
+    o.simulated = oom_sentence(d, static_cast<int32_t>(o.event));
+    std::erase_if(o.remedies, [](const std::string& r) {
+      return r.rfind("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", 0) == 0;
+    });
+    const Outcome* best = best_for_oom(d, static_cast<int32_t>(o.event));
+    const Outcome* maybe = best ? nullptr : best_for_oom(d, static_cast<int32_t>(o.event), true);
+    std::string remedy =
+        maybe ? "set PYTORCH_CUDA_ALLOC_CONF=" + maybe->alt.label +
+                    " may save it: simulated on this history, the request fits with a cap near " +
+                    sz(d.memory.limit_high + 1) + " but not with " + sz(d.memory.limit) +
+                    " (the snapshot does not record the cap)"
+        : best
+            ? (best->alt.label == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
+                                             : "set PYTORCH_CUDA_ALLOC_CONF=" + best->alt.label) +
+                  " (simulated on this history: the request fits, and reserved memory peaks at " +
+                  sz(best->result.peak.reserved) +
+                  (best->result.peak.reserved == baseline(d)
+                       ? std::string(" as recorded)")
+                       : " instead of " + sz(baseline(d)) + ")")
+            : "no allocator setting alone saves it: simulated on this history, none of "
+              "expandable_segments, max_split_size_mb, garbage_collection_threshold or "
+              "roundup_power2_divisions lets this request fit (memsight whatif shows each)";
+    // A setting that saves it is the first thing to try. That none does
+    // comes first too, before the generic advice on fragmentation, except
+    // under true demand, where what to cut (the diagnosis' first remedy)
+    // is the answer.
+    const bool after_first = !best && !maybe && o.verdict == "demand" && !o.remedies.empty();
+    o.remedies.insert(o.remedies.begin() + (after_first ? 1 : 0), remedy);
+  }
+}
+
+}  // namespace memsight::whatif
+
+namespace memsight {
+
+std::pair<std::string, std::string> whatif_text_and_json(const Snapshot& snap,
+                                                         const WhatifRequest& req) {
+  whatif::Options opts;
+  opts.set = req.set;
+  opts.device_memory = req.device_memory;
+  if (req.device_memory != -1 && req.device_memory <= 0)
+    throw Error("the device's memory must be a positive number of bytes");
+  if (req.memory_fraction != 0) {
+    // The CLI's rule for --memory-fraction, on the exact value.
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", req.memory_fraction);
+    alloc::Settings probe;
+    probe.apply(std::string("per_process_memory_fraction:") + buf);
+    opts.memory_fraction = probe.memory_fraction;
+  }
+  whatif::Report r = whatif::run(snap, opts);
+  return {whatif::text(r), whatif::json(r)};
+}
+
+}  // namespace memsight
