@@ -13,7 +13,7 @@ import pytest
 
 import memsight
 from memsight.torch import Callbacks, OOMObserver, TrainState
-from memsight.torch import oom as oom_mod
+from memsight.torch.callbacks import oom as oom_mod
 
 SUFFIXES = ["_snapshot.pickle", "_trace_plot.html", "_segment_plot.html",
             "_segment_flamegraph.svg", "_memory_flamegraph.svg", "_oom_diagnosis.txt"]

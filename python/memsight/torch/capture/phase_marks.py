@@ -46,7 +46,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._cuda import torch_module
+from .._util.cuda import torch_module
 
 log = logging.getLogger("memsight")
 

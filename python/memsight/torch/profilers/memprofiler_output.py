@@ -12,7 +12,7 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
-from ._atomic import write_atomic
+from .._util.atomic import write_atomic
 
 log = logging.getLogger("memsight")
 
@@ -102,7 +102,7 @@ def _fallback_site(frames: list[Any]) -> str:
 
 def site_of(frames: list[Any]) -> str:
     try:
-        from ..snapshot import frame_site
+        from ...snapshot import frame_site
 
         return frame_site(frames) or "(no Python frame)"
     except Exception:  # the engine is not built (EngineNotBuiltError) or refuses the frames

@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable
 
-from ._atomic import write_atomic
-from ._dist import dist_info
+from .._util.atomic import write_atomic
+from .._util.dist import dist_info
 
 log = logging.getLogger("memsight")
 

@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._errors import MemsightError
+from ..._errors import MemsightError
 from . import _native_counters as build
-from ._cuda import cuda_available, torch_module
+from .._util.cuda import cuda_available, torch_module
 
 log = logging.getLogger("memsight.torch")
 ABI = 1  # MEMSIGHT_RAW_SNAPSHOT_ABI in native/raw_snapshot.h
@@ -59,7 +59,7 @@ class NativeDumper:
     def take(self, extra: dict[str, Any] | None = None) -> Any:
         """The snapshot now, as a ``memsight._core.Snapshot``, with ``extra``'s keys (plain
         data: memsight_tags, memsight_device_memory) beside torch's. Raises MemsightError."""
-        from .._engine import core
+        from ..._engine import core
 
         # The engine reads them through its safe reader, as it would from a file.
         extra_pickle = pickle.dumps({"segments": [], **extra}, protocol=4) if extra else b""
@@ -355,6 +355,6 @@ def take(extra: dict[str, Any] | None = None) -> Any:
     except Exception as e:
         log.warning("memsight: %s; using torch.cuda.memory._snapshot()", e)
         return None
-    from ..snapshot import Snapshot
+    from ...snapshot import Snapshot
 
     return Snapshot(core_snap)

@@ -30,15 +30,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .._engine import core
-from . import _native_dump, rank_dumps
-from ._cuda import torch_module
-from ._dist import dist_info
+from ..._engine import core
+from ..capture import _native_dump, rank_dumps
+from .._util.cuda import torch_module
+from .._util.dist import dist_info
 from ._files import FileCallback
-from .phase_marks import mark_step
-from .recording import Recording
+from ..capture.phase_marks import mark_step
+from ..capture.recording import Recording
 from .state import TrainState
-from .tags import add_tags
+from ..capture.tags import add_tags
 
 log = logging.getLogger("memsight")
 
@@ -301,7 +301,7 @@ class OOMObserver(FileCallback):
             del snap
             if raw is not None:
                 try:
-                    from ..snapshot import loads
+                    from ...snapshot import loads
 
                     msnap = loads(raw)
                 except Exception as e:
@@ -383,7 +383,7 @@ class OOMObserver(FileCallback):
             for r, why in sorted(rnd.missing.items()):
                 out += f"  rank {r}: no snapshot ({why})\n"
             if len(here) > 1:
-                from ..ranks import ranks
+                from ...ranks import ranks
 
                 out += "\n" + ranks(here).text
             return out
