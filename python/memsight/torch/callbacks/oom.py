@@ -213,15 +213,18 @@ class OOMObserver(FileCallback):
                 rank_dumps.unwatch_ranks()
 
     def _on_batch_start(self, state: TrainState) -> None:
-        if self._ranks is not None:  # the step boundary's check for other ranks' OOMs
-            self._ranks.poll()
-
-    _on_batch_end = _on_batch_start
-
-    def _on_batch_start(self, state: TrainState) -> None:
         # Each batch is a step of the history, so the diagnosis can tell a leak.
+        # Marked before the poll, so a dump that the poll answers holds this step.
         if self.armed:
             mark_step(state.batch)
+        self._poll_ranks()
+
+    def _on_batch_end(self, state: TrainState) -> None:
+        self._poll_ranks()
+
+    def _poll_ranks(self) -> None:
+        if self._ranks is not None:  # the step boundary's check for other ranks' OOMs
+            self._ranks.poll()
 
     def _on_close(self) -> None:
         if self.armed:
@@ -295,7 +298,8 @@ class OOMObserver(FileCallback):
                 log.exception("memsight: could not pickle the OOM snapshot")
             t = lap("pickle", t)
             if raw is not None:
-                self._write(prefix + SNAPSHOT, lambda: raw, "OOM snapshot")
+                pickled = raw  # a name the closure sees as bytes
+                self._write(prefix + SNAPSHOT, lambda: pickled, "OOM snapshot")
                 self._answer_round(rnd, prefix + SNAPSHOT)
             t = lap("write_pickle", t)
             del snap
