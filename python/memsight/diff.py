@@ -130,7 +130,7 @@ def diff(
         return core().measure_moments(snap._snap, os.fspath(name), dev, at_list, uc)
 
     snap, name = _snapshot(before)
-    if two:  # one snapshot at a time: the first is let go (if read here) before the second is read
+    if after is not None:  # two: one snapshot at a time: the first is let go (if read here) before the second is read
         sides = measure(snap, name, [at_before], 0)
         del snap
         snap, name = _snapshot(after)

@@ -138,6 +138,8 @@ def adapters_for(pl: ModuleType) -> SimpleNamespace:
         """:class:`~memsight.torch.MemoryMonitor` as a Lightning callback; the
         metrics also go to Lightning's loggers (``pl_module.log_dict``)."""
 
+        callback: MemoryMonitor
+
         def __init__(self, *args: Any, run_name: str | None = None, log_to_lightning: bool = True, **kwargs: Any) -> None:
             super().__init__(MemoryMonitor(*args, **kwargs), run_name=run_name)
             self.log_to_lightning = log_to_lightning

@@ -341,9 +341,12 @@ class RankDumps:
         answer["seconds"] = round(time.perf_counter() - t0, 4)
         self.rounds.append(rnd)
         if self.coordinated and not answered:
+            def answer_round() -> None:
+                self._set(f"{rnd.seq}/rank{self.rank}", answer)
+                self._add(f"{rnd.seq}/done", 1)
+
             try:
-                _bounded(lambda: (self._set(f"{rnd.seq}/rank{self.rank}", answer), self._add(f"{rnd.seq}/done", 1)),
-                         self.timeout, "answering a dump round")
+                _bounded(answer_round, self.timeout, "answering a dump round")
             except Exception as e:
                 log.warning("memsight: rank %d could not answer dump round %d: %s", self.rank, rnd.seq, e)
         if "error" not in answer:

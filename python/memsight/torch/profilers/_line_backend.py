@@ -32,7 +32,7 @@ _TOOL_IDS = (3, 4, 2, 5)
 
 def load_hook_module() -> Any:
     try:
-        from ... import _linehook
+        from ... import _linehook  # type: ignore[attr-defined]
     except ImportError as e:
         raise MemsightError(
             "memsight._linehook is not built: build it with "

@@ -123,7 +123,7 @@ def growth_by_site(start: dict[str, list[int]], end: Mapping[str, Any]) -> list[
     """What grew from ``start`` (:func:`site_totals` of the first snapshot)
     to the ``end`` snapshot, by site: ``[{"site", "bytes", "blocks"}]`` with
     the net change of each site that grew, largest first."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for site, (b, n) in site_totals(end).items():
         b0, n0 = start.get(site, (0, 0))
         if b > b0:
