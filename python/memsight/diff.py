@@ -18,7 +18,9 @@ from typing import Any, Union
 
 from ._engine import core
 from ._errors import MemsightError
-from .snapshot import PathLike, Snapshot, Summary, _fspath, _user_code, _write_text, load
+from ._frames import _user_code
+from ._paths import PathLike, _fspath, _write_text
+from .snapshot import Snapshot, Summary, load
 
 Moment = Union[str, int]
 
