@@ -100,6 +100,9 @@ from .tensors.courtesy import Courtesy
 from .tensors.mem_reporter import MemReporter
 from ._util.dist import dist_info
 
+# Earlier docs reached the recorder as ``memsight.torch.recording.recorder``.
+from .capture import recording as recording
+
 __all__ = [
     "MEMORY_KEYS",
     "Callback",
