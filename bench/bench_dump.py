@@ -235,7 +235,8 @@ def fragment(model_steps: int = 20) -> list:
 
 def oom_files(path: str) -> dict:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-    from memsight.torch import OOMObserver, _native_dump
+    from memsight.torch import OOMObserver
+    from memsight.torch.capture import _native_dump
 
     with tempfile.TemporaryDirectory() as d:
         obs = OOMObserver(folder=d, remote_file_name=None).arm()
@@ -263,7 +264,7 @@ def oom_files(path: str) -> dict:
 def history(n: int, path: str) -> dict:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import memsight.torch as mt
-    from memsight.torch import _native_dump
+    from memsight.torch.capture import _native_dump
 
     torch.cuda.memory._record_memory_history(max_entries=n, stacks="all")
     keep = []

@@ -36,7 +36,7 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 import memsight.torch as mt  # noqa: E402
-from memsight.torch import phase_marks, tags  # noqa: E402
+from memsight.torch.capture import phase_marks, tags  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "gpu"))
 from test_categories_gpu import lm_step, transformer  # noqa: E402

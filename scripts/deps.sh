@@ -13,6 +13,7 @@ PKGS=(
   python3-boto3 python3-fsspec                     # uploads (s3://, other schemes)
   python3-torch python3-ipython                    # CPU tests of the torch tools and the magics
   python3-pandas                                   # reference for the line profiler's tables
+  python3-mypy                                     # scripts/lint_python.sh (ruff comes from npm, below)
   nodejs chromium                                  # viewer tests
   xz-utils zstd
   emscripten                                       # the standalone viewer's WebAssembly engine
@@ -37,4 +38,9 @@ scripts/wasm_deps.sh
 # file). The S3 test server installs itself on first use (tests/python/s3rver).
 if [ ! -d tests/browser/node_modules ]; then
   (cd tests/browser && npm ci --no-audit --no-fund --silent)
+fi
+# ruff for scripts/lint_python.sh: Debian packages none, npm has its
+# WebAssembly build (pinned by scripts/ruff's lock file).
+if [ ! -d scripts/ruff/node_modules ]; then
+  (cd scripts/ruff && npm ci --no-audit --no-fund --silent)
 fi

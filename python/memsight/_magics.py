@@ -73,7 +73,7 @@ def parse_mlrun(line: str) -> argparse.Namespace:
     args.statement = statement
     if args.gpu < 0:
         raise MagicUsageError("%mlrun: -g needs a device index >= 0")
-    from .torch.line_profiler import DEFAULT_COLUMNS
+    from .torch.profilers.line_profiler import DEFAULT_COLUMNS
 
     args.columns = ([] if args.no_default_columns else list(DEFAULT_COLUMNS)) + args.column
     if not args.columns:
@@ -96,7 +96,7 @@ def run_mlrun(line: str, cell: str | None, global_ns: dict[str, Any], local_ns: 
     if not code.strip():
         raise MagicUsageError("%mlrun: nothing to run; give a statement, or use %%mlrun on a cell")
     if profiler_factory is None:
-        from .torch.line_profiler import LineProfiler as profiler_factory
+        from .torch.profilers.line_profiler import LineProfiler as profiler_factory
     prof = profiler_factory(*funcs, target_gpu=args.gpu)
     with prof:
         exec(compile(code, "<mlrun>", "exec"), global_ns, ns)  # noqa: S102

@@ -18,7 +18,9 @@ from typing import Any, Union
 
 from ._engine import core
 from ._errors import MemsightError
-from .snapshot import PathLike, Snapshot, Summary, _fspath, _user_code, _write_text, load
+from ._frames import _user_code
+from ._paths import PathLike, _fspath, _write_text
+from .snapshot import Snapshot, Summary, load
 
 Moment = Union[str, int]
 
@@ -130,7 +132,7 @@ def diff(
         return core().measure_moments(snap._snap, os.fspath(name), dev, at_list, uc)
 
     snap, name = _snapshot(before)
-    if two:  # one snapshot at a time: the first is let go (if read here) before the second is read
+    if after is not None:  # two: one snapshot at a time: the first is let go (if read here) before the second is read
         sides = measure(snap, name, [at_before], 0)
         del snap
         snap, name = _snapshot(after)

@@ -16,7 +16,9 @@ import json
 import os
 
 from ._engine import core
-from .snapshot import PathLike, Summary, _fspath, _user_code, _write_text
+from ._frames import _user_code
+from ._paths import PathLike, _fspath, _write_text
+from .snapshot import Summary
 
 __all__ = ["profile_report", "profile_html", "profile_timeline_html"]
 

@@ -18,7 +18,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._engine import core
-from .snapshot import PathLike, Summary, _user_code
+from ._frames import _user_code
+from ._paths import PathLike
+from .snapshot import Summary
 
 __all__ = ["Ranks", "ranks"]
 

@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from memsight.torch import OOMObserver, TrainState, rank_dumps  # noqa: E402
+from memsight.torch import OOMObserver, TrainState  # noqa: E402
+from memsight.torch.capture import rank_dumps  # noqa: E402
 
 WIDTH = 1024
 CAP = 3 << 30  # rank 1's allocator limit

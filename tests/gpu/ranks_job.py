@@ -20,7 +20,8 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from gpu_helpers import make_model, train_step  # noqa: E402
-from memsight.torch import OOMObserver, TrainState, rank_dumps  # noqa: E402
+from memsight.torch import OOMObserver, TrainState  # noqa: E402
+from memsight.torch.capture import rank_dumps  # noqa: E402
 
 CAP = 2 << 30  # rank 1's allocator limit
 
@@ -55,7 +56,7 @@ def main(out: str) -> None:
                              "manifest": rnd.manifest} if rnd else None)
     dist.barrier()  # rank 0 waits here for rank 1 (its watcher thread answers meanwhile)
     result["barrier_seconds"] = time.monotonic() - t0
-    result["native_dump"] = __import__("memsight.torch._native_dump", fromlist=["status"]).status()["ready"]
+    result["native_dump"] = __import__("memsight.torch.capture._native_dump", fromlist=["status"]).status()["ready"]
     obs.close()
     with open(os.path.join(out, f"result{rank}.json"), "w") as f:
         json.dump(result, f)

@@ -27,7 +27,7 @@ def _key_orders(v):
 
 
 def _ready_dumper():
-    from memsight.torch import _native_dump
+    from memsight.torch.capture import _native_dump
 
     _native_dump.prepare(wait=True)
     st = _native_dump.status()
@@ -44,8 +44,8 @@ def _snapshot_entries_since(before, after):
 def _same_as_torch(dumper):
     import torch
 
-    from memsight.torch import _native_dump
-    from memsight.torch._native_dump import same_as_torch
+    from memsight.torch.capture import _native_dump
+    from memsight.torch.capture._native_dump import same_as_torch
 
     # The dumper's warm-up thread asks torch for a snapshot too, which marks
     # every device (test_warming_marks_every_device below); landing between
@@ -105,7 +105,7 @@ def test_warming_marks_every_device():
     marks every device's trace for it, as it does for a full snapshot."""
     import torch
 
-    from memsight.torch import _native_dump
+    from memsight.torch.capture import _native_dump
 
     torch.cuda.memory._record_memory_history(max_entries=100_000)
     try:
@@ -131,7 +131,8 @@ def test_warming_marks_every_device():
 
 IDLE_JOB = r"""
 import json, time, torch
-from memsight.torch import _native_dump, start_recording
+from memsight.torch.capture import _native_dump
+from memsight.torch import start_recording
 
 torch.cuda.init()
 start_recording()
@@ -163,7 +164,8 @@ def test_the_warm_up_marks_nothing_while_the_job_allocates_nothing():
 def test_oom_observer_takes_the_native_path_and_writes_everything(tmp_path):
     import torch
 
-    from memsight.torch import OOMObserver, _native_dump
+    from memsight.torch import OOMObserver
+    from memsight.torch.capture import _native_dump
 
     from gpu_helpers import SUFFIXES, check_oom_outputs
 

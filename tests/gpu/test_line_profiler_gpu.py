@@ -67,7 +67,7 @@ def test_native_counters_are_torchs_numbers(tmp_path, monkeypatch):
     import torch
 
     from memsight.torch import LineProfiler
-    from memsight.torch import _native_counters as nc
+    from memsight.torch.capture import _native_counters as nc
 
     monkeypatch.setenv("MEMSIGHT_CACHE_DIR", str(tmp_path / "cache"))
     keep = torch.empty(3 * MIB, device="cuda")  # nonzero counters to compare

@@ -69,4 +69,4 @@ def test_nested_and_interleaved_users(tmp_path):
     assert after > before  # history kept across the change of options, and still growing
     obs.close()
     assert not _enabled()
-    assert mt.recording.recorder.owners() == []
+    assert mt.recorder.owners() == []

@@ -47,7 +47,7 @@ def _isolated_env(monkeypatch, tmp_path):
     ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
-    import memsight.torch.uploads as uploads
+    import memsight.torch.callbacks.uploads as uploads
 
     monkeypatch.setattr(uploads, "_default_destination", None)
     yield
@@ -74,8 +74,8 @@ def _install_fake_torch(monkeypatch, snap):
     monkeypatch.setitem(sys.modules, "torch.cuda", torch.cuda)
     monkeypatch.setitem(sys.modules, "torch.cuda.memory", torch.cuda.memory)
     # memsight's process-wide state starts fresh for every test.
-    import memsight.torch.oom as oom
-    import memsight.torch.recording as recording
+    import memsight.torch.callbacks.oom as oom
+    import memsight.torch.capture.recording as recording
 
     monkeypatch.setattr(oom, "_attached", False)
     monkeypatch.setattr(oom, "_armed", [])

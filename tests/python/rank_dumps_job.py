@@ -66,7 +66,7 @@ def main(out: str) -> None:
     obs = mt.OOMObserver(folder=os.path.join(out, "rank{rank}"), remote_file_name=None, ranks_timeout=3.0)
     obs.arm(mt.TrainState(run_name="job"))
     dist.barrier()
-    result: dict = {"rank": rank, "watching": mt.rank_dumps.shared_watcher() is not None}
+    result: dict = {"rank": rank, "watching": mt.capture.rank_dumps.shared_watcher() is not None}
     if rank == 1:
         time.sleep(0.2)
         t0 = time.monotonic()

@@ -86,7 +86,7 @@ def test_leaks_is_the_clis(graph):
 
 
 def test_mark_step_records_one_annotation_a_step(monkeypatch):
-    from memsight.torch import phase_marks
+    from memsight.torch.capture import phase_marks
 
     names: list[str] = []
 

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from memsight.torch._line_format import FunctionTable, format_text, readable_size
+from memsight.torch.profilers._line_format import FunctionTable, format_text, readable_size
 
 try:
     import pandas as pd

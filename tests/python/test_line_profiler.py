@@ -17,8 +17,8 @@ from memsight_testlib import PYTHON_DIR
 
 pytest.importorskip("memsight._linehook", reason="memsight._linehook is not built")
 
-from memsight.torch import line_profiler as lp  # noqa: E402
-from memsight.torch._line_format import readable_size  # noqa: E402
+from memsight.torch.profilers import line_profiler as lp  # noqa: E402
+from memsight.torch.profilers._line_format import readable_size  # noqa: E402
 
 
 class Counters:
@@ -318,7 +318,7 @@ def _run_script(body: str, tmp_path) -> subprocess.CompletedProcess:
 
 
 _GLOBAL_FAKE = """\
-    from memsight.torch import line_profiler as lp
+    from memsight.torch.profilers import line_profiler as lp
     state = {"n": 0}
     def sample(d):
         return {"active_bytes": {"all": {"peak": state["n"]}}, "reserved_bytes": {"all": {"peak": 0}}}
@@ -361,8 +361,8 @@ def test_profile_every_prints_every_nth_call_and_mixes_with_profile(tmp_path):
 
 
 def test_importing_the_new_modules_does_not_import_torch():
-    code = ("import sys; import memsight, memsight._magics, memsight.torch.line_profiler, "
-            "memsight.torch.mem_reporter, memsight.torch.courtesy; assert 'torch' not in sys.modules")
+    code = ("import sys; import memsight, memsight._magics, memsight.torch.profilers.line_profiler, "
+            "memsight.torch.tensors.mem_reporter, memsight.torch.tensors.courtesy; assert 'torch' not in sys.modules")
     env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
 

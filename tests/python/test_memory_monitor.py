@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memsight.torch import MEMORY_KEYS, Callbacks, MemoryMonitor, memory_report
-from memsight.torch.memory_monitor import reduce_values, to_gigabytes
+from memsight.torch.callbacks.memory_monitor import reduce_values, to_gigabytes
 
 
 @pytest.mark.parametrize("n, gb", [(0, 0), (1_234_567_890, 1.2346), (123_456, 0.00012346),

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from memsight.torch import Callbacks, MemorySnapshot, OOMObserver
-from memsight.torch.memory_snapshot import parse_batches
+from memsight.torch.callbacks.memory_snapshot import parse_batches
 
 
 @pytest.mark.parametrize("value, n", [(3, 3), ("3", 3), ("3ba", 3), (" 12 ba ", 12), ("2batches", 2)])

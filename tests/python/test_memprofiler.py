@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memsight.torch import MemProfiler, MemProfilerCfg, MemProfilerMixin, memprofilable
-from memsight.torch.memprofiler_config import MemProfilerFuncs, MemProfilerSchedule
+from memsight.torch.profilers.memprofiler_config import MemProfilerFuncs, MemProfilerSchedule
 
 torch = pytest.importorskip("torch")
 
@@ -207,7 +207,7 @@ def test_page_shows_every_call_and_needs_nothing_outside(tmp_path):
 
 
 def test_growth_by_site_of_two_snapshots(monkeypatch):
-    from memsight.torch.memprofiler_output import _fallback_site, active_blocks, growth_by_site, site_totals
+    from memsight.torch.profilers.memprofiler_output import _fallback_site, active_blocks, growth_by_site, site_totals
 
     torch_frame = {"filename": "/usr/lib/python3/dist-packages/torch/nn/modules/linear.py", "line": 114,
                    "name": "forward"}
@@ -240,7 +240,7 @@ def test_growth_by_site_of_two_snapshots(monkeypatch):
 def test_allocator_history_path_with_a_stand_in_device(tmp_path, monkeypatch):
     """The history path on CPU: snapshots and recording are stood in for,
     everything else (keys, files, growth, the page, stopping) is real."""
-    import memsight.torch.memprofiler as mp
+    import memsight.torch.profilers.memprofiler as mp
 
     held: list[dict] = []
     frames = [{"filename": "/home/u/train.py", "line": 9, "name": "step"}]
@@ -392,7 +392,7 @@ def test_importing_memsight_torch_does_not_import_torch():
 def test_device_side_failures_are_logged_and_profiling_goes_on(tmp_path, monkeypatch, caplog):
     """Allocator snapshots that fail and an FSDP root without fully_shard:
     each is logged once, the calls run, the rest is collected."""
-    import memsight.torch.memprofiler as mp
+    import memsight.torch.profilers.memprofiler as mp
 
     def broken_snapshot():
         raise RuntimeError("snapshot failed")
@@ -419,7 +419,7 @@ def test_device_side_failures_are_logged_and_profiling_goes_on(tmp_path, monkeyp
 def test_lightning_callback_profiles_batches_without_touching_the_module(tmp_path):
     from types import SimpleNamespace
 
-    from memsight.torch.memprofiler_mixin import memprofiler_callback_for
+    from memsight.torch.profilers.memprofiler_mixin import memprofiler_callback_for
 
     class Trainer:
         log_dir = str(tmp_path / "logs")
@@ -451,7 +451,7 @@ def test_lightning_callback_profiles_batches_without_touching_the_module(tmp_pat
 
 
 def test_host_memory_without_psutil_reads_proc(monkeypatch):
-    import memsight.torch.memprofiler_hooks as hooks
+    import memsight.torch.profilers.memprofiler_hooks as hooks
 
     with_psutil = hooks.host_memory()
     monkeypatch.setattr(hooks, "_process", False)  # as when psutil is not installed
@@ -465,7 +465,7 @@ def test_cuda_statistics_fall_back_to_torchs_dict(monkeypatch, caplog):
     statistics are torch.cuda.memory_stats()'s, and the profiler says so."""
     from types import SimpleNamespace
 
-    from memsight.torch import _native_counters
+    from memsight.torch.capture import _native_counters
 
     stats = {"allocated_bytes.all.current": 5, "active_bytes.all.peak": 9}
     fake = SimpleNamespace(cuda=SimpleNamespace(current_device=lambda: 0, memory_stats=lambda: dict(stats)))

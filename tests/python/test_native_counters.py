@@ -21,8 +21,8 @@ if shutil.which("c++") is None:
 
 from memsight import MemsightError  # noqa: E402
 from memsight import _linehook  # noqa: E402
-from memsight.torch import _native_counters as nc  # noqa: E402
-from memsight.torch import line_profiler as lp  # noqa: E402
+from memsight.torch.capture import _native_counters as nc  # noqa: E402
+from memsight.torch.profilers import line_profiler as lp  # noqa: E402
 
 HERE = Path(__file__).parent
 ARRAYS = ("allocation", "segment", "active", "inactive_split", "allocated_bytes", "reserved_bytes",

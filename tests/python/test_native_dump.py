@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from memsight.torch import _native_dump
+from memsight.torch.capture import _native_dump
 
 
 def entry(action: str, t: int, **kw) -> dict:

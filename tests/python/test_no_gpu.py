@@ -16,8 +16,9 @@ from memsight_testlib import PYTHON_DIR, FakeAllocator, make_fake_torch
 
 def test_import_never_imports_torch():
     code = (
-        "import sys; import memsight, memsight.torch, memsight.torch.recording, memsight.torch.oom, "
-        "memsight.torch.uploads, memsight.torch.memory_monitor, memsight.torch.memory_snapshot; "
+        "import sys; import memsight, memsight.torch, memsight.torch.capture.recording, "
+        "memsight.torch.callbacks.oom, memsight.torch.callbacks.uploads, "
+        "memsight.torch.callbacks.memory_monitor, memsight.torch.callbacks.memory_snapshot; "
         "o = memsight.torch.OOMObserver(); s = memsight.torch.MemorySnapshot(); "
         "m = memsight.torch.MemoryMonitor(); "
         "print('torch' in sys.modules)"
@@ -67,7 +68,7 @@ def test_model_not_on_cuda_disables(fake_torch, tmp_path):
 
 def test_record_and_snapshot_without_cuda(no_torch, tmp_path):
     import memsight.torch as mt
-    from memsight.torch import _cuda
+    from memsight.torch._util import cuda as _cuda
 
     _cuda._warned.discard("record")
     _cuda._warned.discard("snapshot")

@@ -13,7 +13,7 @@ import pytest
 
 import memsight
 from memsight.torch import Callbacks, OOMObserver, TrainState
-from memsight.torch import oom as oom_mod
+from memsight.torch.callbacks import oom as oom_mod
 
 SUFFIXES = ["_snapshot.pickle", "_trace_plot.html", "_segment_plot.html",
             "_segment_flamegraph.svg", "_memory_flamegraph.svg", "_oom_diagnosis.txt"]
@@ -227,3 +227,23 @@ def test_sizes_in_the_observer_s_lines_choose_the_unit_after_rounding():
     almost = int(1023.96 * 2**30)
     assert oom_mod._size(almost) == "1.0TiB" == oom_mod._size(2**40)
     assert memsight._core.format_size(float(almost)) == "1024.0GiB"
+
+
+def test_each_batch_start_marks_the_step_and_both_boundaries_poll_the_ranks(monkeypatch):
+    # Batch start once had two definitions, the later (the step mark) hiding
+    # the earlier (the check for other ranks' OOMs): both must run.
+    calls: list[tuple] = []
+    monkeypatch.setattr(oom_mod, "mark_step", lambda n: calls.append(("mark", n)))
+
+    class Ranks:
+        def poll(self):
+            calls.append(("poll",))
+
+    obs = OOMObserver(remote_file_name=None)
+    obs.armed, obs._ranks = True, Ranks()
+    state = TrainState(run_name="r")
+    state.batch = 3
+    obs._on_batch_start(state)
+    obs._on_batch_end(state)
+    assert calls == [("mark", 3), ("poll",), ("poll",)]
+    obs.armed, obs._ranks = False, None

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from memsight.torch import rank_dumps
-from memsight.torch.rank_dumps import RankDumps
+from memsight.torch.capture import rank_dumps
+from memsight.torch.capture.rank_dumps import RankDumps
 
 dist = pytest.importorskip("torch.distributed", reason="torch is not installed")
 if not dist.is_available():
@@ -241,7 +241,7 @@ def test_the_merged_report_reads_a_round(tmp_path, snapshots, core):
 def test_an_oom_asks_every_rank_and_the_diagnosis_compares_them(fake_torch, tmp_path, snapshots, core,
                                                                   monkeypatch):
     from memsight.torch import OOMObserver, TrainState
-    from memsight.torch import oom as oom_mod
+    from memsight.torch.callbacks import oom as oom_mod
 
     store = HashStore()
     rank1 = lambda env=None: {"rank": 1, "world_size": 3, "local_rank": 1}  # noqa: E731

@@ -10,8 +10,8 @@ import pickle
 import pytest
 
 import memsight.torch as mt
-from memsight.torch import recording
-from memsight.torch.recording import RecordOptions, merge_options
+from memsight.torch.capture import recording
+from memsight.torch.capture.recording import RecordOptions, merge_options
 
 
 def test_merge_takes_the_union():

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from memsight.torch import phase_marks, tags  # noqa: E402
+from memsight.torch.capture import phase_marks, tags  # noqa: E402
 
 
 class Recorder(phase_marks.Marker):
@@ -342,7 +342,7 @@ def test_memory_snapshot_and_attach_model(fake_torch, tmp_path, core):
 
 
 def test_torch_profiler_snapshot_names():
-    from memsight.torch.profiler import snapshot_path
+    from memsight.torch.profilers.torch_profiler import snapshot_path
 
     assert snapshot_path("a/rank0.3.pt.trace.json.gz") == "a/rank0.3.memory_snapshot.pickle"
     assert snapshot_path("rank0.3.pt.trace.json") == "rank0.3.memory_snapshot.pickle"

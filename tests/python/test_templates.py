@@ -8,8 +8,8 @@ import types
 import pytest
 
 from memsight.torch import TrainState
-from memsight.torch._dist import dist_info
-from memsight.torch.templates import (
+from memsight.torch._util.dist import dist_info
+from memsight.torch.callbacks.templates import (
     ensure_folder_is_empty,
     format_name_with_dist,
     format_name_with_dist_and_time,

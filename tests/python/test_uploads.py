@@ -10,8 +10,8 @@ import time
 import pytest
 
 from memsight.torch import OOMObserver, TrainState, set_default_destination
-from memsight.torch import uploads
-from memsight.torch.uploads import Uploader, check_remote, remote_uri
+from memsight.torch.callbacks import uploads
+from memsight.torch.callbacks.uploads import Uploader, check_remote, remote_uri
 
 
 def test_remote_uri_resolution(monkeypatch):
@@ -146,7 +146,7 @@ def test_staging_folder_exists_only_while_needed(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     code = (
-        "from memsight.torch import uploads\n"
+        "from memsight.torch.callbacks import uploads\n"
         "u = uploads.Uploader()\n"
         "import os, tempfile; assert not os.listdir(tempfile.gettempdir())\n"
         f"uploads.shared_uploader().upload({str(src)!r}, {dest!r})\n"

@@ -49,7 +49,7 @@ def _keys(client, prefix=""):
 
 
 def test_upload_overwrite_policy_against_s3rver(s3, tmp_path):
-    from memsight.torch.uploads import Uploader
+    from memsight.torch.callbacks.uploads import Uploader
 
     src = tmp_path / "a.bin"
     src.write_bytes(b"\x00first" * 1000)
@@ -70,7 +70,7 @@ def test_upload_overwrite_policy_against_s3rver(s3, tmp_path):
 
 
 def test_missing_bucket_fails_after_retries_without_raising(s3, tmp_path):
-    from memsight.torch.uploads import Uploader
+    from memsight.torch.callbacks.uploads import Uploader
 
     src = tmp_path / "a.bin"
     src.write_bytes(b"x")

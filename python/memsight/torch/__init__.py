@@ -39,36 +39,22 @@ Which line took the memory, which tensors hold it, and lending the GPU::
     memsight.torch.MemReporter(model).report()
     with memsight.torch.Courtesy():
         ...  # CUDA tensors wait in host memory
+
+Every public name is imported from here. The code sits in rooms: capture/
+(recording, tags, phase marks, the native dumper and counters, rank dumps),
+callbacks/ (callbacks and the OOM observer, snapshots, monitor, uploads),
+profilers/ (torch.profiler, MemProfiler, the line profiler), tensors/
+(MemReporter, Courtesy); native/ holds the C++ built on first use and _util/
+the private helpers. ``memsight.torch.lightning`` needs Lightning, so it is
+imported on its own.
 """
 
 from __future__ import annotations
 
-from .callback import Callback, CallbackProtocol, Callbacks
-from .courtesy import Courtesy
-from .line_profiler import (
-    LineProfiler,
-    clear_global_line_profiler,
-    profile,
-    profile_every,
-    set_target_gpu,
-)
-from .mem_reporter import MemReporter
-from .memory_monitor import MEMORY_KEYS, MemoryMonitor, memory_report
-from .memory_snapshot import MemorySnapshot
-from .memprofiler import MemProfiler, memprofilable
-from .memprofiler_config import (
-    CudaAllocatorHistoryOptions,
-    MemProfilerCfg,
-    MemProfilerFuncs,
-    MemProfilerHooks,
-    MemProfilerSchedule,
-)
-from .memprofiler_mixin import MemProfilerMixin
-from .oom import OOMObserver
-from .phase_marks import mark_step
-from .profiler import ProfilerAction, TorchProfiler, TraceTime, cyclic_schedule
-from .rank_dumps import DumpRound, RankDumps, dump_all_ranks, unwatch_ranks, watch_ranks
-from .recording import (
+# The public names, room by room.
+from .capture.phase_marks import mark_step
+from .capture.rank_dumps import DumpRound, RankDumps, dump_all_ranks, unwatch_ranks, watch_ranks
+from .capture.recording import (
     RecordOptions,
     Recording,
     dump,
@@ -79,17 +65,43 @@ from .recording import (
     start_recording,
     stop_recording,
 )
-from .state import TrainState
-from .tags import storage_tags
-from .templates import (
+from .capture.tags import storage_tags
+from .callbacks.callback import Callback, CallbackProtocol, Callbacks
+from .callbacks.memory_monitor import MEMORY_KEYS, MemoryMonitor, memory_report
+from .callbacks.memory_snapshot import MemorySnapshot
+from .callbacks.oom import OOMObserver
+from .callbacks.state import TrainState
+from .callbacks.templates import (
     ensure_folder_is_empty,
     format_name_with_dist,
     format_name_with_dist_and_time,
     parse_uri,
     partial_format,
 )
-from .uploads import Uploader, flush as flush_uploads, set_default_destination
-from ._dist import dist_info
+from .callbacks.uploads import Uploader, flush as flush_uploads, set_default_destination
+from .profilers.line_profiler import (
+    LineProfiler,
+    clear_global_line_profiler,
+    profile,
+    profile_every,
+    set_target_gpu,
+)
+from .profilers.memprofiler import MemProfiler, memprofilable
+from .profilers.memprofiler_config import (
+    CudaAllocatorHistoryOptions,
+    MemProfilerCfg,
+    MemProfilerFuncs,
+    MemProfilerHooks,
+    MemProfilerSchedule,
+)
+from .profilers.memprofiler_mixin import MemProfilerMixin
+from .profilers.torch_profiler import ProfilerAction, TorchProfiler, TraceTime, cyclic_schedule
+from .tensors.courtesy import Courtesy
+from .tensors.mem_reporter import MemReporter
+from ._util.dist import dist_info
+
+# Earlier docs reached the recorder as ``memsight.torch.recording.recorder``.
+from .capture import recording as recording
 
 __all__ = [
     "MEMORY_KEYS",

@@ -20,13 +20,13 @@ import logging
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from .callback import Callback as MemsightCallback
-from .memory_monitor import MemoryMonitor
-from .memory_snapshot import MemorySnapshot
-from .memprofiler_mixin import memprofiler_callback_for
-from .oom import OOMObserver
-from .profiler import TorchProfiler
-from .state import TrainState
+from .callbacks.callback import Callback as MemsightCallback
+from .callbacks.memory_monitor import MemoryMonitor
+from .callbacks.memory_snapshot import MemorySnapshot
+from .profilers.memprofiler_mixin import memprofiler_callback_for
+from .callbacks.oom import OOMObserver
+from .profilers.torch_profiler import TorchProfiler
+from .callbacks.state import TrainState
 
 log = logging.getLogger("memsight")
 
@@ -137,6 +137,8 @@ def adapters_for(pl: ModuleType) -> SimpleNamespace:
     class MemoryMonitorCallback(LightningAdapter):
         """:class:`~memsight.torch.MemoryMonitor` as a Lightning callback; the
         metrics also go to Lightning's loggers (``pl_module.log_dict``)."""
+
+        callback: MemoryMonitor
 
         def __init__(self, *args: Any, run_name: str | None = None, log_to_lightning: bool = True, **kwargs: Any) -> None:
             super().__init__(MemoryMonitor(*args, **kwargs), run_name=run_name)

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ._atomic import write_atomic
+from .._util.atomic import write_atomic
 from .templates import parse_uri
 
 log = logging.getLogger("memsight")

@@ -147,7 +147,7 @@ class CudaAllocatorHistoryOptions:
     stacks: str = "python"
 
     def __post_init__(self) -> None:
-        from .recording import RecordOptions
+        from ..capture.recording import RecordOptions
 
         RecordOptions(context=self.context, stacks=self.stacks, max_entries=self.max_entries)  # validates
 

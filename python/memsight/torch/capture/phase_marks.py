@@ -43,10 +43,10 @@ import inspect
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._cuda import torch_module
+from .._util.cuda import torch_module
 
 log = logging.getLogger("memsight")
 
@@ -156,12 +156,18 @@ class AnnotationMarker(Marker):
             pass
 
 
+def _in_graph_task(task: Callable[[], int]) -> Callable[[], bool]:
+    """True inside an autograd graph task (a backward), from torch's task id."""
+    return lambda: task() != -1
+
+
 def choose_marker(torch: Any) -> Marker:
     """Allocation metadata where torch has it, else annotations where torch
     records them with the history (torch >= 2.5), else nothing."""
     mem = torch.cuda.memory
     if hasattr(mem, "_set_memory_metadata") and hasattr(mem, "_get_memory_metadata"):
         return MetadataMarker(torch)
+    params: Mapping[str, Any]
     try:
         params = inspect.signature(mem._record_memory_history).parameters
     except (AttributeError, TypeError, ValueError):
@@ -236,7 +242,7 @@ class PhaseMarks:
             or (lambda: False)
         )
         task = getattr(self.torch._C, "_current_graph_task_id", None)
-        self._in_backward: Callable[[], bool] = (lambda: task() != -1) if task else (lambda: False)
+        self._in_backward: Callable[[], bool] = _in_graph_task(task) if task else (lambda: False)
 
     # -- install / remove --------------------------------------------------------------
     def install(self) -> PhaseMarks:

@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
-from ._cuda import cuda_available
+from .._util.cuda import cuda_available
 from .state import TrainState
 
 log = logging.getLogger("memsight")

@@ -13,12 +13,12 @@ import pickle
 import re
 from typing import Any
 
-from . import _native_dump
-from ._cuda import torch_module
+from ..capture import _native_dump
+from .._util.cuda import torch_module
 from ._files import FileCallback
-from .recording import Recording
+from ..capture.recording import Recording
 from .state import TrainState
-from .tags import add_tags
+from ..capture.tags import add_tags
 
 log = logging.getLogger("memsight")
 
@@ -140,7 +140,7 @@ class MemorySnapshot(FileCallback):
         self._write(prefix + ".pickle", lambda: raw, "memory snapshot")
 
         def page() -> str:
-            from ..snapshot import loads
+            from ...snapshot import loads
 
             return (msnap or loads(raw)).html("trace_plot")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ._dist import dist_info
+from .._util.dist import dist_info
 
 log = logging.getLogger("memsight")
 

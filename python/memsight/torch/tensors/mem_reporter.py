@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ._line_format import readable_size
+from ..profilers._line_format import readable_size
 from ._tensors import as_int, is_tensor, reachable_tensors, shape_text, storage_parts, untyped_storage
 
 log = logging.getLogger("memsight.torch")

@@ -30,15 +30,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .._engine import core
-from . import _native_dump, rank_dumps
-from ._cuda import torch_module
-from ._dist import dist_info
+from ..._engine import core
+from ..capture import _native_dump, rank_dumps
+from .._util.cuda import torch_module
+from .._util.dist import dist_info
 from ._files import FileCallback
-from .phase_marks import mark_step
-from .recording import Recording
+from ..capture.phase_marks import mark_step
+from ..capture.recording import Recording
 from .state import TrainState
-from .tags import add_tags
+from ..capture.tags import add_tags
 
 log = logging.getLogger("memsight")
 
@@ -213,15 +213,18 @@ class OOMObserver(FileCallback):
                 rank_dumps.unwatch_ranks()
 
     def _on_batch_start(self, state: TrainState) -> None:
-        if self._ranks is not None:  # the step boundary's check for other ranks' OOMs
-            self._ranks.poll()
-
-    _on_batch_end = _on_batch_start
-
-    def _on_batch_start(self, state: TrainState) -> None:
         # Each batch is a step of the history, so the diagnosis can tell a leak.
+        # Marked before the poll, so a dump that the poll answers holds this step.
         if self.armed:
             mark_step(state.batch)
+        self._poll_ranks()
+
+    def _on_batch_end(self, state: TrainState) -> None:
+        self._poll_ranks()
+
+    def _poll_ranks(self) -> None:
+        if self._ranks is not None:  # the step boundary's check for other ranks' OOMs
+            self._ranks.poll()
 
     def _on_close(self) -> None:
         if self.armed:
@@ -256,79 +259,18 @@ class OOMObserver(FileCallback):
         folder = self.folder_name or "."
         prefix = os.path.join(folder, self._prefix(state))
         start = len(self.written)
-        # The native path: the allocator's snapshot straight into the engine's model,
-        # no Python object per entry (see _native_dump); torch's path when not ready.
         memory = [{"device": int(device), "total": total, "limit": limit}]
         extra: dict[str, Any] = {"memsight_device_memory": memory}
         # Every other rank starts dumping now, while this one does.
         rnd = self._announce_round(device, alloc, device_free)
         if rnd is not None:
             extra["memsight_rank"] = self._ranks.meta_for(rnd)  # type: ignore[union-attr]
-        msnap: Any = _native_dump.take(extra)
-        self.last_path = "native" if msnap is not None else "torch"
-        if msnap is not None:
-            t = lap("snapshot", t0)
-            if msnap.trace_entry_count == 0:
-                self._warn_no_history(device)
-                return
-            self._write(prefix + SNAPSHOT, msnap.pickle, "OOM snapshot")
-            self._answer_round(rnd, prefix + SNAPSHOT)
-            t = lap("write_pickle", t)
-        else:
-            try:
-                snap = add_tags(torch.cuda.memory._snapshot())
-                t = lap("snapshot", t0)
-            except Exception:
-                log.exception("memsight: OOM on device %d, but the memory snapshot could not be taken", device)
-                return
-            try:  # beside torch's keys: the engine reads them to name a cap or other processes
-                snap.update(extra)
-            except Exception:
-                log.debug("memsight: could not note the device's memory in the snapshot", exc_info=True)
-            if not any(snap.get("device_traces") or []):
-                self._warn_no_history(device)
-                return
-            raw: bytes | None = None
-            try:
-                raw = pickle.dumps(snap, protocol=4)
-            except Exception:
-                log.exception("memsight: could not pickle the OOM snapshot")
-            t = lap("pickle", t)
-            if raw is not None:
-                self._write(prefix + SNAPSHOT, lambda: raw, "OOM snapshot")
-                self._answer_round(rnd, prefix + SNAPSHOT)
-            t = lap("write_pickle", t)
-            del snap
-            if raw is not None:
-                try:
-                    from ..snapshot import loads
-
-                    msnap = loads(raw)
-                except Exception as e:
-                    log.error("memsight: the engine could not read the OOM snapshot: %s: %s", type(e).__name__, e)
-            t = lap("engine_load", t)
-
-        def need() -> Any:
-            if msnap is None:
-                raise RuntimeError("no snapshot for the engine (see the error above)")
-            return msnap
-
+        taken = self._write_snapshot(torch, device, prefix, extra, rnd, lap, t0)
+        if taken is None:
+            return
+        msnap, t = taken
         header = self._diagnosis_header(device, alloc, total, device_free, limit)
-
-        def diagnosis() -> str:
-            try:
-                body = need().summary_text()
-            except Exception as e:
-                body = f"(the engine's diagnosis is unavailable: {type(e).__name__}: {e})\n"
-            return header + "\n" + body + _leak_text(need) + self._other_ranks(rnd)
-
-        jobs: list[tuple[str, Callable[[], str], str]] = [
-            (TRACE_PLOT, lambda: need().html("trace_plot"), "trace plot page"),
-            (SEGMENT_PLOT, lambda: need().html("segment_plot"), "segment plot page"),
-            (SEGMENT_FLAMEGRAPH, lambda: need().svg("segments"), "segment flamegraph"),
-            (MEMORY_FLAMEGRAPH, lambda: need().svg("memory"), "memory flamegraph"),
-            (DIAGNOSIS, diagnosis, "OOM diagnosis"),
-        ]
+        jobs = self._render_jobs(msnap, header, rnd)
         if self.parallel and msnap is not None:
             with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="memsight-oom") as pool:
                 list(pool.map(lambda j: self._write(prefix + j[0], j[1], j[2]), jobs))
@@ -349,6 +291,92 @@ class OOMObserver(FileCallback):
         )
         for path in new:
             self._upload(path, state)
+
+    def _write_snapshot(self, torch: Any, device: int, prefix: str, extra: dict[str, Any],
+                        rnd: rank_dumps.DumpRound | None, lap: Callable[[str, float], float],
+                        t0: float) -> tuple[Any, float] | None:
+        """Takes the snapshot, writes it as the OOM pickle and answers the round
+        with it. Returns the engine's model of it (None when the engine could not
+        read it) and the time of the last lap; None when there is nothing to
+        write (no history, or no snapshot at all)."""
+        # The native path: the allocator's snapshot straight into the engine's model,
+        # no Python object per entry (see _native_dump); torch's path when not ready.
+        msnap: Any = _native_dump.take(extra)
+        self.last_path = "native" if msnap is not None else "torch"
+        if msnap is None:
+            return self._write_torch_snapshot(torch, device, prefix, extra, rnd, lap, t0)
+        t = lap("snapshot", t0)
+        if msnap.trace_entry_count == 0:
+            self._warn_no_history(device)
+            return None
+        self._write(prefix + SNAPSHOT, msnap.pickle, "OOM snapshot")
+        self._answer_round(rnd, prefix + SNAPSHOT)
+        return msnap, lap("write_pickle", t)
+
+    def _write_torch_snapshot(self, torch: Any, device: int, prefix: str, extra: dict[str, Any],
+                              rnd: rank_dumps.DumpRound | None, lap: Callable[[str, float], float],
+                              t0: float) -> tuple[Any, float] | None:
+        """_write_snapshot through torch's ``_snapshot()``, pickled here and read
+        back by the engine."""
+        try:
+            snap = add_tags(torch.cuda.memory._snapshot())
+            t = lap("snapshot", t0)
+        except Exception:
+            log.exception("memsight: OOM on device %d, but the memory snapshot could not be taken", device)
+            return None
+        try:  # beside torch's keys: the engine reads them to name a cap or other processes
+            snap.update(extra)
+        except Exception:
+            log.debug("memsight: could not note the device's memory in the snapshot", exc_info=True)
+        if not any(snap.get("device_traces") or []):
+            self._warn_no_history(device)
+            return None
+        raw: bytes | None = None
+        try:
+            raw = pickle.dumps(snap, protocol=4)
+        except Exception:
+            log.exception("memsight: could not pickle the OOM snapshot")
+        t = lap("pickle", t)
+        if raw is not None:
+            pickled = raw  # a name the closure sees as bytes
+            self._write(prefix + SNAPSHOT, lambda: pickled, "OOM snapshot")
+            self._answer_round(rnd, prefix + SNAPSHOT)
+        t = lap("write_pickle", t)
+        del snap
+        msnap: Any = None
+        if raw is not None:
+            try:
+                from ...snapshot import loads
+
+                msnap = loads(raw)
+            except Exception as e:
+                log.error("memsight: the engine could not read the OOM snapshot: %s: %s", type(e).__name__, e)
+        return msnap, lap("engine_load", t)
+
+    def _render_jobs(self, msnap: Any, header: str,
+                     rnd: rank_dumps.DumpRound | None) -> list[tuple[str, Callable[[], str], str]]:
+        """The files drawn from the engine's model, as (suffix, produce, what);
+        each says why when there is no model."""
+
+        def need() -> Any:
+            if msnap is None:
+                raise RuntimeError("no snapshot for the engine (see the error above)")
+            return msnap
+
+        def diagnosis() -> str:
+            try:
+                body = need().summary_text()
+            except Exception as e:
+                body = f"(the engine's diagnosis is unavailable: {type(e).__name__}: {e})\n"
+            return header + "\n" + body + _leak_text(need) + self._other_ranks(rnd)
+
+        return [
+            (TRACE_PLOT, lambda: need().html("trace_plot"), "trace plot page"),
+            (SEGMENT_PLOT, lambda: need().html("segment_plot"), "segment plot page"),
+            (SEGMENT_FLAMEGRAPH, lambda: need().svg("segments"), "segment flamegraph"),
+            (MEMORY_FLAMEGRAPH, lambda: need().svg("memory"), "memory flamegraph"),
+            (DIAGNOSIS, diagnosis, "OOM diagnosis"),
+        ]
 
     # -- the other ranks ----------------------------------------------------------
     def _announce_round(self, device: int, alloc: int, device_free: int) -> rank_dumps.DumpRound | None:
@@ -383,7 +411,7 @@ class OOMObserver(FileCallback):
             for r, why in sorted(rnd.missing.items()):
                 out += f"  rank {r}: no snapshot ({why})\n"
             if len(here) > 1:
-                from ..ranks import ranks
+                from ...ranks import ranks
 
                 out += "\n" + ranks(here).text
             return out

@@ -16,7 +16,7 @@ import string
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ._dist import dist_info
+from .._util.dist import dist_info
 
 _FORMATTER = string.Formatter()
 

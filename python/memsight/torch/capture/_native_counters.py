@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import MemsightError
+from ..._errors import MemsightError
 
 log = logging.getLogger("memsight.torch")
-NATIVE_DIR = Path(__file__).parent / "native"
+NATIVE_DIR = Path(__file__).parent.parent / "native"  # memsight/torch/native
 ABI = 1  # MEMSIGHT_COUNTERS_ABI in native/counters_abi.h
 
 

@@ -39,17 +39,15 @@ import itertools
 import json
 import logging
 import os
-import re
 import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable
 
-from ._atomic import write_atomic
-from ._dist import dist_info
+from .._util.dist import dist_info
+from .dump_round import FILE_NAME, DumpRound, _link_or_copy, _safe_tag, write_manifest
 
 log = logging.getLogger("memsight")
 
@@ -57,14 +55,12 @@ PREFIX = "memsight/dumps/"
 # The value no real key holds: compare_set(key, ABSENT, ABSENT) reads a key
 # without waiting for it (the reply is ABSENT when it is not set).
 _ABSENT = "\x00memsight-absent\x00"
-FILE_NAME = "{tag}_{seq}_rank{rank}.pickle"
 # (rank, round) this process asked for, and answered: its watcher leaves
 # them be, and no rank answers a round twice.
 _own_rounds: set[tuple[int, int]] = set()
 _answered_rounds: set[tuple[int, int]] = set()
 _own_lock = threading.Lock()
 _local_rounds = itertools.count(1)  # rounds of a process without a store
-MANIFEST_NAME = "{tag}_{seq}_manifest.json"
 
 
 def default_store() -> Any | None:
@@ -99,32 +95,6 @@ def _bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
     if "error" in box:
         raise box["error"]
     return box.get("value")
-
-
-def _safe_tag(tag: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", str(tag)).strip("-.") or "dump"
-
-
-@dataclass
-class DumpRound:
-    """One round of dumps: its number, why, and who wrote what."""
-
-    seq: int
-    tag: str
-    reason: str = ""
-    origin_rank: int = 0
-    world_size: int = 1
-    #: rank -> the file it wrote (as that rank named it)
-    files: dict[int, str] = field(default_factory=dict)
-    #: rank -> why it wrote nothing ("did not answer within 30 s", its error)
-    missing: dict[int, str] = field(default_factory=dict)
-    manifest: str | None = None
-    #: seconds from the request until every rank answered or the timeout
-    waited: float = 0.0
-
-    def local_files(self) -> list[str]:
-        """The files of this round that exist here, by rank."""
-        return [f for _, f in sorted(self.files.items()) if os.path.isfile(f)]
 
 
 def _device_info() -> dict[str, Any]:
@@ -341,9 +311,12 @@ class RankDumps:
         answer["seconds"] = round(time.perf_counter() - t0, 4)
         self.rounds.append(rnd)
         if self.coordinated and not answered:
+            def answer_round() -> None:
+                self._set(f"{rnd.seq}/rank{self.rank}", answer)
+                self._add(f"{rnd.seq}/done", 1)
+
             try:
-                _bounded(lambda: (self._set(f"{rnd.seq}/rank{self.rank}", answer), self._add(f"{rnd.seq}/done", 1)),
-                         self.timeout, "answering a dump round")
+                _bounded(answer_round, self.timeout, "answering a dump round")
             except Exception as e:
                 log.warning("memsight: rank %d could not answer dump round %d: %s", self.rank, rnd.seq, e)
         if "error" not in answer:
@@ -428,7 +401,7 @@ class RankDumps:
         for r in range(rnd.world_size):
             if r not in rnd.files and r not in rnd.missing:
                 rnd.missing[r] = f"did not answer within {limit:g} s"
-        rnd.manifest = self._write_manifest(rnd, limit)
+        rnd.manifest = write_manifest(rnd, self.folder, limit)
         return rnd
 
     def _wait_done(self, rnd: DumpRound, deadline: float) -> None:
@@ -448,47 +421,11 @@ class RankDumps:
             else:
                 rnd.missing[r] = str(answer.get("error", "no file"))
 
-    def _write_manifest(self, rnd: DumpRound, limit: float) -> str | None:
-        path = os.path.join(self.folder, MANIFEST_NAME.format(tag=rnd.tag, seq=rnd.seq))
-        here = os.path.abspath(self.folder)
-
-        def rel(f: str) -> str:
-            return os.path.relpath(f, here) if os.path.dirname(f) == here else f
-
-        manifest = {
-            "memsight_rank_dumps": 1, "seq": rnd.seq, "tag": rnd.tag, "reason": rnd.reason,
-            "origin_rank": rnd.origin_rank, "world_size": rnd.world_size, "timeout_s": limit,
-            "waited_s": rnd.waited, "written_at": time.time(),
-            "ranks": [{"rank": r, "file": rel(f)} for r, f in sorted(rnd.files.items())],
-            "missing": [{"rank": r, "why": why} for r, why in sorted(rnd.missing.items())],
-        }
-        try:
-            write_atomic(path, (json.dumps(manifest, indent=1) + "\n").encode())
-            return path
-        except Exception as e:
-            log.error("memsight: could not write the dump manifest %s: %s", path, e)
-            return None
-
     def request(self, tag: str = "manual", reason: str = "", timeout: float | None = None) -> DumpRound:
         """A whole round: ask, dump here, wait for the others, write the manifest."""
         rnd = self.announce(tag, reason)
         self._dump_for(rnd)
         return self.finish(rnd, timeout)
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    if os.path.abspath(src) == os.path.abspath(dst):
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
-    tmp = dst + ".tmp-link"
-    try:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        os.link(src, tmp)
-        os.replace(tmp, dst)
-    except OSError:
-        with open(src, "rb") as f:
-            write_atomic(dst, f.read())
 
 
 # -- one per process --------------------------------------------------------------

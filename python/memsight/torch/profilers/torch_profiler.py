@@ -25,14 +25,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from ._atomic import write_atomic
-from ._cuda import cuda_available, torch_module
-from ._dist import dist_info
-from ._files import FileCallback
-from .recording import Recording, dump
-from .state import TrainState
-from .templates import format_name_with_dist_and_time
-from .uploads import remote_uri, shared_uploader
+from .._util.atomic import write_atomic
+from .._util.cuda import cuda_available, torch_module
+from .._util.dist import dist_info
+from ..callbacks._files import FileCallback
+from ..capture.recording import Recording, dump
+from ..callbacks.state import TrainState
+from ..callbacks.templates import format_name_with_dist_and_time
+from ..callbacks.uploads import remote_uri, shared_uploader
 
 log = logging.getLogger("memsight")
 

@@ -11,7 +11,7 @@ import os
 import re
 from typing import Any
 
-from ._atomic import write_atomic
+from .._util.atomic import write_atomic
 
 #: Statistics shown first (the rest are under "all statistics").
 HEADLINE = (

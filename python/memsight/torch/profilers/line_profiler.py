@@ -26,7 +26,7 @@ import sys
 from types import CodeType
 from typing import IO, Any, Callable, Iterable, Sequence, TypeVar
 
-from .._errors import MemsightError
+from ..._errors import MemsightError
 from . import _line_backend as backend
 from ._line_format import FunctionTable, format_allocations, format_html, format_text
 

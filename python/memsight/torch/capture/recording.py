@@ -31,8 +31,8 @@ from typing import Any
 
 from . import _native_dump
 from . import tags as _tags
-from ._atomic import write_atomic
-from ._cuda import cuda_available, history_enabled, torch_module, warn_once
+from .._util.atomic import write_atomic
+from .._util.cuda import cuda_available, history_enabled, torch_module, warn_once
 
 log = logging.getLogger("memsight")
 
@@ -391,7 +391,7 @@ def dump(path: str | os.PathLike[str], data: Any = None, *, extra: dict[str, Any
     raw = pickle.dumps(data, protocol=4)
     packed = _compress(p, raw)
     if packed == b"" and raw:
-        from .._engine import core
+        from ..._engine import core
 
         os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
         core().loads(raw).write(p)  # the engine writes zstd

@@ -108,7 +108,7 @@ def format_text(tables: list[FunctionTable], columns: list[str]) -> str:
     blocks = []
     heads = _header_rows(columns + ["line", "code"])
     for t in tables:
-        code_width = t.code_width or max((len(src) + 1 for _, src, _ in t.rows), default=0)
+        code_width = t.code_width if t.code_width else max((len(src) + 1 for _, src, _ in t.rows), default=0)
         cols: list[list[str]] = []
         for c in columns:
             cols.append(_column_cells(c, [vals.get(c) for _, _, vals in t.rows]))

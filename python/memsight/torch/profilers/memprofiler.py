@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ._atomic import write_atomic
-from ._cuda import cuda_available, torch_module, warn_once
-from ._dist import global_rank
+from .._util.atomic import write_atomic
+from .._util.cuda import cuda_available, torch_module, warn_once
+from .._util.dist import global_rank
 from .memprofiler_config import MemProfilerCfg, collected_names
 from .memprofiler_hooks import CallHooks, host_memory, reset_module_attrs
 from .memprofiler_output import (
@@ -50,8 +50,8 @@ from .memprofiler_output import (
     site_totals,
     write_stats,
 )
-from . import _native_counters, _native_dump
-from .recording import Recording, dump, snapshot
+from ..capture import _native_counters, _native_dump
+from ..capture.recording import Recording, dump, snapshot
 
 log = logging.getLogger("memsight")
 

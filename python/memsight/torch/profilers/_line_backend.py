@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from .._errors import MemsightError
-from . import _native_counters as native_counters
+from ..._errors import MemsightError
+from ..capture import _native_counters as native_counters
 
 log = logging.getLogger("memsight.torch")
 
@@ -32,7 +32,7 @@ _TOOL_IDS = (3, 4, 2, 5)
 
 def load_hook_module() -> Any:
     try:
-        from .. import _linehook
+        from ... import _linehook  # type: ignore[attr-defined]
     except ImportError as e:
         raise MemsightError(
             "memsight._linehook is not built: build it with "

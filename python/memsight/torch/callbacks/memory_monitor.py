@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._cuda import torch_module
+from .._util.cuda import torch_module
 from .callback import Callback
 from .state import TrainState
 

@@ -45,7 +45,7 @@ def _module_of(name: str) -> str:
     return name.rsplit(".", 1)[0] if "." in name else ""
 
 
-def _storage(t: Any) -> tuple[str, int, int, int] | None:
+def _storage(t: Any) -> tuple[str, int, int, int]:
     """(device type, device index, address, bytes) of a tensor's storage."""
     local = getattr(t, "_local_tensor", None)  # a DTensor's shard on this rank
     if local is not None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .callback import Callback
-from ._atomic import write_atomic
+from .._util.atomic import write_atomic
 from .state import TrainState
 from .templates import ensure_folder_is_empty, format_name_with_dist, format_name_with_dist_and_time
 from .uploads import check_remote, remote_uri, shared_uploader

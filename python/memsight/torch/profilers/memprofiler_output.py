@@ -12,7 +12,7 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
-from ._atomic import write_atomic
+from .._util.atomic import write_atomic
 
 log = logging.getLogger("memsight")
 
@@ -102,7 +102,7 @@ def _fallback_site(frames: list[Any]) -> str:
 
 def site_of(frames: list[Any]) -> str:
     try:
-        from ..snapshot import frame_site
+        from ...snapshot import frame_site
 
         return frame_site(frames) or "(no Python frame)"
     except Exception:  # the engine is not built (EngineNotBuiltError) or refuses the frames
@@ -123,7 +123,7 @@ def growth_by_site(start: dict[str, list[int]], end: Mapping[str, Any]) -> list[
     """What grew from ``start`` (:func:`site_totals` of the first snapshot)
     to the ``end`` snapshot, by site: ``[{"site", "bytes", "blocks"}]`` with
     the net change of each site that grew, largest first."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for site, (b, n) in site_totals(end).items():
         b0, n0 = start.get(site, (0, 0))
         if b > b0:
