@@ -48,6 +48,7 @@ struct CategoryTotals {
   std::array<int64_t, kCategoryCount> bytes{}, tagged{}, requested{}, count{};
   int64_t total() const;
   int64_t of(Category c) const { return bytes[static_cast<size_t>(c)]; }
+  bool operator==(const CategoryTotals&) const = default;
 };
 
 // A module of the tree at one moment, inclusive of its submodules. The
@@ -58,6 +59,7 @@ struct ModuleNode {
   int32_t parent = -1;
   std::array<int64_t, kCategoryCount> bytes{};
   int64_t total = 0;
+  bool operator==(const ModuleNode&) const = default;
 };
 
 struct CategoryView {
@@ -65,6 +67,7 @@ struct CategoryView {
   CategoryTotals totals;
   std::vector<ModuleNode> modules;  // empty when nothing is attributed to a module
   int64_t unattributed = 0;         // bytes made outside any module (or not known)
+  bool operator==(const CategoryView&) const = default;
 };
 
 // How the device's blocks could be classified.
@@ -74,6 +77,7 @@ struct CategorySources {
   std::string phases;        // "memsight", "memsight annotations", "stacks", "none"
   int64_t phase_allocs = 0;  // allocations whose phase was known
   int64_t allocs = 0;        // allocations in the trace
+  bool operator==(const CategorySources&) const = default;
 };
 
 // The classification of `device` at one moment, `at`: "peak" (the

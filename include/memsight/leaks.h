@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -68,13 +69,22 @@ struct GrowthSeries {
   std::vector<int64_t> live;
 };
 
+// What find_leaks concludes of a device.
+enum class LeakVerdict : uint8_t {
+  Leak,              // sites keep memory in every part of the run
+  None,              // a loop that does not grow
+  TooFewIterations,  // fewer than kMinLeakIterations complete ones
+  NoIterations,      // no loop found
+  NoTrace,           // no allocation history
+};
+// "leak", "none", "too few iterations", "no iterations", "no trace".
+std::string_view leak_verdict_name(LeakVerdict v);
+
 struct LeakReport {
   int device = 0;
   size_t entries = 0;
   Iterations iterations;
-  // "leak", "none" (a loop that does not grow), "too few iterations",
-  // "no iterations" (no loop found) or "no trace".
-  std::string verdict;
+  LeakVerdict verdict = LeakVerdict::NoTrace;
   std::string message;  // the verdict in a sentence
   // Iterations whose allocations are checked for survivors: every complete
   // one but the last (its memory may be kept for the next, legitimately).

@@ -6,7 +6,9 @@
 // active_bytes, reserved_bytes), replayed block by block.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "memsight/frames.h"
 #include "memsight/input_limits.h"
 #include "memsight/snapshot.h"
+#include "memsight/whatif.h"
 
 namespace memsight {
 
@@ -26,6 +29,35 @@ struct SiteStat {
   int64_t bytes = 0;                     // block bytes, as allocated_bytes counts them
   int64_t count = 0;
 };
+
+// Why an out-of-memory error happened, in the order a person can act on
+// them (summary/oom_diagnosis.cpp says when each holds).
+enum class OomCause : uint8_t { Fragmentation, OtherProcesses, Limit, Demand };
+// "fragmentation", "other processes", "limit", "demand": how reports name it.
+std::string_view oom_cause_name(OomCause c);
+std::vector<std::string> oom_cause_names(const std::vector<OomCause>& causes);
+
+// What to change about an OOM, and which piece of the diagnosis says so.
+enum class RemedyKind : uint8_t {
+  ExpandableSegments,       // fragmentation: let segments grow in place
+  FewerTemporaries,         // fragmentation: fewer odd-sized temporaries
+  GpuAlone,                 // other processes: give the job the device
+  RaiseCap,                 // a cap inside the process refused it
+  SmallerBatch,             // true demand: less of it
+  CheckpointSite,           // true demand: the site that holds most
+  EmptyCacheBetweenPhases,  // true demand: release the cache only between phases
+  MemoryKind,               // the kind of memory that holds most (kinds/)
+  SimulatedSetting,         // an allocator setting the simulation shows fits (whatif/)
+  NoSettingSaves,           // the simulation shows no setting alone fits (whatif/)
+};
+struct Remedy {
+  RemedyKind kind;
+  std::string text;
+  bool operator==(const Remedy&) const = default;
+};
+
+// The remedies' texts, in order.
+std::vector<std::string> remedy_texts(const std::vector<Remedy>& remedies);
 
 struct OomReport {
   uint32_t event = 0;  // trace entry index within the device's trace
@@ -43,14 +75,16 @@ struct OomReport {
   int64_t releasable = 0;                 // cached bytes in segments with nothing live
   StackId stack = 0;                      // where the request came from, if recorded
   std::string site;                       // its site label
-  std::string verdict;  // the main cause: "fragmentation", "limit", "other processes", "demand"
-  std::vector<std::string> causes;  // every cause that holds, main first
-  std::string explanation;          // plain-language diagnosis with the facts
-  std::vector<std::string> remedies;
+  OomCause verdict = OomCause::Demand;  // the main cause
+  std::vector<OomCause> causes;         // every cause that holds, main first
+  std::string explanation;              // plain-language diagnosis with the facts
+  std::vector<Remedy> remedies;
   CategoryView categories;  // what kind of memory was allocated then
-  // The allocator simulated on this history under other settings: whether
-  // and with which this request fits (memsight whatif); "" when not run.
+  // The allocator simulated on this history under other settings (memsight
+  // whatif), when it ran, and the sentence that cites it ("" when not run).
+  std::optional<SimulatedFix> fix;
   std::string simulated;
+  bool operator==(const OomReport&) const = default;
 };
 
 struct DeviceSummary {

@@ -10,6 +10,29 @@
 
 namespace memsight {
 
+// What the allocator simulation says of one recorded out-of-memory error:
+// whether another allocator setting lets its request fit, and what reserved
+// memory peaks at then. `memsight summary` cites it in the OOM's diagnosis.
+struct SimulatedFix {
+  enum class Verdict : uint8_t {
+    Fits,             // `settings` lets the request fit
+    FitsNearCapHigh,  // only with a cap near the top of what the recording allows
+    NoneFits,         // none of the standard settings does
+  };
+  Verdict verdict = Verdict::NoneFits;
+  std::string settings;       // as PYTORCH_CUDA_ALLOC_CONF takes it, or "defaults"
+  int64_t peak_reserved = 0;  // with `settings` (Fits)
+  int64_t recorded_peak = 0;  // under the recorded settings, simulated
+  // The cap was not recorded: simulated from cap_low up to cap_high, the
+  // range the recording allows.
+  bool cap_inferred = false;
+  int64_t cap_low = 0, cap_high = 0;
+  // False when the simulation has a complete history and still does not
+  // reproduce the recording (whatif's self-check says how).
+  bool reproduces = true;
+  bool operator==(const SimulatedFix&) const = default;
+};
+
 struct WhatifRequest {
   // Settings as PYTORCH_CUDA_ALLOC_CONF takes them ("expandable_segments:True",
   // joined by commas), over the recorded ones; empty: the standard alternatives.

@@ -13,11 +13,11 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "allocator/replay.h"
 #include "analysis/alike/alike.h"
+#include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
 #include "analysis/leaks/leaks_format.h"
-#include "allocator/replay.h"
-#include "analysis/frames/report_text.h"
 #include "analysis/summary/sites.h"
 
 namespace memsight {
@@ -228,7 +228,7 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   auto [begin, end] = snap.device_rows(d);
   rep.entries = end - begin;
   if (rep.entries == 0) {
-    rep.verdict = "no trace";
+    rep.verdict = LeakVerdict::NoTrace;
     rep.message =
         "no allocation history was recorded on this device, so there are no iterations "
         "to compare";
@@ -239,14 +239,14 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   const size_t n = its.complete();
   const replay::Result rr = replay::run(snap, d, cfg);
   if (its.starts.size() < 2) {
-    rep.verdict = "no iterations";
+    rep.verdict = LeakVerdict::NoIterations;
     rep.message =
         "no iterations found: no memsight.torch.mark_step(), torch.profiler step or "
         "optimizer step annotations, and no allocation that recurs at a steady interval";
     return rep;
   }
   if (n < kMinLeakIterations) {
-    rep.verdict = "too few iterations";
+    rep.verdict = LeakVerdict::TooFewIterations;
     rep.message = std::to_string(n) + " complete iteration" + (n == 1 ? "" : "s") +
                   " recorded: at least " + std::to_string(kMinLeakIterations) +
                   " are needed to tell memory that keeps growing from memory made once and kept";
@@ -262,13 +262,13 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   for (const Survivors& s : sites)
     if (leaking(s, checked)) leaks.push_back(&s);
   if (leaks.empty()) {
-    rep.verdict = "none";
+    rep.verdict = LeakVerdict::None;
     rep.message = "no leak: no allocation site keeps memory from iteration to iteration (" +
                   std::to_string(checked) + " iterations checked)";
     growth_of(rep, fc, rr);
     return rep;
   }
-  rep.verdict = "leak";
+  rep.verdict = LeakVerdict::Leak;
   const BlockCategories bc = classify_blocks(snap, d, rr, tags);
   for (const Survivors* s : leaks) rep.sites.push_back(leak_site(*s, checked, fc, rr, bc, its));
   std::vector<const Survivors*> by_rate;
@@ -295,6 +295,22 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
 }
 
 }  // namespace
+
+std::string_view leak_verdict_name(LeakVerdict v) {
+  switch (v) {
+    case LeakVerdict::Leak:
+      return "leak";
+    case LeakVerdict::None:
+      return "none";
+    case LeakVerdict::TooFewIterations:
+      return "too few iterations";
+    case LeakVerdict::NoIterations:
+      return "no iterations";
+    case LeakVerdict::NoTrace:
+      break;
+  }
+  return "no trace";
+}
 
 Leaks find_leaks(const Snapshot& snap, const UserCode& user_code) {
   Leaks out;

@@ -63,9 +63,9 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
   out += devices_heading(r.device, devices) + " - " + count_text(static_cast<int64_t>(r.entries)) +
          entries_word(static_cast<int64_t>(r.entries)) + "; " + source_text(fc, r.iterations) +
          '\n';
-  if (r.verdict != "leak") {
+  if (r.verdict != LeakVerdict::Leak) {
     out += wrap_words(r.message, "  ");
-    if (r.verdict == "none")
+    if (r.verdict == LeakVerdict::None)
       out += wrap_words(
           "Memory made once and kept (weights, optimizer state, a cache that fills up and then "
           "stays) and memory one iteration keeps for the next are not leaks.",
@@ -140,7 +140,7 @@ void leak_device_json(std::string& out, const FrameClassifier& fc, const LeakRep
   const Iterations& it = r.iterations;
   out += "{\"device\":" + num(r.device) + ",\"entries\":" + num(static_cast<int64_t>(r.entries)) +
          ",\"verdict\":";
-  append_json_string(out, r.verdict);
+  append_json_string(out, leak_verdict_name(r.verdict));
   out += ",\"message\":";
   append_json_string(out, r.message);
   out += ",\"iterations\":{\"source\":";

@@ -227,7 +227,8 @@ RankSummary summarize_rank(const Snapshot& snap, const std::string& path,
     if (o.device_total > 0) r.device_total = o.device_total;
     if (o.limit > 0) r.limit = o.limit;
     r.ooms.push_back({o.event, o.time_us, o.requested, o.allocated, o.reserved, o.device_free,
-                      o.pool, o.site, o.verdict, o.explanation, o.causes, o.remedies,
+                      o.pool, o.site, std::string(oom_cause_name(o.verdict)), o.explanation,
+                      oom_cause_names(o.causes), remedy_texts(o.remedies),
                       o.categories.totals.bytes});
   }
   return r;

@@ -30,6 +30,32 @@ int64_t segment_for(int64_t request) {
 
 }  // namespace
 
+std::string_view oom_cause_name(OomCause c) {
+  switch (c) {
+    case OomCause::Fragmentation:
+      return "fragmentation";
+    case OomCause::OtherProcesses:
+      return "other processes";
+    case OomCause::Limit:
+      return "limit";
+    case OomCause::Demand:
+      break;
+  }
+  return "demand";
+}
+
+std::vector<std::string> oom_cause_names(const std::vector<OomCause>& causes) {
+  std::vector<std::string> out;
+  for (OomCause c : causes) out.emplace_back(oom_cause_name(c));
+  return out;
+}
+
+std::vector<std::string> remedy_texts(const std::vector<Remedy>& remedies) {
+  std::vector<std::string> out;
+  for (const Remedy& r : remedies) out.push_back(r.text);
+  return out;
+}
+
 void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments) {
   const int64_t need = expandable_segments ? o.requested : segment_for(o.requested);
   const int64_t GiB = int64_t{1} << 30;
@@ -54,9 +80,12 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
 
   o.causes.clear();
   o.remedies.clear();
+  auto remedy = [&](RemedyKind kind, std::string text) {
+    o.remedies.push_back({kind, std::move(text)});
+  };
   std::string why;
   if (fragmentation) {
-    o.causes.push_back("fragmentation");
+    o.causes.push_back(OomCause::Fragmentation);
     why +=
         " Fragmentation: more than the request sat unused in the cache, but in pieces: no "
         "free block of " +
@@ -64,24 +93,24 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
     if (o.largest_free > o.largest_free_pool)
       why += " (the larger free blocks are in the other pool, which this request cannot use)";
     why += ". Those segments also hold live tensors, so the allocator could not release them.";
-    o.remedies.push_back(
-        "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, so segments grow in place and "
-        "free space is not stranded between live tensors");
-    o.remedies.push_back(
-        "avoid many odd-sized or short-lived temporaries that pin segments (reuse buffers, "
-        "allocate fixed sizes); PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N keeps large blocks "
-        "from being split");
+    remedy(RemedyKind::ExpandableSegments,
+           "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, so segments grow in place and "
+           "free space is not stranded between live tensors");
+    remedy(RemedyKind::FewerTemporaries,
+           "avoid many odd-sized or short-lived temporaries that pin segments (reuse buffers, "
+           "allocate fixed sizes); PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N keeps large blocks "
+           "from being split");
   }
   if (others) {
-    o.causes.push_back("other processes");
+    o.causes.push_back(OomCause::OtherProcesses);
     why += " Memory outside this allocator: " + sz(outside) +
            " of the device was in use but not reserved by PyTorch (other processes, NCCL or "
            "cuBLAS workspaces, the CUDA context, non-PyTorch allocations).";
-    o.remedies.push_back(
-        "check what else runs on the GPU (nvidia-smi) and give this job the device alone");
+    remedy(RemedyKind::GpuAlone,
+           "check what else runs on the GPU (nvidia-smi) and give this job the device alone");
   }
   if (capped) {
-    o.causes.push_back("limit");
+    o.causes.push_back(OomCause::Limit);
     if (o.limit >= 0)
       why += " Memory cap: a new " + sz(need) + " segment would pass the allocator's limit of " +
              sz(o.limit) + " (torch.cuda.set_per_process_memory_fraction), though the device had " +
@@ -90,27 +119,109 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
       why += " Memory cap: the device's free memory was enough for the " + sz(need) +
              " segment the request needed, so a limit inside the process refused it "
              "(torch.cuda.set_per_process_memory_fraction or a similar cap).";
-    o.remedies.push_back(
-        "raise the cap (torch.cuda.set_per_process_memory_fraction) if it is "
-        "lower than the job needs");
+    remedy(RemedyKind::RaiseCap,
+           "raise the cap (torch.cuda.set_per_process_memory_fraction) if it is "
+           "lower than the job needs");
   }
   if (demand) {
-    o.causes.push_back("demand");
+    o.causes.push_back(OomCause::Demand);
     why += " True demand: even with all " + sz(o.cached_free) +
            " of unused cache released, the request would not fit";
     why += capped ? " under the limit." : " on the device.";
-    o.remedies.push_back("reduce the batch size or sequence length");
+    remedy(RemedyKind::SmallerBatch, "reduce the batch size or sequence length");
     if (holder.count)
-      o.remedies.push_back("the site holding most at this moment is " + holder.site + " (" +
-                           sz(holder.bytes) + " in " + std::to_string(holder.count) +
-                           " blocks): checkpoint its activations (torch.utils.checkpoint) or "
-                           "free them earlier");
-    o.remedies.push_back(
-        "call torch.cuda.empty_cache() only between phases (e.g. after evaluation), not in the "
-        "training loop");
+      remedy(RemedyKind::CheckpointSite,
+             "the site holding most at this moment is " + holder.site + " (" + sz(holder.bytes) +
+                 " in " + std::to_string(holder.count) +
+                 " blocks): checkpoint its activations (torch.utils.checkpoint) or "
+                 "free them earlier");
+    remedy(RemedyKind::EmptyCacheBetweenPhases,
+           "call torch.cuda.empty_cache() only between phases (e.g. after evaluation), not in the "
+           "training loop");
   }
   o.verdict = o.causes.front();
   o.explanation = facts + why;
+}
+
+namespace {
+
+// The simulation's sentences print sizes as `memsight whatif` does.
+std::string whatif_size(int64_t v) { return format_size(static_cast<double>(v)); }
+
+std::string peak_against_recorded(const SimulatedFix& f, const char* same, const char* other) {
+  return f.peak_reserved == f.recorded_peak ? std::string(same)
+                                            : other + whatif_size(f.recorded_peak);
+}
+
+std::string fix_sentence(const SimulatedFix& f) {
+  using V = SimulatedFix::Verdict;
+  std::string s = "Simulated on this history: ";
+  switch (f.verdict) {
+    case V::FitsNearCapHigh:
+      s += "with " + f.settings +
+           " this request fits only if the cap was near the top of what the recording allows (" +
+           whatif_size(f.cap_high) + "; not with " + whatif_size(f.cap_low) +
+           "): the snapshot does not record the cap (memsight whatif --memory-fraction F answers "
+           "for the exact one).";
+      break;
+    case V::Fits:
+      s += "with " + f.settings + " this request fits: peak reserved " +
+           whatif_size(f.peak_reserved) +
+           peak_against_recorded(f, ", as recorded", " instead of ") + ".";
+      break;
+    case V::NoneFits:
+      s += "none of the standard allocator settings (expandable_segments, max_split_size_mb, "
+           "garbage_collection_threshold, roundup_power2_divisions) lets this request fit.";
+      break;
+  }
+  if (f.cap_inferred && f.verdict != V::FitsNearCapHigh)
+    s += " The cap is not recorded: simulated from " + whatif_size(f.cap_low) + " to " +
+         whatif_size(f.cap_high) + ", what the recording allows.";
+  if (!f.reproduces)
+    s += " The simulation does not reproduce this recording exactly (memsight whatif says how).";
+  return s;
+}
+
+Remedy fix_remedy(const SimulatedFix& f) {
+  using V = SimulatedFix::Verdict;
+  switch (f.verdict) {
+    case V::FitsNearCapHigh:
+      return {RemedyKind::SimulatedSetting,
+              "set PYTORCH_CUDA_ALLOC_CONF=" + f.settings +
+                  " may save it: simulated on this history, the request fits with a cap near " +
+                  whatif_size(f.cap_high) + " but not with " + whatif_size(f.cap_low) +
+                  " (the snapshot does not record the cap)"};
+    case V::Fits:
+      return {RemedyKind::SimulatedSetting,
+              (f.settings == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
+                                        : "set PYTORCH_CUDA_ALLOC_CONF=" + f.settings) +
+                  " (simulated on this history: the request fits, and reserved memory peaks at " +
+                  whatif_size(f.peak_reserved) +
+                  peak_against_recorded(f, " as recorded)", " instead of ") +
+                  (f.peak_reserved == f.recorded_peak ? "" : ")")};
+    case V::NoneFits:
+      break;
+  }
+  return {RemedyKind::NoSettingSaves,
+          "no allocator setting alone saves it: simulated on this history, none of "
+          "expandable_segments, max_split_size_mb, garbage_collection_threshold or "
+          "roundup_power2_divisions lets this request fit (memsight whatif shows each)"};
+}
+
+}  // namespace
+
+void cite_fix(OomReport& o, const SimulatedFix& fix) {
+  o.fix = fix;
+  o.simulated = fix_sentence(fix);
+  // The simulated answer replaces the generic advice to expand segments.
+  std::erase_if(o.remedies,
+                [](const Remedy& r) { return r.kind == RemedyKind::ExpandableSegments; });
+  // A setting that saves it is the first thing to try. That none does comes
+  // first too, before the generic advice on fragmentation, except under true
+  // demand, where what to cut (the diagnosis' first remedy) is the answer.
+  const bool after_first = fix.verdict == SimulatedFix::Verdict::NoneFits &&
+                           o.verdict == OomCause::Demand && !o.remedies.empty();
+  o.remedies.insert(o.remedies.begin() + (after_first ? 1 : 0), fix_remedy(fix));
 }
 
 }  // namespace memsight

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <functional>
 
+#include "allocator/replay.h"
 #include "analysis/alike/alike.h"
 #include "analysis/kinds/classify.h"
 #include "analysis/summary/oom_diagnosis.h"
-#include "allocator/replay.h"
 #include "analysis/summary/sites.h"
 #include "analysis/summary/summary_json.h"
 #include "analysis/whatif/whatif.h"
@@ -162,10 +162,12 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     // What kind of memory held it; when the verdict is demand, that is the
     // first thing to change.
     o.categories = view_at(bc, rr, st.event);
-    std::vector<std::string> more = category_remedies(o.categories);
-    if (o.verdict == "demand")
+    std::vector<Remedy> more;
+    for (std::string& text : category_remedies(o.categories))
+      more.push_back({RemedyKind::MemoryKind, std::move(text)});
+    if (o.verdict == OomCause::Demand)
       o.remedies.insert(o.remedies.begin(), more.begin(), more.end());
-    else if (std::find(o.causes.begin(), o.causes.end(), "demand") != o.causes.end())
+    else if (std::find(o.causes.begin(), o.causes.end(), OomCause::Demand) != o.causes.end())
       o.remedies.insert(o.remedies.end(), more.begin(), more.end());
     out.push_back(std::move(o));
   }
@@ -216,7 +218,12 @@ DeviceSummary summarize_device(const DeviceInputs& in, size_t d, std::function<v
   });
   ds.category_sources = bc.sources;
   ds.ooms = oom_reports(in, rr, bc, begin, ds.device);
-  if (!ds.ooms.empty()) whatif::cite_simulation(in.snap, d, ds.ooms);
+  if (!ds.ooms.empty()) {
+    std::vector<int32_t> entries;
+    for (const OomReport& o : ds.ooms) entries.push_back(static_cast<int32_t>(o.event));
+    const std::vector<SimulatedFix> fixes = whatif::simulated_fixes(in.snap, d, entries);
+    for (size_t i = 0; i < fixes.size(); ++i) cite_fix(ds.ooms[i], fixes[i]);
+  }
   return ds;
 }
 

@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "analysis/alike/alike.h"
-#include "analysis/kinds/classify.h"
 #include "analysis/frames/report_text.h"
+#include "analysis/kinds/classify.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
 #include "util/escape.h"
@@ -112,10 +112,14 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
       out += wrap_words("what kind, at the snapshot: " + category_line(d.categories_now), "  ");
     }
     for (const OomReport& o : d.ooms) {
-      out += "  OUT OF MEMORY at trace entry " + std::to_string(o.event) + ": " + o.verdict;
+      out += "  OUT OF MEMORY at trace entry " + std::to_string(o.event) + ": ";
+      out += oom_cause_name(o.verdict);
       if (o.causes.size() > 1) {
         out += " (with ";
-        for (size_t i = 1; i < o.causes.size(); ++i) out += (i > 1 ? ", " : "") + o.causes[i];
+        for (size_t i = 1; i < o.causes.size(); ++i) {
+          if (i > 1) out += ", ";
+          out += oom_cause_name(o.causes[i]);
+        }
         out += ")";
       }
       out += '\n' + wrap_words(o.explanation, "    ");
@@ -125,8 +129,8 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
         out += "    requested from: " + o.site + '\n';
         if (frames_all) all_frames(out, fc, o.stack, "        ");
       }
-      for (const std::string& r : o.remedies) {
-        std::string w = wrap_words(r, "      ");
+      for (const Remedy& r : o.remedies) {
+        std::string w = wrap_words(r.text, "      ");
         out += "    - " + w.substr(6);
       }
     }

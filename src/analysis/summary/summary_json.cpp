@@ -71,13 +71,13 @@ void device_json(std::string& out, const FrameClassifier& fc, const DeviceSummar
            ",\"cached_free\":" + num(o.cached_free) + ",\"largest_free\":" + num(o.largest_free) +
            ",\"largest_free_in_pool\":" + num(o.largest_free_pool) +
            ",\"releasable\":" + num(o.releasable) + ",\"verdict\":";
-    append_json_string(out, o.verdict);
+    append_json_string(out, oom_cause_name(o.verdict));
     out += ",\"causes\":";
-    json_strings(out, o.causes);
+    json_strings(out, oom_cause_names(o.causes));
     out += ",\"explanation\":";
     append_json_string(out, o.explanation);
     out += ",\"remedies\":";
-    json_strings(out, o.remedies);
+    json_strings(out, remedy_texts(o.remedies));
     out += ",\"simulated\":";
     append_json_string(out, o.simulated);
     out += ",\"site\":";

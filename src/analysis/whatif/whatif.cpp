@@ -183,8 +183,44 @@ const Outcome* best_for_oom(const DeviceReport& d, int32_t entry, bool at_cap_hi
   return best;
 }
 
-DeviceReport run_device(const Snapshot& snap, size_t device, const Options& opts) {
-  return report_device(snap, device, opts);
+int64_t baseline(const DeviceReport& d) {
+  for (const Outcome& o : d.outcomes)
+    if (o.alt.recorded) return o.result.peak.reserved;
+  return d.check.peak_simulated;
+}
+
+SimulatedFix simulated_fix(const DeviceReport& d, int32_t entry) {
+  SimulatedFix f;
+  const Outcome* best = best_for_oom(d, entry);
+  const Outcome* maybe = best ? nullptr : best_for_oom(d, entry, true);
+  if (best) {
+    f.verdict = SimulatedFix::Verdict::Fits;
+    f.settings = best->alt.label;
+    f.peak_reserved = best->result.peak.reserved;
+  } else if (maybe) {
+    f.verdict = SimulatedFix::Verdict::FitsNearCapHigh;
+    f.settings = maybe->alt.label;
+    f.peak_reserved = maybe->result.peak.reserved;
+  }
+  f.recorded_peak = baseline(d);
+  f.cap_inferred = d.memory.limit_inferred;
+  f.cap_low = d.memory.limit;
+  f.cap_high = d.memory.limit_high + 1;
+  f.reproduces = d.check.ok() || !d.check.incomplete.empty();
+  return f;
+}
+
+std::vector<SimulatedFix> simulated_fixes(const Snapshot& snap, size_t device,
+                                          const std::vector<int32_t>& entries) {
+  DeviceReport d;
+  try {
+    d = report_device(snap, device, {});
+  } catch (const Error&) {
+    return {};  // nothing to cite; the diagnosis stands as it is
+  }
+  std::vector<SimulatedFix> out;
+  for (int32_t e : entries) out.push_back(simulated_fix(d, e));
+  return out;
 }
 
 Report run(const Snapshot& snap, const Options& opts) {

@@ -85,8 +85,16 @@ struct Report {
 
 // Throws Error for settings that cannot be simulated.
 Report run(const Snapshot& snap, const Options& opts);
-// One device with recorded OOMs: the standard alternatives (for summary).
-DeviceReport run_device(const Snapshot& snap, size_t device, const Options& opts);
+// The reserved peak the alternatives compare with: the simulation under the
+// recorded settings (torch's own when the self-check passes).
+int64_t baseline(const DeviceReport& d);
+// What the simulation says of the recorded OOM at `entry`.
+SimulatedFix simulated_fix(const DeviceReport& d, int32_t entry);
+// The standard alternatives on one device, and what they say of each
+// recorded OOM at `entries` (for summary, whose diagnosis cites them); empty
+// when the device cannot be simulated.
+std::vector<SimulatedFix> simulated_fixes(const Snapshot& snap, size_t device,
+                                          const std::vector<int32_t>& entries);
 
 // The best simulated outcome for the recorded OOM at `entry` of a device:
 // the alternative with the lowest reserved peak under which its request
@@ -101,10 +109,5 @@ std::string text(const Report& r);
 std::string json(const Report& r);
 // What makes two devices' reports alike: their text and JSON, device 0.
 std::string device_key(const DeviceReport& d, bool table);
-// One sentence citing the simulation for a recorded OOM (for summary).
-std::string oom_sentence(const DeviceReport& d, int32_t entry);
-// Sets each report's `simulated` sentence, and puts the simulated answer in
-// place of the generic expandable-segments remedy (for summary).
-void cite_simulation(const Snapshot& snap, size_t device, std::vector<OomReport>& ooms);
 
 }  // namespace memsight::whatif

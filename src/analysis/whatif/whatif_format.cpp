@@ -29,14 +29,6 @@ std::string change(int64_t now, int64_t was) {
   return buf;
 }
 
-// The reserved peak the alternatives compare with: the simulation under the
-// recorded settings (torch's own when the self-check passes).
-int64_t baseline(const DeviceReport& d) {
-  for (const Outcome& o : d.outcomes)
-    if (o.alt.recorded) return o.result.peak.reserved;
-  return d.check.peak_simulated;
-}
-
 std::string event(const simulate::SegmentEvent& e) {
   return "a " + sz(e.size) + " " + std::string(action_name(e.action)) + " for trace entry " +
          std::to_string(e.owner);
@@ -406,73 +398,6 @@ std::string json(const Report& r) {
     out += '}';
   }
   return out + "]}\n";
-}
-
-std::string oom_sentence(const DeviceReport& d, int32_t entry) {
-  const Outcome* best = best_for_oom(d, entry);
-  const Outcome* maybe = best ? nullptr : best_for_oom(d, entry, true);
-  std::string s;
-  if (maybe)
-    s = "Simulated on this history: with " + maybe->alt.label +
-        " this request fits only if the cap was near the top of what the recording allows (" +
-        sz(d.memory.limit_high + 1) + "; not with " + sz(d.memory.limit) +
-        "): the snapshot does not record the cap (memsight whatif --memory-fraction F answers for "
-        "the exact one).";
-  else if (best)
-    s = "Simulated on this history: with " + best->alt.label +
-        " this request fits: peak reserved " + sz(best->result.peak.reserved) +
-        (best->result.peak.reserved == baseline(d) ? std::string(", as recorded")
-                                                   : " instead of " + sz(baseline(d))) +
-        ".";
-  else
-    s = "Simulated on this history: none of the standard allocator settings (expandable_segments, "
-        "max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions) lets this "
-        "request fit.";
-  if (d.memory.limit_inferred && !maybe)
-    s += " The cap is not recorded: simulated from " + sz(d.memory.limit) + " to " +
-         sz(d.memory.limit_high + 1) + ", what the recording allows.";
-  if (!d.check.ok() && d.check.incomplete.empty())
-    s += " The simulation does not reproduce this recording exactly (memsight whatif says how).";
-  return s;
-}
-
-void cite_simulation(const Snapshot& snap, size_t device, std::vector<OomReport>& ooms) {
-  DeviceReport d;
-  try {
-    d = run_device(snap, device, {});
-  } catch (const Error&) {
-    return;  // nothing to cite; the diagnosis stands as it is
-  }
-  for (OomReport& o : ooms) {
-    o.simulated = oom_sentence(d, static_cast<int32_t>(o.event));
-    std::erase_if(o.remedies, [](const std::string& r) {
-      return r.rfind("set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", 0) == 0;
-    });
-    const Outcome* best = best_for_oom(d, static_cast<int32_t>(o.event));
-    const Outcome* maybe = best ? nullptr : best_for_oom(d, static_cast<int32_t>(o.event), true);
-    std::string remedy =
-        maybe ? "set PYTORCH_CUDA_ALLOC_CONF=" + maybe->alt.label +
-                    " may save it: simulated on this history, the request fits with a cap near " +
-                    sz(d.memory.limit_high + 1) + " but not with " + sz(d.memory.limit) +
-                    " (the snapshot does not record the cap)"
-        : best
-            ? (best->alt.label == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
-                                             : "set PYTORCH_CUDA_ALLOC_CONF=" + best->alt.label) +
-                  " (simulated on this history: the request fits, and reserved memory peaks at " +
-                  sz(best->result.peak.reserved) +
-                  (best->result.peak.reserved == baseline(d)
-                       ? std::string(" as recorded)")
-                       : " instead of " + sz(baseline(d)) + ")")
-            : "no allocator setting alone saves it: simulated on this history, none of "
-              "expandable_segments, max_split_size_mb, garbage_collection_threshold or "
-              "roundup_power2_divisions lets this request fit (memsight whatif shows each)";
-    // A setting that saves it is the first thing to try. That none does
-    // comes first too, before the generic advice on fragmentation, except
-    // under true demand, where what to cut (the diagnosis' first remedy)
-    // is the answer.
-    const bool after_first = !best && !maybe && o.verdict == "demand" && !o.remedies.empty();
-    o.remedies.insert(o.remedies.begin() + (after_first ? 1 : 0), remedy);
-  }
 }
 
 }  // namespace memsight::whatif
