@@ -140,7 +140,7 @@ export function poolTimelineModel(base) {
   md.series = series;
   md._attrs = attrs;
   md._envelope = null;
-  const colors = series.pools.list.map((p, k) => parseColor(TABLEAU10[(k + 3) % 10]));
+  const colors = series.pools.list.map((_, k) => parseColor(TABLEAU10[(k + 3) % 10]));
   md.underlay = (s) => {
     const out = [];
     for (const k of series.private) {

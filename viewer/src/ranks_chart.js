@@ -125,7 +125,9 @@ export class RankChart {
       ctx.fillText(fmt(v), PAD.left - 6, y(v));
     }
     // the selected and hovered columns
-    for (const [i, color] of [[this.selected, '#e6f0fa'], [this.hover, '#f0f3f7']]) {
+    /** @type {[number, string][]} */
+    const marked = [[this.selected, '#e6f0fa'], [this.hover, '#f0f3f7']];
+    for (const [i, color] of marked) {
       if (i < 0 || i >= n) continue;
       ctx.fillStyle = color;
       ctx.fillRect(PAD.left + i * w, PAD.top, Math.max(1, w), plotH);

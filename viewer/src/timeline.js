@@ -75,6 +75,12 @@ export class TimelineModel {
     this.total = total;
     this.totalAll = total;
     this.include = null;  // Uint8Array over elements (1: shown) while a filter is on
+    // Bands drawn below the elements, [id, bytes] in state s, and their
+    // colours: set by the pools' view (pools.js), absent here.
+    /** @type {((s: number) => [number, number][]) | null} */
+    this.underlay = null;
+    /** @type {((id: number) => number) | null} */
+    this.underlayColor = null;
     this.rank = new Uint32Array(m);
     for (let r = 0; r < m; r++) this.rank[this.bysize[r]] = r;
     this.setColors(null, null);

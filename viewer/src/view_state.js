@@ -98,6 +98,7 @@ export class StateView {
       type: 'search', class: 'search', placeholder: 'Search address (hex), stack, metadata…',
       'aria-label': 'search the events',
     });
+    /** @type {ReturnType<typeof setTimeout> | 0} */
     let timer = 0;
     this.searchInput.addEventListener('input', () => {
       clearTimeout(timer);

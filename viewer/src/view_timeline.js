@@ -92,6 +92,7 @@ export class TimelineView {
       'aria-label': 'Search allocations',
     });
     this.searchInfo = h('span', { class: 'search-info' });
+    /** @type {ReturnType<typeof setTimeout> | 0} */
     let timer = 0;
     this.searchInput.addEventListener('input', () => {
       clearTimeout(timer);
