@@ -9,9 +9,9 @@
 // reserved bytes before the trace are its segments at the snapshot minus
 // what the trace's segment events added, as MemoryViz computes them.
 
-import { A, TABLEAU10, formatSize, upperBound } from './format.js';
+import { A, TABLEAU10, formatSize, mix, parseColor, upperBound } from './format.js';
 import { devicePools, elementAttrs, elementMask, poolKind } from './filters.js';
-import { SUMMARY_ID, mix, parseColor } from './timeline.js';
+import { SUMMARY_ID } from './timeline.js';
 
 // Underlay ids of pool k: its allocated part and its free part.
 export const poolBandId = (k, free) => -3 - (2 * k + (free ? 1 : 0));

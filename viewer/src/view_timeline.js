@@ -7,6 +7,7 @@ import {
 import { AnnotationStrip } from './annotations.js';
 import { elementMask, poolStreamControls } from './filters.js';
 import { SUMMARY_ID } from './timeline.js';
+import { paintSpans, spanAt, stackSpans } from './timeline_paint.js';
 import { fitCanvas, frameScheduler, h, segmented, setText } from './ui.js';
 import { Categories, KIND_COLORS, breakdownView, categoryLegend } from './categories.js';
 
@@ -261,7 +262,7 @@ export class TimelineView {
     this.yStep = step;
     this.rep = rep;
     this.pxPerByte = g.ph / this.yMax;
-    this.spans = md.spans(rep, this.detail, this.pxPerByte, g.ph, this.match);
+    this.spans = stackSpans(md, rep, this.detail, this.pxPerByte, g.ph, this.match);
     this.lightFrom = new Int32Array(g.pw);
     for (let c = 0; c < g.pw; c++) this.lightFrom[c] = rep[c] < 0 ? g.ph : Math.floor(low[c] * this.pxPerByte);
     this.repaint();
@@ -281,7 +282,7 @@ export class TimelineView {
     }
     const pixels = new Uint32Array(this.image.data.buffer);
     pixels.fill(0xffffffff);
-    this.model.paint(this.spans, pixels, g.pw, g.ph, this.dim, this.lightFrom);
+    paintSpans(this.model, this.spans, pixels, g.pw, g.ph, this.dim, this.lightFrom);
     ctx.setTransform(1, 0, 0, 1, 0, 0);
     ctx.clearRect(0, 0, g.W, g.H);
     ctx.putImageData(this.image, g.L, g.T);
@@ -460,7 +461,7 @@ export class TimelineView {
       }
       const inPlot = px >= g.L && px < g.L + g.pw && py >= 0 && py < g.ph + 1;
       this.mouse = { px, inPlot, col: inPlot ? Math.floor(px - g.L) : -1 };
-      const id = inPlot ? this.model.hit(this.spans, Math.floor(px - g.L), Math.floor(py)) : -1;
+      const id = inPlot ? spanAt(this.spans, Math.floor(px - g.L), Math.floor(py)) : -1;
       this.setHover(id, e.clientX, e.clientY, inPlot ? Math.floor(px - g.L) : -1);
       this.scheduleOverlay();
     });
