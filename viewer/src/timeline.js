@@ -16,6 +16,8 @@ import { LiveStack } from './live_stack.js';
 export const KIND_ALLOC = 0;
 export const KIND_FREE_ONLY = 1;
 export const KIND_LIVE = 2;
+// The band that sums up the elements beyond the detail limit; ids below it
+// are bands a model draws under the elements (pools.js).
 export const SUMMARY_ID = -2;
 
 // memory_viz's "ghost block": what the page says about a live block of the
