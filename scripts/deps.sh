@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what memsight needs to build and test, from Debian 12 packages
-# (and, for the browser tests, playwright-core from npm). Idempotent: fast
-# when everything is already there.
+# (and from npm: playwright-core for the browser tests, ruff and TypeScript
+# for the lint scripts). Idempotent: fast when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,4 +43,8 @@ fi
 # WebAssembly build (pinned by scripts/ruff's lock file).
 if [ ! -d scripts/ruff/node_modules ]; then
   (cd scripts/ruff && npm ci --no-audit --no-fund --silent)
+fi
+# TypeScript for scripts/lint_viewer.sh (pinned by viewer's lock file).
+if [ ! -x viewer/node_modules/.bin/tsc ]; then
+  (cd viewer && npm ci --no-audit --no-fund --silent)
 fi

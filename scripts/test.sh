@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The whole test suite: unit and golden tests (release and ASan+UBSan
-# builds), a bounded fuzzing run, viewer tests in node and Chromium, and the
-# Python and CLI tests (last, so its summary line closes the output).
+# The whole test suite: the lint and type checks, unit and golden tests
+# (release and ASan+UBSan builds), a bounded fuzzing run, viewer tests in
+# node and Chromium, and the Python and CLI tests (last, so its summary line
+# closes the output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 echo "== lint (python)"
 scripts/lint_python.sh
+echo "== lint (viewer)"
+scripts/lint_viewer.sh
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 
 echo "== build (release)"

@@ -14,7 +14,8 @@ export function memsightBinary() {
   // Resolved now: tests run it from other folders.
   if (process.env.MEMSIGHT) return resolve(process.env.MEMSIGHT);
   const build = join(ROOT, 'build');
-  const found = [];
+  /** @type {[number, string][]} */
+  const found = [];  // [mtime, path]
   if (existsSync(build)) {
     for (const d of readdirSync(build)) {
       const p = join(build, d, 'memsight');
@@ -35,7 +36,7 @@ export const outDir = () => mkdtempSync(join(tmpdir(), 'memsight-reports-'));
 // memsight COMMAND SNAPSHOT -o OUT [...args]; returns OUT.
 export function report(snapshot, dir, command = 'view', args = []) {
   const out = join(dir, `${basename(snapshot).replace(/\.pickle.*$/, '')}.${command}.html`);
-  execFileSync(memsightBinary(), [command, snapshot, '-o', out, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync(memsightBinary(), [command, snapshot, '-o', out, ...args], { stdio: /** @type {const} */ (['ignore', 'ignore', 'pipe']) });
   return out;
 }
 

@@ -131,8 +131,15 @@ export class TimeChart {
     const yScale = (y0 - PAD.top) / (this.maxY || 1);
     const yOf = (v) => y0 - v * yScale;
     ctx.font = '11px system-ui, sans-serif';
-    // steps: only those in view, and at most one per pixel column (a trace
-    // can hold 200,000 of them)
+    this.drawSteps(ctx, w, y0);
+    this.drawAxes(ctx, w, hgt, yOf);
+    this.drawSeries(ctx, w, y0, yOf);
+    this.drawMarks(ctx, w, y0);
+  }
+
+  // The steps' bands behind the series: only those in view, and at most one
+  // per pixel column (a trace can hold 200,000 of them).
+  drawSteps(ctx, w, y0) {
     const bands = this.o.bands || [];
     let lastPx = -1;
     for (let k = Math.max(0, upperBound(this.bandStarts, this.view[0]) - 1); k < bands.length; k++) {
@@ -150,7 +157,10 @@ export class TimeChart {
       ctx.fillStyle = '#6a7686';
       if (z - a > 40) ctx.fillText(b.label, a + 3, PAD.top + 11);
     }
-    // grid and axes
+  }
+
+  // Bytes up the left with their grid lines, the x labels along the bottom.
+  drawAxes(ctx, w, hgt, yOf) {
     ctx.strokeStyle = '#e6eaef';
     ctx.fillStyle = '#5b6776';
     ctx.textAlign = 'right';
@@ -166,7 +176,10 @@ export class TimeChart {
     for (const t of ticks(this.view[0], this.view[1], Math.max(2, Math.floor(w / 110)))) {
       ctx.fillText(this.o.formatX(t), this.xOf(t, w), hgt - 8);
     }
-    // the series, only the points in view (and one either side)
+  }
+
+  // The series, only the points in view (and one either side).
+  drawSeries(ctx, w, y0, yOf) {
     const n = this.ts.length;
     const i0 = Math.max(0, indexAt(this.ts, this.view[0]) - 1);
     const i1 = Math.min(n - 1, indexAt(this.ts, this.view[1]) + 1);
@@ -206,7 +219,11 @@ export class TimeChart {
       }
     }
     ctx.restore();
-    // peak and hover
+  }
+
+  // The peak and the hovered point.
+  drawMarks(ctx, w, y0) {
+    const n = this.ts.length;
     const mark = (i, color, dash) => {
       if (i < 0 || i >= n) return;
       const x = this.xOf(this.ts[i], w);

@@ -62,6 +62,7 @@ const TYPES = {
 };
 
 function constArray(count, value) {
+  /** @type {Float64ArrayConstructor | Int32ArrayConstructor | Uint8ArrayConstructor} */
   let T = Float64Array;
   if (Number.isInteger(value)) {
     if (value >= 0 && value < 256) T = Uint8Array;

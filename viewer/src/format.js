@@ -18,6 +18,20 @@ export const TABLEAU10 = [
   '#edc949', '#af7aa1', '#ff9da7', '#9c755f', '#bab0ab',
 ];
 
+// '#rrggbb' -> 0xAABBGGRR (ImageData's byte order on little-endian machines).
+export function parseColor(hexColor) {
+  const v = parseInt(hexColor.slice(1), 16);
+  return (0xff000000 | ((v & 0xff) << 16) | (v & 0xff00) | ((v >> 16) & 0xff)) >>> 0;
+}
+
+// Colour a moved a fraction t of the way to colour b (both as parseColor
+// gives them), opaque.
+export function mix(a, b, t) {
+  const ch = (x, s) => (x >>> s) & 0xff;
+  const m = (s) => Math.round(ch(a, s) * (1 - t) + ch(b, s) * t) << s;
+  return (0xff000000 | m(16) | m(8) | m(0)) >>> 0;
+}
+
 const UNITS = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei', 'Zi'];
 
 // "1.9MiB (2000000 bytes)"; one decimal as JS's toFixed rounds it (2304 B is

@@ -174,6 +174,9 @@ export function rankDetails(rep, i, link) {
       h('ul', null, o.remedies.map((t) => h('li', null, t))))));
 }
 
+// The table's columns: title, class, a rank's value (rep: the whole report)
+// and how the value reads, when not as it is.
+/** @type {[string, string, (r: any, rep?: any) => (number | string), ((v: any) => string)?][]} */
 const COLUMNS = [
   ['rank', 'rank', (r) => r.rank],
   ['peak allocated', 'num', (r) => r.peak_allocated.bytes, bytes],
@@ -206,7 +209,7 @@ function rankTable(rep, select) {
     })));
   function sortRows() {
     const get = COLUMNS[sortBy][2];
-    const order = rep.ranks.map((r, i) => i);
+    const order = rep.ranks.map((_, i) => i);
     order.sort((a, b) => {
       const x = get(rep.ranks[a], rep);
       const y = get(rep.ranks[b], rep);

@@ -109,7 +109,18 @@ export class RankChart {
     const w = Math.min(MAX_BAR, plotW / Math.max(1, n));
     const y = (v) => PAD.top + plotH - (v / m.max) * plotH;
     const fmt = (v) => (m.percent ? `${Math.round(v * 100)}%` : formatSize(v, false));
-    // grid and y labels
+    // What the parts below share: width, plot height, bars and their width,
+    // value to y, value to text.
+    const g = { W, plotH, n, w, y, fmt };
+    this.drawGrid(ctx, g);
+    this.drawBars(ctx, g);
+    this.drawMedian(ctx, g);
+    this.drawRankLabels(ctx, g);
+  }
+
+  // Grid lines and y labels.
+  drawGrid(ctx, { W, y, fmt }) {
+    const m = this.model;
     ctx.font = '11px system-ui, sans-serif';
     ctx.fillStyle = '#5b6776';
     ctx.strokeStyle = '#eef1f4';
@@ -124,8 +135,14 @@ export class RankChart {
       ctx.stroke();
       ctx.fillText(fmt(v), PAD.left - 6, y(v));
     }
-    // the selected and hovered columns
-    for (const [i, color] of [[this.selected, '#e6f0fa'], [this.hover, '#f0f3f7']]) {
+  }
+
+  // The selected and hovered columns, then each rank's bar with its marks.
+  drawBars(ctx, { plotH, n, w, y }) {
+    const m = this.model;
+    /** @type {[number, string][]} */
+    const marked = [[this.selected, '#e6f0fa'], [this.hover, '#f0f3f7']];
+    for (const [i, color] of marked) {
       if (i < 0 || i >= n) continue;
       ctx.fillStyle = color;
       ctx.fillRect(PAD.left + i * w, PAD.top, Math.max(1, w), plotH);
@@ -163,7 +180,11 @@ export class RankChart {
         ctx.fillRect(x0, PAD.top + plotH + 2, bw, 3);
       }
     }
-    // the median
+  }
+
+  // The median, dashed, and its label.
+  drawMedian(ctx, { W, y, fmt }) {
+    const m = this.model;
     ctx.strokeStyle = '#1d2633';
     ctx.setLineDash([5, 4]);
     ctx.beginPath();
@@ -175,7 +196,10 @@ export class RankChart {
     ctx.textBaseline = 'bottom';
     ctx.fillStyle = '#1d2633';
     ctx.fillText(`median ${fmt(m.median)}`, PAD.left + 4, y(m.median) - 2);
-    // x labels: rank numbers
+  }
+
+  // x labels: rank numbers, as many as fit.
+  drawRankLabels(ctx, { plotH, n, w }) {
     ctx.textAlign = 'center';
     ctx.textBaseline = 'top';
     ctx.fillStyle = '#5b6776';

@@ -1,22 +1,23 @@
 // The memory timelines: MemoryViz's stacked bands (every live allocation a
 // band, stacked in allocation order, the small ones summed in one band on
-// top), drawn column by column at the resolution of the screen.
+// top). This is the model: the elements, their kinds and sizes, the live
+// bytes in every state, filters, and what the page says about one element;
+// timeline_paint.js draws it.
 //
 // The engine hands over every element in stacking order with the event that
 // allocates it (src) and the one that frees it (end), the level-of-detail
-// order (largest first) and checkpoints of the live set. A render walks the
-// events of the visible window once from the nearest checkpoint, keeping the
-// live drawn elements in stacking order; for each pixel column it picks the
-// state with the most memory in that column (so peaks never disappear) and
-// turns the stack into pixel spans. Cost: O(events in view + columns x live
-// elements), whatever the zoom or the snapshot's size.
+// order (largest first) and checkpoints of the live set (live_stack.js
+// walks from them).
 
 import { textMatcher } from './data.js';
-import { A, TABLEAU10, formatAddr, formatSize, formatTimestamp } from './format.js';
+import { A, TABLEAU10, formatAddr, formatSize, formatTimestamp, parseColor } from './format.js';
+import { LiveStack } from './live_stack.js';
 
 export const KIND_ALLOC = 0;
 export const KIND_FREE_ONLY = 1;
 export const KIND_LIVE = 2;
+// The band that sums up the elements beyond the detail limit; ids below it
+// are bands a model draws under the elements (pools.js).
 export const SUMMARY_ID = -2;
 
 // memory_viz's "ghost block": what the page says about a live block of the
@@ -75,6 +76,12 @@ export class TimelineModel {
     this.total = total;
     this.totalAll = total;
     this.include = null;  // Uint8Array over elements (1: shown) while a filter is on
+    // Bands drawn below the elements, [id, bytes] in state s, and their
+    // colours: set by the pools' view (pools.js), absent here.
+    /** @type {((s: number) => [number, number][]) | null} */
+    this.underlay = null;
+    /** @type {((id: number) => number) | null} */
+    this.underlayColor = null;
     this.rank = new Uint32Array(m);
     for (let r = 0; r < m; r++) this.rank[this.bysize[r]] = r;
     this.setColors(null, null);
@@ -250,145 +257,6 @@ export class TimelineModel {
     return { rep, low, maxTotal };
   }
 
-  // The stack in each column as pixel spans: for column c, spans
-  // [off[c], off[c+1]) of (id, y0, y1) in device pixels from the bottom;
-  // id SUMMARY_ID is the band of the elements beyond the detail limit.
-  // `force` (optional Uint8Array over elements): drawn whatever the limit.
-  spans(rep, detail, pxPerByte, height, force = null) {
-    const width = rep.length;
-    const off = new Int32Array(width + 1);
-    let cap = Math.max(1024, width * 16);
-    let ids = new Int32Array(cap);
-    let y0s = new Int32Array(cap);
-    let y1s = new Int32Array(cap);
-    let k = 0;
-    // Appends one band of a pixel column, growing the arrays when full.
-    const push = (id, y0, y1) => {
-      if (k + 2 >= cap) {
-        cap *= 2;
-        ids = grow(ids, cap);
-        y0s = grow(y0s, cap);
-        y1s = grow(y1s, cap);
-      }
-      ids[k] = id;
-      y0s[k] = y0;
-      y1s[k] = y1;
-      k++;
-    };
-    const live = new LiveStack(this, detail, force);
-    const size = this.size;
-    const total = this.total;
-    for (let c = 0; c < width; c++) {
-      off[c] = k;
-      const s = rep[c];
-      if (s < 0) continue;
-      live.moveTo(s);
-      const list = live.ids;
-      const len = live.len;
-      let acc = 0;
-      let py = 0;
-      // Bands drawn below the elements (the private pools' capacity).
-      if (this.underlay) {
-        for (const [id, bytes] of this.underlay(s)) {
-          acc += bytes;
-          const ny = Math.floor(acc * pxPerByte);
-          if (ny > py) {
-            push(id, py, Math.min(ny, height));
-            py = Math.min(ny, height);
-          }
-        }
-      }
-      for (let j = 0; j < len; j++) {
-        const id = list[j];
-        if (id < 0) continue;
-        acc += size[id];
-        const ny = Math.floor(acc * pxPerByte);
-        if (ny > py) {
-          push(id, py, Math.min(ny, height));
-          py = ny;
-          if (py >= height) break;
-        }
-      }
-      const top = Math.floor(total[s] * pxPerByte);
-      if (top > py && py < height) push(SUMMARY_ID, py, Math.min(top, height));
-    }
-    off[width] = k;
-    return { off, ids: ids.subarray(0, k), y0: y0s.subarray(0, k), y1: y1s.subarray(0, k) };
-  }
-
-  // Paints spans into RGBA pixels (Uint32, little-endian ABGR), row 0 at
-  // the top. `dim` (optional Uint8Array over elements): 1 = draw faded.
-  // `lightFrom` (optional, per column): pixel height above which the
-  // column's memory was not live all the time (it came and went within the
-  // column); drawn lighter so that zoomed-out views keep the ups and downs.
-  paint(spans, pixels, width, height, dim, lightFrom) {
-    const { off, ids, y0, y1 } = spans;
-    const colors = this.colors;
-    const faded = colors.map((c) => mix(c, 0xffffffff, 0.78));
-    const dark = colors.map((c) => mix(c, 0xff000000, 0.25));
-    const light = colors.map((c) => mix(c, 0xffffffff, 0.55));
-    const summary = parseColor('#c8cdd3');
-    const summaryFaded = mix(summary, 0xffffffff, 0.6);
-    const summaryLight = mix(summary, 0xffffffff, 0.5);
-    const tidx = this.tidx;
-    const kind = this.kind;
-    const ghosts = !this.segments;
-    const colorOf = this.colorOf;
-    const n = colors.length;
-    for (let c = 0; c < width; c++) {
-      const lf = lightFrom ? lightFrom[c] : height;
-      for (let k = off[c]; k < off[c + 1]; k++) {
-        const id = ids[k];
-        let col;
-        let edge;
-        if (id === SUMMARY_ID) {
-          col = edge = dim ? summaryFaded : summary;
-        } else if (id < SUMMARY_ID) {
-          col = this.underlayColor(id);
-          edge = mix(col, 0xff000000, 0.45);
-        } else {
-          const ci = colorOf ? colorOf[id] % n : tidx[id] % n;
-          if (dim && dim[id]) col = edge = faded[ci];
-          else {
-            col = colors[ci];
-            edge = dark[ci];
-          }
-        }
-        const a = y0[k];
-        const b = y1[k];
-        // A darker top row separates neighbouring bands of the same colour.
-        const lc = b <= lf || id < SUMMARY_ID ? col
-          : id === SUMMARY_ID ? summaryLight : (dim && dim[id] ? col : light[colorOf ? colorOf[id] % n : tidx[id] % n]);
-        let p = (height - b) * width + c;
-        let y = b - 1;
-        if (b - a >= 4) {
-          pixels[p] = y >= lf ? lc : edge;
-          p += width;
-          y--;
-        }
-        if (ghosts && id >= 0 && kind[id] === KIND_LIVE) {
-          // Ghost blocks (live in the snapshot, never allocated in the
-          // trace) are hatched.
-          const hatch = mix(col, 0xffffffff, 0.6);
-          for (; y >= a; y--, p += width) pixels[p] = ((c + y) & 7) < 3 ? hatch : (y >= lf ? lc : col);
-          continue;
-        }
-        for (; y >= a && y >= lf; y--, p += width) pixels[p] = lc;
-        for (; y >= a; y--, p += width) pixels[p] = col;
-      }
-    }
-  }
-
-  // The element at pixel height py (from the bottom) of column c, SUMMARY_ID
-  // for the summary band, -1 for nothing.
-  hit(spans, c, py) {
-    if (c < 0 || c >= spans.off.length - 1) return -1;
-    for (let k = spans.off[c]; k < spans.off[c + 1]; k++) {
-      if (py >= spans.y0[k] && py < spans.y1[k]) return spans.ids[k];
-    }
-    return -1;
-  }
-
   // Live bytes after each element's allocation (MemoryViz: "total memory
   // used after allocation").
   totalAfterAlloc(e) {
@@ -518,102 +386,4 @@ export class TimelineModel {
     for (let j = 0; j < live.len; j++) if (live.ids[j] >= 0) out.push(live.ids[j]);
     return out;
   }
-}
-
-// The live drawn elements in stacking order while walking the events:
-// appended on allocation (a new element always stacks on top), tombstoned
-// on free, compacted when half dead.
-export class LiveStack {
-  constructor(model, detail, force = null) {
-    this.model = model;
-    this.detail = detail;
-    this.force = force;
-    this.ids = new Int32Array(256);
-    this.len = 0;
-    this.dead = 0;
-    this.pos = new Int32Array(model.m).fill(-1);
-    this.state = -1;
-  }
-
-  reset(s) {
-    const md = this.model;
-    for (let j = 0; j < this.len; j++) if (this.ids[j] >= 0) this.pos[this.ids[j]] = -1;
-    this.len = 0;
-    this.dead = 0;
-    // Checkpoint k holds state (k+1)*cpInterval.
-    const k = Math.min(md.cpCount, Math.floor(s / md.cpInterval)) - 1;
-    if (k >= 0) {
-      for (let j = md.cpoff[k]; j < md.cpoff[k + 1]; j++) this.push(md.cpids[j]);
-      this.state = (k + 1) * md.cpInterval;
-    } else {
-      for (let e = 0; e < md.initial; e++) this.push(e);
-      this.state = 0;
-    }
-  }
-
-  push(id) {
-    const md = this.model;
-    if (md.include && !md.include[id]) return;
-    if (md.rank[id] >= this.detail && !(this.force && this.force[id])) return;
-    if (this.len === this.ids.length) this.ids = grow(this.ids, this.len * 2);
-    this.pos[id] = this.len;
-    this.ids[this.len++] = id;
-  }
-
-  remove(id) {
-    const p = this.pos[id];
-    if (p < 0) return;
-    this.ids[p] = -1;
-    this.pos[id] = -1;
-    if (++this.dead > 64 && this.dead * 2 > this.len) this.compact();
-  }
-
-  compact() {
-    let w = 0;
-    for (let j = 0; j < this.len; j++) {
-      const id = this.ids[j];
-      if (id >= 0) {
-        this.pos[id] = w;
-        this.ids[w++] = id;
-      }
-    }
-    this.len = w;
-    this.dead = 0;
-  }
-
-  moveTo(s) {
-    const md = this.model;
-    if (this.state < 0 || s < this.state) {
-      this.reset(s);
-    } else {
-      // Jump ahead through a checkpoint when one lies between here and s.
-      const k = Math.min(md.cpCount, Math.floor(s / md.cpInterval));
-      if (k >= 1 && k * md.cpInterval > this.state) this.reset(s);
-    }
-    const code = md.code;
-    for (let i = this.state; i < s; i++) {
-      const c = code[i];
-      if (c > 0) this.push(c - 1);
-      else if (c < 0) this.remove(-c - 1);
-    }
-    this.state = s;
-  }
-}
-
-function grow(a, n) {
-  const b = new a.constructor(n);
-  b.set(a.subarray(0, Math.min(a.length, n)));
-  return b;
-}
-
-// '#rrggbb' -> 0xAABBGGRR (ImageData's byte order on little-endian machines).
-export function parseColor(hexColor) {
-  const v = parseInt(hexColor.slice(1), 16);
-  return (0xff000000 | ((v & 0xff) << 16) | (v & 0xff00) | ((v >> 16) & 0xff)) >>> 0;
-}
-
-export function mix(a, b, t) {
-  const ch = (x, s) => (x >>> s) & 0xff;
-  const m = (s) => Math.round(ch(a, s) * (1 - t) + ch(b, s) * t) << s;
-  return (0xff000000 | m(16) | m(8) | m(0)) >>> 0;
 }

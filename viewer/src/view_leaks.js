@@ -34,7 +34,7 @@ function svg(tag, attrs, ...children) {
   if (!svgNamespace) {
     const probe = document.createElement('div');
     probe.innerHTML = '<svg></svg>';
-    svgNamespace = probe.firstChild.namespaceURI;
+    svgNamespace = probe.firstElementChild.namespaceURI;
   }
   const el = document.createElementNS(svgNamespace, tag);
   for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);

@@ -1,5 +1,6 @@
 // "Allocator State History": the event list (virtual: millions of rows stay
-// smooth) and, for the selected event, the allocator's segments and blocks.
+// smooth) and, for the selected event, the allocator's segments and blocks
+// (drawn by view_state_map.js) and the details of what is selected.
 
 import {
   A, formatCount, formatEvent, formatSize, formatTimestamp, formatUserMetadata,
@@ -9,7 +10,8 @@ import { EventRows } from './event_rows.js';
 import { devicePools, poolStreamControls } from './filters.js';
 import { blockText, largestFree, layoutState, segmentText } from './state.js';
 import { GHOST_TEXT, KIND_LIVE } from './timeline.js';
-import { fill, fitCanvas, frameScheduler, h, setText } from './ui.js';
+import { attachStateMapPointer, drawStateMap } from './view_state_map.js';
+import { fill, frameScheduler, h, setText } from './ui.js';
 
 const ROW = 20;  // px per event row
 
@@ -25,7 +27,7 @@ export class StateView {
     this.zoom = { k: 1, x: 0, y: 0 };
     this.hoverItem = null;
     this.schedule = frameScheduler(() => this.renderList());
-    this.scheduleMap = frameScheduler(() => this.drawMap());
+    this.scheduleMap = frameScheduler(() => drawStateMap(this));
     this.oneStream = app.page.meta.streams.length <= 1;
     this.ooms = [];
     for (let i = 0; i < this.n; i++) if (dev.ev.action[i] === A.OOM) this.ooms.push(i);
@@ -68,6 +70,42 @@ export class StateView {
     return true;
   }
 
+  // Search (with previous / next match and "only matches") and the pool
+  // and stream filters, above the event list.
+  buildSearchBar() {
+    this.searchInput = h('input', {
+      type: 'search', class: 'search', placeholder: 'Search address (hex), stack, metadata…',
+      'aria-label': 'search the events',
+    });
+    /** @type {ReturnType<typeof setTimeout> | 0} */
+    let timer = 0;
+    this.searchInput.addEventListener('input', () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => this.runSearch(), 180);
+    });
+    this.searchInput.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') this.jumpMatch(e.shiftKey ? -1 : 1);
+    });
+    this.searchInfo = h('span', { class: 'search-info' });
+    const only = h('input', {
+      type: 'checkbox', class: 'only-matches',
+      onchange: () => {
+        this.filterState.onlyMatches = only.checked;
+        this.refilter();
+      },
+    });
+    return h('div', { class: 'st-search' }, this.searchInput, this.searchInfo,
+      h('button', { type: 'button', class: 'link prev-match', title: 'previous match (Shift+Enter)', onclick: () => this.jumpMatch(-1) }, '↑'),
+      h('button', { type: 'button', class: 'link next-match', title: 'next match (Enter)', onclick: () => this.jumpMatch(1) }, '↓'),
+      h('label', { class: 'filter' }, only, ' only matches'),
+      poolStreamControls(this.dev, (pool, stream) => {
+        this.filterState.pool = pool;
+        this.filterState.stream = stream;
+        this.refilter();
+        this.updateState(this.selected);
+      }));
+  }
+
   build() {
     this.rows = h('div', { class: 'ev-rows' });
     this.thumb = h('div', { class: 'ev-thumb' });
@@ -94,36 +132,7 @@ export class StateView {
     });
     head.append(this.jumpInput);
 
-    this.searchInput = h('input', {
-      type: 'search', class: 'search', placeholder: 'Search address (hex), stack, metadata…',
-      'aria-label': 'search the events',
-    });
-    let timer = 0;
-    this.searchInput.addEventListener('input', () => {
-      clearTimeout(timer);
-      timer = setTimeout(() => this.runSearch(), 180);
-    });
-    this.searchInput.addEventListener('keydown', (e) => {
-      if (e.key === 'Enter') this.jumpMatch(e.shiftKey ? -1 : 1);
-    });
-    this.searchInfo = h('span', { class: 'search-info' });
-    const only = h('input', {
-      type: 'checkbox', class: 'only-matches',
-      onchange: () => {
-        this.filterState.onlyMatches = only.checked;
-        this.refilter();
-      },
-    });
-    const searchBar = h('div', { class: 'st-search' }, this.searchInput, this.searchInfo,
-      h('button', { type: 'button', class: 'link prev-match', title: 'previous match (Shift+Enter)', onclick: () => this.jumpMatch(-1) }, '↑'),
-      h('button', { type: 'button', class: 'link next-match', title: 'next match (Enter)', onclick: () => this.jumpMatch(1) }, '↓'),
-      h('label', { class: 'filter' }, only, ' only matches'),
-      poolStreamControls(this.dev, (pool, stream) => {
-        this.filterState.pool = pool;
-        this.filterState.stream = stream;
-        this.refilter();
-        this.updateState(this.selected);
-      }));
+    const searchBar = this.buildSearchBar();
     this.stats = h('div', { class: 'st-stats' });
     this.canvas = h('canvas', { class: 'st-map', 'aria-label': 'segments and blocks' });
     this.detailsHead = h('div', { class: 'details-head mono' });
@@ -286,96 +295,18 @@ export class StateView {
     return an.at(i).map((k) => an.name(k));
   }
 
-  // --- the memory map ------------------------------------------------------------
-
-  mapGeometry() {
-    const dpr = fitCanvas(this.canvas);
-    const W = this.canvas.width;
-    const H = this.canvas.height;
-    const L = this.layout;
-    const pad = 8 * dpr;
-    const rows = Math.max(1, L.rows);
-    const rowH = Math.max(6 * dpr, Math.min(46 * dpr, (H - 2 * pad) / rows));
-    const scale = (W - 2 * pad) / Math.max(1, L.rowWidth);
-    return { dpr, W, H, pad, rowH, scale };
-  }
-
-  drawMap() {
-    if (!this.layout || !this.el.isConnected) return;
-    const g = this.mapGeometry();
-    this.mg = g;
-    const ctx = this.canvas.getContext('2d');
-    ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.clearRect(0, 0, g.W, g.H);
-    const z = this.zoom;
-    ctx.setTransform(z.k, 0, 0, z.k, z.x, z.y);
-    const px = 1 / z.k;  // one device pixel in drawing units
-    for (const s of this.layout.segs) {
-      const x = g.pad + s.x * g.scale;
-      const y = g.pad + s.row * g.rowH;
-      const w = Math.max(px, s.size * g.scale - 1.5 * g.dpr * px);
-      const hh = g.rowH * 0.8;
-      ctx.fillStyle = '#ffffff';
-      ctx.fillRect(x, y, w, hh);
-      for (const b of s.blocks) {
-        const bx = g.pad + b.x * g.scale;
-        const bw = Math.max(px, b.requested * g.scale);
-        ctx.fillStyle = b.color;
-        ctx.fillRect(bx, y, bw, hh);
-        const lost = b.size - b.requested;
-        if (lost > 0) {
-          ctx.fillStyle = '#d62728';
-          ctx.fillRect(bx + b.requested * g.scale, y, Math.max(px * 0.5, lost * g.scale), hh);
-        }
-        if (bw > 3 * px) {
-          ctx.fillStyle = 'rgba(255,255,255,0.55)';
-          ctx.fillRect(bx, y, px, hh);  // a hairline between neighbouring blocks
-        }
-      }
-      ctx.lineWidth = px * g.dpr;
-      ctx.strokeStyle = this.hoverItem && this.hoverItem.seg === s ? '#1f3b5c' : '#2b2f36';
-      ctx.strokeRect(x, y, w, hh);
-    }
-    if (this.list.blockMatches) {
-      // Search matches, outlined.
-      ctx.lineWidth = 2 * px * g.dpr;
-      ctx.strokeStyle = '#ff7f0e';
-      for (const s of this.layout.segs) {
-        for (const b of s.blocks) {
-          if (this.list.blockMatches(b)) {
-            ctx.strokeRect(g.pad + b.x * g.scale, g.pad + s.row * g.rowH, Math.max(px, b.size * g.scale), g.rowH * 0.8);
-          }
-        }
-      }
-    }
-    if (this.hoverItem && this.hoverItem.block) {
-      const b = this.hoverItem.block;
-      const s = b.seg;
-      ctx.lineWidth = 2 * px * g.dpr;
-      ctx.strokeStyle = '#111';
-      ctx.strokeRect(g.pad + b.x * g.scale, g.pad + s.row * g.rowH, Math.max(px, b.size * g.scale), g.rowH * 0.8);
-    }
-  }
-
-  // The segment and block under a point in CSS pixels.
-  itemAt(cx, cy) {
-    const g = this.mg;
-    if (!g || !this.layout) return null;
-    const z = this.zoom;
-    const x = (cx * g.dpr - z.x) / z.k;
-    const y = (cy * g.dpr - z.y) / z.k;
-    const row = Math.floor((y - g.pad) / g.rowH);
-    if ((y - g.pad) - row * g.rowH > g.rowH * 0.8) return null;
-    const bx = (x - g.pad) / g.scale;
-    for (const s of this.layout.segs) {
-      if (s.row !== row || bx < s.x || bx >= s.x + s.size) continue;
-      for (const b of s.blocks) if (bx >= b.x && bx < b.x + b.size) return { seg: s, block: b };
-      return { seg: s, block: null };
-    }
-    return null;
-  }
-
   attachEvents() {
+    this.attachListEvents();
+    attachStateMapPointer(this);
+    new ResizeObserver(() => {
+      this.schedule();
+      this.scheduleMap();
+    }).observe(this.el);
+  }
+
+  // The event list: keys and wheel move the selection and scroll, a click
+  // selects, the scrollbar drags or jumps.
+  attachListEvents() {
     this.listEl.addEventListener('keydown', (e) => {
       const vis = this.visibleRows();
       const moves = {
@@ -419,71 +350,6 @@ export class StateView {
       this.top = Math.round((e.clientY - r.top) / r.height * this.list.count - this.visibleRows() / 2);
       this.scrollBy(0);
     });
-
-    const cv = this.canvas;
-    let drag = null;
-    cv.addEventListener('mousemove', (e) => {
-      const r = cv.getBoundingClientRect();
-      if (drag) {
-        this.zoom.x = drag.zx + (e.clientX - drag.x) * this.mg.dpr;
-        this.zoom.y = drag.zy + (e.clientY - drag.y) * this.mg.dpr;
-        this.scheduleMap();
-        return;
-      }
-      const item = this.itemAt(e.clientX - r.left, e.clientY - r.top);
-      const same = item && this.hoverItem && item.seg === this.hoverItem.seg && item.block === this.hoverItem.block;
-      if (same) {
-        this.app.tooltip.show(e.clientX, e.clientY, this.tooltipFor(item));
-        return;
-      }
-      this.hoverItem = item;
-      if (!item) {
-        this.app.tooltip.hide();
-        this.showEventDetails();
-      } else {
-        this.app.tooltip.show(e.clientX, e.clientY, this.tooltipFor(item));
-        this.showItemDetails(item);
-      }
-      this.scheduleMap();
-    });
-    cv.addEventListener('mouseleave', () => {
-      this.hoverItem = null;
-      this.app.tooltip.hide();
-      this.showEventDetails();
-      this.scheduleMap();
-    });
-    cv.addEventListener('mousedown', (e) => {
-      drag = { x: e.clientX, y: e.clientY, zx: this.zoom.x, zy: this.zoom.y };
-      const up = () => {
-        drag = null;
-        window.removeEventListener('mouseup', up);
-      };
-      window.addEventListener('mouseup', up);
-      e.preventDefault();
-    });
-    cv.addEventListener('wheel', (e) => {
-      e.preventDefault();
-      const r = cv.getBoundingClientRect();
-      const dpr = this.mg ? this.mg.dpr : 1;
-      const mx = (e.clientX - r.left) * dpr;
-      const my = (e.clientY - r.top) * dpr;
-      const f = Math.exp(-e.deltaY * (e.deltaMode ? 30 : 1) * 0.002);
-      const k = Math.max(1, Math.min(4000, this.zoom.k * f));
-      const ff = k / this.zoom.k;
-      this.zoom.x = mx - (mx - this.zoom.x) * ff;
-      this.zoom.y = my - (my - this.zoom.y) * ff;
-      this.zoom.k = k;
-      if (k === 1) this.zoom = { k: 1, x: 0, y: 0 };
-      this.scheduleMap();
-    }, { passive: false });
-    cv.addEventListener('dblclick', () => {
-      this.zoom = { k: 1, x: 0, y: 0 };
-      this.scheduleMap();
-    });
-    new ResizeObserver(() => {
-      this.schedule();
-      this.scheduleMap();
-    }).observe(this.el);
   }
 
   scrollBy(rows) {

@@ -1,12 +1,15 @@
-// "Active Memory Timeline" and "Active Cached Segment Timeline": the canvas,
-// axes, minimap, detail control, search, hover and pinned details.
+// "Active Memory Timeline" and "Active Cached Segment Timeline": the view,
+// its controls (axis, detail, colours, search, filters), the bands' render,
+// hover and pinned details. view_timeline_draw.js draws the axes, overlay
+// and minimap; view_timeline_input.js answers the pointer and keys.
 
-import {
-  formatCount, formatDuration, formatDurationTick, formatSize, niceByteStep, niceStep,
-} from './format.js';
+import { formatCount, formatDuration, formatSize, niceByteStep } from './format.js';
 import { AnnotationStrip } from './annotations.js';
 import { elementMask, poolStreamControls } from './filters.js';
 import { SUMMARY_ID } from './timeline.js';
+import { paintSpans, stackSpans } from './timeline_paint.js';
+import { drawTimelineAxes, drawTimelineMinimap, drawTimelineOverlay } from './view_timeline_draw.js';
+import { attachMinimapBrush, attachPlotPointer, attachPlotZoom } from './view_timeline_input.js';
 import { fitCanvas, frameScheduler, h, segmented, setText } from './ui.js';
 import { Categories, KIND_COLORS, breakdownView, categoryLegend } from './categories.js';
 
@@ -38,7 +41,7 @@ export class TimelineView {
     this.cats = cats && cats.available ? cats : null;
     this.resetView();
     this.schedule = frameScheduler(() => this.render());
-    this.scheduleOverlay = frameScheduler(() => this.drawOverlay());
+    this.scheduleOverlay = frameScheduler(() => drawTimelineOverlay(this));
     this.build();
     if (app.range) {
       app.range.onChange((d) => {
@@ -65,8 +68,8 @@ export class TimelineView {
     [this.x0, this.x1] = this.domain();
   }
 
-  build() {
-    const md = this.model;
+  // The toolbar's controls: x axis, detail, search, pool and stream filters.
+  buildControls() {
     const hasTime = this.dev.meta.hasTime && this.dev.n > 1;
     this.axisCtl = segmented([
       ['event', 'Events', 'x axis: one step per allocator event'],
@@ -92,6 +95,7 @@ export class TimelineView {
       'aria-label': 'Search allocations',
     });
     this.searchInfo = h('span', { class: 'search-info' });
+    /** @type {ReturnType<typeof setTimeout> | 0} */
     let timer = 0;
     this.searchInput.addEventListener('input', () => {
       clearTimeout(timer);
@@ -102,6 +106,11 @@ export class TimelineView {
       this.model.setFilter(elementMask(this.model, pool, stream));
       this.schedule();
     });
+  }
+
+  build() {
+    const md = this.model;
+    this.buildControls();
     this.strip = new AnnotationStrip(this);
     this.canvas = h('canvas', { class: 'plot' });
     this.overlay = h('canvas', { class: 'plot-overlay', tabindex: 0, 'aria-label': 'memory timeline' });
@@ -260,13 +269,13 @@ export class TimelineView {
     this.yStep = step;
     this.rep = rep;
     this.pxPerByte = g.ph / this.yMax;
-    this.spans = md.spans(rep, this.detail, this.pxPerByte, g.ph, this.match);
+    this.spans = stackSpans(md, rep, this.detail, this.pxPerByte, g.ph, this.match);
     this.lightFrom = new Int32Array(g.pw);
     for (let c = 0; c < g.pw; c++) this.lightFrom[c] = rep[c] < 0 ? g.ph : Math.floor(low[c] * this.pxPerByte);
     this.repaint();
     this.renderMs = performance.now() - t0;
     if (!this.app.timing.firstRender) this.app.timing.firstRender = this.renderMs;
-    this.drawMinimap();
+    drawTimelineMinimap(this);
     this.strip.draw();
     this.el.dataset.rendered = String((+this.el.dataset.rendered || 0) + 1);
   }
@@ -280,273 +289,20 @@ export class TimelineView {
     }
     const pixels = new Uint32Array(this.image.data.buffer);
     pixels.fill(0xffffffff);
-    this.model.paint(this.spans, pixels, g.pw, g.ph, this.dim, this.lightFrom);
+    paintSpans(this.model, this.spans, pixels, g.pw, g.ph, this.dim, this.lightFrom);
     ctx.setTransform(1, 0, 0, 1, 0, 0);
     ctx.clearRect(0, 0, g.W, g.H);
     ctx.putImageData(this.image, g.L, g.T);
-    this.drawAxes(ctx, g);
-    this.drawOverlay();
-  }
-
-  drawAxes(ctx, g) {
-    const dpr = g.dpr;
-    ctx.save();
-    ctx.font = `${11 * dpr}px system-ui, sans-serif`;
-    ctx.fillStyle = '#5b6470';
-    ctx.strokeStyle = 'rgba(30,40,60,0.10)';
-    ctx.lineWidth = 1;
-    ctx.textAlign = 'right';
-    ctx.textBaseline = 'middle';
-    for (let v = 0; v <= this.yMax + 1e-6; v += this.yStep) {
-      const y = Math.round(g.T + g.ph - v * this.pxPerByte) + 0.5;
-      ctx.beginPath();
-      ctx.moveTo(g.L, y);
-      ctx.lineTo(g.L + g.pw, y);
-      ctx.stroke();
-      ctx.fillText(formatSize(v, false), g.L - 6 * dpr, y);
-    }
-    ctx.textAlign = 'center';
-    ctx.textBaseline = 'top';
-    const span = this.x1 - this.x0;
-    const step = niceStep(span, Math.max(2, g.pw / (110 * dpr)));
-    const base = this.axis === 'time' ? this.dev.times[0] : 0;
-    const first = base + Math.ceil((this.x0 - base) / step) * step;
-    for (let x = first; x <= this.x1; x += step) {
-      const px = Math.round(this.xToPx(x, g)) + 0.5;
-      ctx.beginPath();
-      ctx.moveTo(px, g.T + g.ph);
-      ctx.lineTo(px, g.T + g.ph + 4 * dpr);
-      ctx.strokeStyle = '#8a93a0';
-      ctx.stroke();
-      const label = this.axis === 'time' ? formatDurationTick(x - base, step, this.x1 - base) : formatCount(x);
-      ctx.fillText(label, px, g.T + g.ph + 6 * dpr);
-    }
-    ctx.strokeStyle = '#8a93a0';
-    ctx.beginPath();
-    ctx.moveTo(g.L - 0.5, g.T);
-    ctx.lineTo(g.L - 0.5, g.T + g.ph + 0.5);
-    ctx.lineTo(g.L + g.pw, g.T + g.ph + 0.5);
-    ctx.stroke();
-    ctx.restore();
-  }
-
-  drawOverlay() {
-    const g = this.g;
-    if (!g) return;
-    const ctx = this.overlay.getContext('2d');
-    ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.clearRect(0, 0, this.overlay.width, this.overlay.height);
-    const mark = (id, fill) => {
-      if (id < 0 && id !== SUMMARY_ID) return;
-      const { off, ids, y0, y1 } = this.spans;
-      ctx.fillStyle = fill;
-      let runStart = -1;
-      let ra = 0;
-      let rb = 0;
-      const flush = (c) => {
-        if (runStart >= 0) ctx.fillRect(g.L + runStart, g.T + g.ph - rb, c - runStart, rb - ra);
-        runStart = -1;
-      };
-      for (let c = 0; c < g.pw; c++) {
-        let a = -1;
-        let b = -1;
-        for (let k = off[c]; k < off[c + 1]; k++) {
-          if (ids[k] === id) {
-            a = y0[k];
-            b = y1[k];
-            break;
-          }
-        }
-        if (a < 0) {
-          flush(c);
-          continue;
-        }
-        if (runStart >= 0 && (a !== ra || b !== rb)) flush(c);
-        if (runStart < 0) {
-          runStart = c;
-          ra = a;
-          rb = b;
-        }
-      }
-      flush(g.pw);
-    };
-    this.strip.drawMarkers(ctx);
-    if (this.pinned !== -1) mark(this.pinned, 'rgba(10,20,40,0.45)');
-    if (this.hover !== -1 && this.hover !== this.pinned) mark(this.hover, 'rgba(10,20,40,0.28)');
-    if (this.mouse && this.mouse.inPlot) {
-      const px = Math.round(this.mouse.px) + 0.5;
-      ctx.strokeStyle = 'rgba(20,30,50,0.35)';
-      ctx.setLineDash([3 * g.dpr, 3 * g.dpr]);
-      ctx.beginPath();
-      ctx.moveTo(px, g.T);
-      ctx.lineTo(px, g.T + g.ph);
-      ctx.stroke();
-    }
-  }
-
-  drawMinimap() {
-    const dpr = fitCanvas(this.minimap);
-    const ctx = this.minimap.getContext('2d');
-    const W = this.minimap.width;
-    const H = this.minimap.height;
-    const g = this.g;
-    const L = g.L;
-    const pw = g.pw;
-    ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.clearRect(0, 0, W, H);
-    const md = this.model;
-    const { env, bucket, peak: top } = md.envelope();
-    const [d0, d1] = this.domain();
-    const peak = Math.max(1, top);
-    const xOf = (x) => L + (x - d0) / (d1 - d0) * pw;
-    ctx.fillStyle = '#e9eef5';
-    ctx.fillRect(L, 0, pw, H);
-    ctx.beginPath();
-    ctx.moveTo(L, H);
-    for (let b = 0; b < env.length; b++) {
-      let xa;
-      let xb;
-      if (this.axis === 'time') {
-        xa = xOf(this.dev.times[Math.min(md.n - 1, b * bucket)]);
-        xb = xOf(this.dev.times[Math.min(md.n - 1, (b + 1) * bucket - 1)]);
-      } else {
-        xa = xOf(b * bucket + 1);
-        xb = xOf(Math.min(md.n, (b + 1) * bucket) + 1);
-      }
-      const y = H - 2 * dpr - (env[b] / peak) * (H - 6 * dpr);
-      ctx.lineTo(xa, y);
-      ctx.lineTo(xb, y);
-    }
-    ctx.lineTo(L + pw, H);
-    ctx.closePath();
-    ctx.fillStyle = '#8fb3d9';
-    ctx.fill();
-    const a = Math.max(L, xOf(this.x0));
-    const b = Math.min(L + pw, xOf(this.x1));
-    ctx.fillStyle = 'rgba(245,247,250,0.72)';
-    ctx.fillRect(L, 0, a - L, H);
-    ctx.fillRect(b, 0, L + pw - b, H);
-    ctx.strokeStyle = '#2f6fb3';
-    ctx.lineWidth = 1.5 * dpr;
-    ctx.strokeRect(a, 0.75 * dpr, Math.max(2 * dpr, b - a), H - 1.5 * dpr);
-    this.mini = { L, pw, d0, d1, dpr };
+    drawTimelineAxes(this, ctx, g);
+    drawTimelineOverlay(this);
   }
 
   // --- interaction ------------------------------------------------------------
 
-  stateAtPx(cssX) {
-    const g = this.g;
-    const c = Math.floor(cssX * g.dpr - g.L);
-    return this.rep && c >= 0 && c < this.rep.length ? this.rep[c] : -1;
-  }
-
   attachEvents() {
-    const ov = this.overlay;
-    let drag = null;
-    ov.addEventListener('mousemove', (e) => {
-      if (!this.g) return;
-      const r = ov.getBoundingClientRect();
-      const mx = e.clientX - r.left;
-      const my = e.clientY - r.top;
-      const g = this.g;
-      const px = mx * g.dpr;
-      const py = g.T + g.ph - my * g.dpr;
-      if (drag) {
-        const dx = (e.clientX - drag.x) * g.dpr / g.pw * (drag.x1 - drag.x0);
-        if (Math.abs(e.clientX - drag.x) > 3) drag.moved = true;
-        this.panTo(drag.x0 - dx, drag.x1 - dx);
-        return;
-      }
-      const inPlot = px >= g.L && px < g.L + g.pw && py >= 0 && py < g.ph + 1;
-      this.mouse = { px, inPlot, col: inPlot ? Math.floor(px - g.L) : -1 };
-      const id = inPlot ? this.model.hit(this.spans, Math.floor(px - g.L), Math.floor(py)) : -1;
-      this.setHover(id, e.clientX, e.clientY, inPlot ? Math.floor(px - g.L) : -1);
-      this.scheduleOverlay();
-    });
-    ov.addEventListener('mouseleave', () => {
-      if (drag) return;
-      this.mouse = null;
-      this.setHover(-1);
-      this.scheduleOverlay();
-    });
-    ov.addEventListener('mousedown', (e) => {
-      if (e.button !== 0) return;
-      drag = { x: e.clientX, x0: this.x0, x1: this.x1, moved: false };
-      const up = () => {
-        window.removeEventListener('mouseup', up);
-        const d = drag;
-        drag = null;
-        if (d && !d.moved) {
-          this.togglePin(this.hover);
-          if (this.mouse && this.rep && this.mouse.col >= 0) this.showMoment(this.rep[this.mouse.col]);
-        }
-      };
-      window.addEventListener('mouseup', up);
-      e.preventDefault();
-      ov.focus({ preventScroll: true });
-    });
-    ov.addEventListener('dblclick', () => {
-      this.resetView();
-      this.schedule();
-    });
-    ov.addEventListener('wheel', (e) => {
-      if (!this.g) return;
-      e.preventDefault();
-      const r = ov.getBoundingClientRect();
-      const g = this.g;
-      const fx = Math.min(1, Math.max(0, ((e.clientX - r.left) * g.dpr - g.L) / g.pw));
-      if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
-        const dx = e.deltaX / r.width * (this.x1 - this.x0);
-        this.panTo(this.x0 + dx, this.x1 + dx);
-        return;
-      }
-      const unit = e.deltaMode === 1 ? 30 : e.deltaMode === 2 ? 300 : 1;
-      this.zoomAt(fx, Math.exp(e.deltaY * unit * 0.002));
-    }, { passive: false });
-    ov.addEventListener('keydown', (e) => {
-      if (e.key === 'Escape') this.togglePin(-1, true);
-      else if (e.key === '+' || e.key === '=') this.zoomAt(0.5, 0.7);
-      else if (e.key === '-') this.zoomAt(0.5, 1 / 0.7);
-      else if (e.key === 'ArrowLeft' || e.key === 'ArrowRight') {
-        const dx = (this.x1 - this.x0) * 0.15 * (e.key === 'ArrowLeft' ? -1 : 1);
-        this.panTo(this.x0 + dx, this.x1 + dx);
-      } else if (e.key === '0') {
-        this.resetView();
-        this.schedule();
-      } else return;
-      e.preventDefault();
-    });
-
-    // Minimap: drag the window, or brush a new one.
-    const mm = this.minimap;
-    mm.addEventListener('mousedown', (e) => {
-      if (!this.mini) return;
-      const m = this.mini;
-      const r = mm.getBoundingClientRect();
-      const toX = (clientX) => m.d0 + ((clientX - r.left) * m.dpr - m.L) / m.pw * (m.d1 - m.d0);
-      const start = toX(e.clientX);
-      // Dragging the window moves it; anywhere else (or when the window
-      // already shows everything) dragging selects a new one.
-      const full = this.x1 - this.x0 >= (m.d1 - m.d0) * 0.98;
-      const inside = !full && start >= this.x0 && start <= this.x1;
-      const w0 = [this.x0, this.x1];
-      const move = (ev) => {
-        const x = toX(ev.clientX);
-        if (inside) this.panTo(w0[0] + x - start, w0[1] + x - start);
-        else if (Math.abs(x - start) > 0) this.panTo(Math.min(start, x), Math.max(start, x), true);
-      };
-      const up = (ev) => {
-        window.removeEventListener('mousemove', move);
-        window.removeEventListener('mouseup', up);
-        if (!inside && Math.abs(ev.clientX - e.clientX) < 3) {
-          const w = this.x1 - this.x0;
-          this.panTo(start - w / 2, start + w / 2);
-        }
-      };
-      window.addEventListener('mousemove', move);
-      window.addEventListener('mouseup', up);
-      e.preventDefault();
-    });
+    attachPlotPointer(this);
+    attachPlotZoom(this);
+    attachMinimapBrush(this);
     new ResizeObserver(() => this.schedule()).observe(this.el);
   }
 

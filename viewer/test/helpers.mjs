@@ -2,14 +2,19 @@
 // plain JS values, for tests that need no engine.
 import { PageData, parseBlob } from '../src/data.js';
 
-const TYPE_NAMES = new Map([
+/** @typedef {Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float64Array} TypedArray */
+/** @typedef {Record<string, TypedArray | {const: number, count: number}>} Columns */
+
+const TYPE_NAMES = new Map(/** @type {[Function, string][]} */ ([
   [Uint8Array, 'u8'], [Int8Array, 'i8'], [Uint16Array, 'u16'], [Int16Array, 'i16'],
   [Uint32Array, 'u32'], [Int32Array, 'i32'], [Float64Array, 'f64'],
-]);
+]));
 
 // columns: {name: TypedArray | {const: value, count}}; returns an ArrayBuffer.
+/** @param {object} meta @param {Columns} columns */
 export function makeBlob(meta, columns) {
   const entries = {};
+  /** @type {[number, Uint8Array][]} */
   const parts = [];
   let offset = 0;
   for (const [name, v] of Object.entries(columns)) {
@@ -81,8 +86,10 @@ export function tables(stacks) {
 
 // The "dev.len.*" columns of a page whose one device's columns are the
 // "dev.*" ones (docs/formats.md); returns the columns.
+/** @param {Columns} columns */
 export function oneDevice(columns) {
   const names = Object.keys(columns).filter((k) => k.startsWith('dev.')).map((k) => k.slice(4));
+  /** @param {Columns[string]} v */
   const count = (v) => (ArrayBuffer.isView(v) ? v.length : v.count);
   const lengths = Object.fromEntries(names.map((n) => [`dev.len.${n}`, new Uint32Array([count(columns[`dev.${n}`])])]));
   return { ...columns, ...lengths };

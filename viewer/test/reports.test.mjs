@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { FlameTree } from '../src/flame.js';
 import { AllocatorStateModel, layoutState } from '../src/state.js';
-import { LiveStack, TimelineModel } from '../src/timeline.js';
+import { LiveStack } from '../src/live_stack.js';
+import { TimelineModel } from '../src/timeline.js';
 import { CATEGORIES, Categories } from '../src/categories.js';
 import {
   ROOT, embeddedPageData, fixtures, optionalBinary, outDir, report,

@@ -63,7 +63,7 @@ export function synthPage({ interval = 3 } = {}) {
     ...Object.entries(t.columns()),
     d('ev.action', new Uint8Array(col(0))),
     // trace entries: a "free" event (10) stands for two entries
-    d('ev.entry', new Uint32Array(EVENTS.reduce((acc, e, i) => {
+    d('ev.entry', new Uint32Array(EVENTS.reduce((acc, _, i) => {
       acc.push(i ? acc[i - 1] + (EVENTS[i - 1][0] === A.FREE ? 2 : 1) : 0);
       return acc;
     }, []))),

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { LiveStack, SUMMARY_ID, TimelineModel, parseColor } from '../src/timeline.js';
-import { TABLEAU10 } from '../src/format.js';
+import { LiveStack } from '../src/live_stack.js';
+import { SUMMARY_ID, TimelineModel } from '../src/timeline.js';
+import { paintSpans, spanAt, stackSpans } from '../src/timeline_paint.js';
+import { TABLEAU10, parseColor } from '../src/format.js';
 import { ELEMENTS, TOTALS, synthPage } from './synth.mjs';
 
 const model = (opts) => new TimelineModel(synthPage(opts).device(0), 'tl');
@@ -63,33 +65,33 @@ test('columns pick the state with the most memory', () => {
 test('spans stack the live elements bottom up, the rest in the summary band', () => {
   const md = model();
   const rep = new Int32Array([4]);
-  const all = md.spans(rep, Infinity, 1, 1000);
+  const all = stackSpans(md, rep, Infinity, 1, 1000);
   const rows = (sp) => [...sp.ids].map((id, k) => [id, sp.y0[k], sp.y1[k]]);
   // G 10, D 20, A 100, B 50, C 30
   assert.deepEqual(rows(all), [[0, 0, 10], [1, 10, 30], [2, 30, 130], [3, 130, 180], [4, 180, 210]]);
-  const two = md.spans(rep, 2, 1, 1000);  // only A and E are drawn separately
+  const two = stackSpans(md, rep, 2, 1, 1000);  // only A and E are drawn separately
   assert.deepEqual(rows(two), [[2, 0, 100], [SUMMARY_ID, 100, 210]]);
-  const forced = md.spans(rep, 2, 1, 1000, new Uint8Array([0, 0, 0, 0, 1, 0]));  // a search match
+  const forced = stackSpans(md, rep, 2, 1, 1000, new Uint8Array([0, 0, 0, 0, 1, 0]));  // a search match
   assert.deepEqual(rows(forced), [[2, 0, 100], [4, 100, 130], [SUMMARY_ID, 130, 210]]);
-  assert.equal(md.hit(all, 0, 150), 3);
-  assert.equal(md.hit(two, 0, 150), SUMMARY_ID);
-  assert.equal(md.hit(all, 0, 500), -1);
+  assert.equal(spanAt(all, 0, 150), 3);
+  assert.equal(spanAt(two, 0, 150), SUMMARY_ID);
+  assert.equal(spanAt(all, 0, 500), -1);
   // Clipped to the height.
-  assert.deepEqual(rows(md.spans(rep, Infinity, 1, 100)), [[0, 0, 10], [1, 10, 30], [2, 30, 100]]);
+  assert.deepEqual(rows(stackSpans(md, rep, Infinity, 1, 100)), [[0, 0, 10], [1, 10, 30], [2, 30, 100]]);
   // Sub-pixel elements merge into whoever crosses the next pixel.
-  assert.deepEqual(rows(md.spans(rep, Infinity, 0.01, 1000)), [[2, 0, 1], [4, 1, 2]]);
+  assert.deepEqual(rows(stackSpans(md, rep, Infinity, 0.01, 1000)), [[2, 0, 1], [4, 1, 2]]);
 });
 
 test('paint fills columns from the bottom in the elements\' colours', () => {
   const md = model();
-  const sp = md.spans(new Int32Array([4, -1]), Infinity, 0.05, 12);
+  const sp = stackSpans(md, new Int32Array([4, -1]), Infinity, 0.05, 12);
   const px = new Uint32Array(2 * 12);
-  md.paint(sp, px, 2, 12, null);
+  paintSpans(md, sp, px, 2, 12, null);
   // bottom row of column 0: G (tidx 5) over 0.5px is skipped; D ends at 1.5px -> row 0 is D (tidx 3)
   assert.equal(px[11 * 2], parseColor(TABLEAU10[3]));
   assert.equal(px[11 * 2 + 1], 0);  // column 1 has no state
   const dim = new Uint8Array(md.m).fill(1);
-  md.paint(sp, px, 2, 12, dim);
+  paintSpans(md, sp, px, 2, 12, dim);
   assert.notEqual(px[11 * 2], parseColor(TABLEAU10[3]));
 });
 
