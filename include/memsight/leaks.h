@@ -35,6 +35,7 @@ struct Iterations {
   StackId marker = 0;
   double period = 0;
   size_t complete() const { return starts.empty() ? 0 : starts.size() - 1; }
+  bool operator==(const Iterations&) const = default;
 };
 
 // The iterations of `device`'s trace (docs/leaks.md, "Iterations").
@@ -46,6 +47,7 @@ struct Survivor {
   int64_t iteration = 0;
   int64_t bytes = 0, requested = 0;
   StackId stack = 0;
+  bool operator==(const Survivor&) const = default;
 };
 
 struct LeakSite {
@@ -60,6 +62,7 @@ struct LeakSite {
   std::string module;                     // of most of them ("" none; "(model)" the model)
   std::string made_in;                    // their phase: "forward", "backward", ... ("" unknown)
   std::vector<Survivor> newest;           // the newest survivors, newest first (at most 5)
+  bool operator==(const LeakSite&) const = default;
 };
 
 // Live bytes at the start of each iteration (starts[0..]): a site's, or all.
@@ -67,6 +70,7 @@ struct GrowthSeries {
   std::string site;  // "" for all allocated memory
   bool leak = false;
   std::vector<int64_t> live;
+  bool operator==(const GrowthSeries&) const = default;
 };
 
 // What find_leaks concludes of a device.
@@ -96,6 +100,7 @@ struct LeakReport {
   std::string fix_site;
   StackId fix_stack = 0;
   std::vector<GrowthSeries> growth;  // all memory first, then the leaking and largest sites
+  bool operator==(const LeakReport&) const = default;
 };
 
 struct Leaks {

@@ -28,6 +28,7 @@ struct SiteStat {
   StackId stack = 0;                     // one allocation stack of the group
   int64_t bytes = 0;                     // block bytes, as allocated_bytes counts them
   int64_t count = 0;
+  bool operator==(const SiteStat&) const = default;
 };
 
 // Why an out-of-memory error happened, in the order a person can act on
@@ -128,6 +129,7 @@ struct DeviceSummary {
   // at the snapshot, and how it could be told.
   CategoryView categories_peak, categories_now;
   CategorySources category_sources;
+  bool operator==(const DeviceSummary&) const = default;
 };
 
 struct Summary {

@@ -39,6 +39,7 @@ struct Block {
 
 struct Counters {
   int64_t allocated = 0, active = 0, reserved = 0, requested = 0;
+  bool operator==(const Counters&) const = default;
 };
 
 // Free memory inside the segments at one moment.
@@ -48,6 +49,7 @@ struct FreeSpace {
   int64_t small_bytes = 0, large_bytes = 0;
   int64_t releasable =
       0;  // bytes of cudaMalloc'd segments with nothing live (empty_cache frees them)
+  bool operator==(const FreeSpace&) const = default;
 };
 
 struct Pool {

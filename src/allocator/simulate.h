@@ -27,6 +27,7 @@ struct Device {
   // How the limit was known from a recorded OOM: between limit and limit_high.
   int64_t limit_high = -1;
   bool limit_inferred = false;
+  bool operator==(const Device&) const = default;
 };
 
 // A segment event: segment_alloc / segment_free / segment_map / segment_unmap.
@@ -76,6 +77,7 @@ struct Oom {
   alloc::FreeSpace free;  // cached free memory then
   bool recorded = false;  // the recording failed here too
   bool cap = false;       // refused by the limit (else the device's capacity)
+  bool operator==(const Oom&) const = default;
 };
 
 struct Result {
@@ -98,6 +100,7 @@ struct Result {
   // recording's segments at their recorded addresses, the same decisions
   // put every block where torch put it).
   int64_t misplaced = 0;
+  bool operator==(const Result&) const = default;
 };
 
 struct Inputs {

@@ -2,18 +2,12 @@
 
 namespace memsight {
 
-std::optional<size_t> AlikeDevices::add(std::string key, int device) {
-  auto [it, fresh] = group_of_.try_emplace(std::move(key), members_.size());
-  if (fresh) {
-    members_.push_back({{device, device}});
-    return std::nullopt;
-  }
-  DeviceRanges& ranges = members_[it->second];
+void AlikeDevices::join(size_t group, int device) {
+  DeviceRanges& ranges = members_[group];
   if (ranges.back().second == device - 1)
     ranges.back().second = device;
   else
     ranges.emplace_back(device, device);
-  return it->second;
 }
 
 std::string devices_heading(int device, const DeviceRanges& ranges) {

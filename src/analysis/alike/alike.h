@@ -1,14 +1,15 @@
 #pragma once
-// Alike devices: per-device reports that read the same but for the device
+// Alike devices: per-device reports that are the same but for the device
 // number (every device with nothing on it, or 100,000 devices of one
 // allocation each) are made once and stand for all their devices, so that an
 // output grows with what the snapshot holds, not with how many devices it
-// names. One rule for every per-device report (summary, leaks, the page):
-// devices are alike when their reports' JSON, with the device number set to
-// 0, is the same, and so is whatever else their text shows.
+// names. One rule for every per-device report (summary, leaks, whatif, the
+// page): devices are grouped after their analysis, on the reports' values
+// (operator==, the device number aside), never on text made from them.
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -20,19 +21,49 @@ namespace memsight {
 // The devices of a group: ranges [first, last], ascending.
 using DeviceRanges = std::vector<std::pair<int, int>>;
 
-// Groups devices by their reports' keys, given in ascending device order.
+// Groups reports of devices given in ascending device order. A report's
+// `hash` (of a few of its values) narrows the groups to compare it with.
 class AlikeDevices {
  public:
-  // The group an earlier device with this key began, `device` now one of
-  // its; or nullopt when the key is new: `device` begins a group (the last
-  // of members()), whose report the caller keeps.
-  std::optional<size_t> add(std::string key, int device);
+  // The group an earlier device began whose report `same(group)` says
+  // equals this one, `device` now one of its; or nullopt when there is none:
+  // `device` begins a group (the last of members()), whose report the
+  // caller keeps.
+  template <class Same>
+  std::optional<size_t> add(uint64_t hash, int device, Same&& same) {
+    auto [first, last] = by_hash_.equal_range(hash);
+    for (auto it = first; it != last; ++it)
+      if (same(it->second)) {
+        join(it->second, device);
+        return it->second;
+      }
+    by_hash_.emplace(hash, members_.size());
+    members_.push_back({{device, device}});
+    return std::nullopt;
+  }
   std::vector<DeviceRanges>& members() { return members_; }
 
  private:
-  std::unordered_map<std::string, size_t> group_of_;
+  void join(size_t group, int device);
+  std::unordered_multimap<uint64_t, size_t> by_hash_;
   std::vector<DeviceRanges> members_;
 };
+
+// Whether a new report equals a kept one but for its `device` (which is
+// the new one's again on return).
+template <class Report>
+bool alike_reports(const Report& kept, Report& fresh) {
+  const int device = fresh.device;
+  fresh.device = kept.device;
+  const bool same = kept == fresh;
+  fresh.device = device;
+  return same;
+}
+
+// Folds `v` into a hash (for AlikeDevices::add).
+inline uint64_t hash_mix(uint64_t h, uint64_t v) {
+  return (h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))) * 0xff51afd7ed558ccdull;
+}
 
 // "Device 3", or for a group of alike devices "Devices 0-7, 9 (9 alike)":
 // at most 8 ranges are named.

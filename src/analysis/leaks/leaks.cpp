@@ -322,19 +322,16 @@ Leaks find_leaks(const Snapshot& snap, const UserCode& user_code) {
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && static_cast<size_t>(s.device) < has_segments.size())
       has_segments[s.device] = true;
-  // Alike devices (summary's rule, analysis/alike.h) keep one report: the
-  // text reads nothing the JSON lacks.
+  // Alike devices (analysis/alike/alike.h) keep one report.
   AlikeDevices alike;
-  std::string key;
   for (size_t d = 0; d < snap.device_count(); ++d) {
     auto [begin, end] = snap.device_rows(d);
     if (begin == end && !has_segments[d]) continue;
     LeakReport rep = leaks_of_device(snap, d, fc, cfg, tags);
-    key.clear();
-    rep.device = 0;
-    leak_device_json(key, fc, rep);
-    rep.device = static_cast<int>(d);
-    if (!alike.add(key, rep.device)) out.devices.push_back(std::move(rep));
+    uint64_t h = hash_mix(rep.entries, static_cast<uint64_t>(rep.verdict));
+    h = hash_mix(h, static_cast<uint64_t>(rep.bytes_per_iteration));
+    if (!alike.add(h, rep.device, [&](size_t g) { return alike_reports(out.devices[g], rep); }))
+      out.devices.push_back(std::move(rep));
   }
   out.members = std::move(alike.members());
   return out;

@@ -248,22 +248,26 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   for (size_t d = 0; d < snap.device_count() && !big; ++d)
     big = snap.device_rows(d).second - snap.device_rows(d).first >= kThreadedEntries;
   auto devices = [&](std::function<void()> side) {
-    // Devices are alike when their JSON (device number aside) and the time
-    // of their first entry (from which the text counts) are the same; each
-    // group keeps one summary, however many devices the snapshot lists.
+    // Devices are alike when their summaries (device number aside) and the
+    // time of their first entry (from which the text counts) are the same;
+    // each group keeps one summary, however many devices the snapshot lists.
     AlikeDevices alike;
-    std::string key;
+    std::vector<int64_t> first_time;  // of each group's first device
     for (size_t d = 0; d < ndev; ++d) {
       DeviceSummary ds = summarize_device(in, d, side);
       sum.total_entries += ds.entries;
       const int dev = ds.device;
       if (opts.group_alike) {
-        key.clear();
-        ds.device = 0;
-        device_json(key, fc, ds);
-        ds.device = dev;
-        if (ds.entries) key += std::to_string(snap.trace.time_us[snap.device_rows(d).first]);
-        if (alike.add(key, dev)) continue;
+        const int64_t t0 = ds.entries ? snap.trace.time_us[snap.device_rows(d).first] : 0;
+        uint64_t h = hash_mix(ds.entries, static_cast<uint64_t>(t0));
+        for (int64_t v : {ds.peak_allocated, ds.peak_reserved, ds.allocated_now, ds.reserved_now,
+                          static_cast<int64_t>(ds.ooms.size())})
+          h = hash_mix(h, static_cast<uint64_t>(v));
+        if (alike.add(h, dev, [&](size_t g) {
+              return first_time[g] == t0 && alike_reports(sum.devices[g], ds);
+            }))
+          continue;
+        first_time.push_back(t0);
       } else {
         alike.members().push_back({{dev, dev}});
       }

@@ -234,7 +234,10 @@ Report run(const Snapshot& snap, const Options& opts) {
   for (size_t d = 0; d < snap.device_count(); ++d) {
     if (snap.device_rows(d).first == snap.device_rows(d).second) continue;
     DeviceReport rep = report_device(snap, d, opts);
-    if (!alike.add(device_key(rep, r.table), rep.device)) r.devices.push_back(std::move(rep));
+    uint64_t h = hash_mix(rep.entries, rep.outcomes.size());
+    h = hash_mix(h, static_cast<uint64_t>(rep.check.peak_simulated));
+    if (!alike.add(h, rep.device, [&](size_t g) { return alike_reports(r.devices[g], rep); }))
+      r.devices.push_back(std::move(rep));
   }
   r.members = std::move(alike.members());
   return r;

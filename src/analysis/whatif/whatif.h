@@ -25,6 +25,7 @@ struct Alternative {
   simulate::Device device;
   bool recorded = false;
   std::string note;  // why a setting cannot act here, if it cannot
+  bool operator==(const Alternative&) const = default;
 };
 
 struct Outcome {
@@ -34,6 +35,7 @@ struct Outcome {
   // `result` has the cap at the lowest value the recording allows, and this
   // one at the highest.
   std::optional<simulate::Result> at_cap_high;
+  bool operator==(const Outcome&) const = default;
 };
 
 struct SelfCheck {
@@ -51,6 +53,7 @@ struct SelfCheck {
     return incomplete.empty() && !differs && peak_recorded == peak_simulated && misplaced == 0 &&
            ooms_recorded == ooms_simulated;
   }
+  bool operator==(const SelfCheck&) const = default;
 };
 
 struct DeviceReport {
@@ -62,6 +65,7 @@ struct DeviceReport {
   std::vector<int32_t> recorded_ooms;
   std::vector<int64_t> recorded_oom_sizes;
   std::vector<Outcome> outcomes;  // the alternatives, by peak reserved (the table)
+  bool operator==(const DeviceReport&) const = default;
 };
 
 struct Options {
@@ -107,7 +111,5 @@ bool avoids(const Outcome& o, int32_t entry, bool high = false);
 
 std::string text(const Report& r);
 std::string json(const Report& r);
-// What makes two devices' reports alike: their text and JSON, device 0.
-std::string device_key(const DeviceReport& d, bool table);
 
 }  // namespace memsight::whatif

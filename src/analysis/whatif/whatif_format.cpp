@@ -380,14 +380,6 @@ std::string text(const Report& r) {
   return out;
 }
 
-std::string device_key(const DeviceReport& d, bool table) {
-  DeviceReport copy = d;
-  copy.device = 0;
-  std::string key = device_text(copy, table);
-  device_json(key, copy, table);
-  return key;
-}
-
 std::string json(const Report& r) {
   std::string out =
       "{\"event_numbering\":\"trace entry index within the device's trace\",\"devices\":[";
