@@ -2,19 +2,53 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
 
+#include "cli/command_table.h"
 #include "memsight/error.h"
 #include "memsight/reader.h"
 
 namespace memsight::cli {
 
-Args parse_args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs) {
+bool Args::has(std::string_view name) const {
+  return std::any_of(options.begin(), options.end(),
+                     [&](const auto& o) { return o.first == name; });
+}
+
+std::string Args::get(std::string_view name, const std::string& fallback) const {
+  for (auto it = options.rbegin(); it != options.rend(); ++it)
+    if (it->first == name) return it->second;
+  return fallback;
+}
+
+std::vector<std::string> Args::all(std::string_view name) const {
+  std::vector<std::string> values;
+  for (const auto& [n, v] : options)
+    if (n == name) values.push_back(v);
+  return values;
+}
+
+namespace {
+
+const Option* find_option(std::string_view name, std::span<const Option> own,
+                          std::span<const Option> common) {
+  for (std::span<const Option> set : {own, common})
+    for (const Option& o : set)
+      if (name == o.name || (!o.short_name.empty() && name == o.short_name)) return &o;
+  return nullptr;
+}
+
+}  // namespace
+
+Args parse_args(std::string command, const std::vector<std::string>& argv,
+                std::span<const Option> own, std::span<const Option> common) {
   Args a;
+  a.command = std::move(command);
   bool only_positional = false;
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& s = argv[i];
@@ -33,24 +67,27 @@ Args parse_args(const std::vector<std::string>& argv, const std::vector<OptionSp
       value = s.substr(eq + 1);
       inline_value = true;
     }
-    const OptionSpec* spec = nullptr;
-    for (const auto& sp : specs)
-      if (name == sp.long_name || (!sp.short_name.empty() && name == sp.short_name)) spec = &sp;
-    if (!spec) throw Error("unknown option " + name + " (see --help)");
-    if (spec->takes_value && !inline_value) {
-      if (i + 1 >= argv.size()) throw Error("option " + name + " needs a value");
+    const Option* o = find_option(name, own, common);
+    if (!o) throw Error("unknown option " + name + " (see --help)");
+    if (o->takes != Takes::Nothing && !inline_value) {
+      if (i + 1 >= argv.size())
+        throw Error("option " + name + " needs a value" +
+                    (o->example.empty() ? "" : " such as " + std::string(o->example)));
       value = argv[++i];
     }
-    a.options[spec->long_name] = value;
+    if (o->takes != Takes::Values)
+      std::erase_if(a.options, [&](const auto& given) { return given.first == o->name; });
+    a.options.emplace_back(o->name, value);
   }
   return a;
 }
 
-void expect_positional(const Args& a, size_t n, const std::string& usage) {
-  if (a.positional.size() != n) {
-    if (a.positional.size() < n) throw Error("missing argument; usage: " + usage);
-    throw Error("unexpected argument '" + a.positional[n] + "'; usage: " + usage);
-  }
+void expect_positional(const Args& a, size_t min, size_t max) {
+  const Command* c = find_command(a.command);
+  const std::string usage = c ? usage_line(*c) : "memsight " + a.command;
+  if (a.positional.size() < min) throw Error("missing argument; usage: " + usage);
+  if (a.positional.size() > max)
+    throw Error("unexpected argument '" + a.positional[max] + "'; usage: " + usage);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {

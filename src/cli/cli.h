@@ -4,9 +4,10 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <map>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "memsight/reader.h"
@@ -14,25 +15,31 @@
 
 namespace memsight::cli {
 
+struct Option;
+
+// A command line as the command's options (command_table.h) read it.
 struct Args {
+  std::string command;  // the command's name as given: "trace-plot"
   std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // "--output" -> value ("" for flags)
-  bool has(const std::string& name) const { return options.count(name) > 0; }
-  std::string get(const std::string& name, const std::string& fallback = "") const {
-    auto it = options.find(name);
-    return it == options.end() ? fallback : it->second;
-  }
+  // Options by long name ("--output"), in the order given, with their
+  // values ("" for flags): once for an option that takes one value (the last
+  // given), once per value for a repeatable one.
+  std::vector<std::pair<std::string, std::string>> options;
+  bool has(std::string_view name) const;
+  std::string get(std::string_view name, const std::string& fallback = "") const;
+  // Every value of a repeatable option, in order.
+  std::vector<std::string> all(std::string_view name) const;
 };
 
-struct OptionSpec {
-  std::string long_name;   // "--output"
-  std::string short_name;  // "-o" or ""
-  bool takes_value;
-};
-
-// Throws memsight::Error for unknown options or missing values.
-Args parse_args(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs);
-void expect_positional(const Args& a, size_t n, const std::string& usage);
+// `argv` (after the command's name) read with the command's options and
+// those every command takes. Throws memsight::Error for unknown options or
+// missing values.
+Args parse_args(std::string command, const std::vector<std::string>& argv,
+                std::span<const Option> own, std::span<const Option> common);
+// Throws Error, with the command's usage, unless there are `min` to `max`
+// positional arguments.
+void expect_positional(const Args& a, size_t min, size_t max);
+inline void expect_positional(const Args& a, size_t n) { expect_positional(a, n, n); }
 
 Snapshot load(const std::string& path, ReadScope scope = ReadScope::Everything);
 // Writes to `path` ("-" for stdout) atomically.
@@ -62,16 +69,17 @@ std::string output_format(const std::string& command, const std::string& path,
                           std::initializer_list<std::string_view> writes, std::string_view fallback,
                           const OutputRules& rules = {});
 
-int cmd_text(const std::string& name, const std::vector<std::string>& argv);
-int cmd_compare(const std::vector<std::string>& argv);
-int cmd_summary(const std::vector<std::string>& argv);
-int cmd_diff(const std::vector<std::string>& argv);
-int cmd_leaks(const std::vector<std::string>& argv);
-int cmd_whatif(const std::vector<std::string>& argv);
-int cmd_view(const std::string& name, const std::vector<std::string>& argv);
-int cmd_viewer(const std::vector<std::string>& argv);
-int cmd_convert(const std::vector<std::string>& argv);
-int cmd_profile(const std::vector<std::string>& argv);
-int cmd_ranks(const std::vector<std::string>& argv);
+// The commands (commands.cpp names them); each returns the exit status.
+int cmd_text(const Args& a);  // stats, trace, segments, memory
+int cmd_compare(const Args& a);
+int cmd_summary(const Args& a);
+int cmd_diff(const Args& a);
+int cmd_leaks(const Args& a);
+int cmd_whatif(const Args& a);
+int cmd_view(const Args& a);  // view, trace-plot, segment-plot
+int cmd_viewer(const Args& a);
+int cmd_convert(const Args& a);
+int cmd_profile(const Args& a);
+int cmd_ranks(const Args& a);
 
 }  // namespace memsight::cli

@@ -6,9 +6,8 @@
 
 namespace memsight::cli {
 
-int cmd_convert(const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {{"--output", "-o", true}});
-  expect_positional(a, 1, "memsight convert SNAPSHOT -o OUT");
+int cmd_convert(const Args& a) {
+  expect_positional(a, 1);
   if (!a.has("--output")) throw Error("missing -o OUT");
   const std::string out = a.get("--output");
   output_format("convert", out, {"pickle"}, "pickle", {.compressible = true});

@@ -9,10 +9,6 @@
 namespace memsight::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "memsight diff BEFORE [AFTER] [--at MOMENT | --at-step N]... [--device D[,D]] "
-    "[--allow-mismatch] [--json] [-o FILE]";
-
 // --device D or --device A,B.
 std::pair<long, long> parse_devices(const std::string& v) {
   auto one = [&](const std::string& s) {
@@ -27,35 +23,17 @@ std::pair<long, long> parse_devices(const std::string& v) {
 
 }  // namespace
 
-int cmd_diff(const std::vector<std::string>& argv) {
+int cmd_diff(const Args& a) {
   // --at and --at-step keep their order: the first is BEFORE's moment.
-  std::vector<std::string> moments, rest;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& s = argv[i];
-    bool at = s == "--at" || s.starts_with("--at="),
-         step = s == "--at-step" || s.starts_with("--at-step=");
-    if (!at && !step) {
-      rest.push_back(s);
-      continue;
-    }
-    std::string value;
-    if (size_t eq = s.find('='); eq != std::string::npos) {
-      value = s.substr(eq + 1);
-    } else {
-      if (i + 1 >= argv.size()) throw Error("option " + s + " needs a value");
-      value = argv[++i];
-    }
-    if (step && (value.empty() || value.find_first_not_of("0123456789") != std::string::npos))
+  std::vector<std::string> moments;
+  for (const auto& [name, value] : a.options) {
+    if (name == "--at") moments.push_back(value);
+    if (name != "--at-step") continue;
+    if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos)
       throw Error("--at-step takes a step number, not '" + value + "'");
-    moments.push_back(step ? "step:" + value : value);
+    moments.push_back("step:" + value);
   }
-  Args a = parse_args(rest, {{"--json", "", false},
-                             {"--output", "-o", true},
-                             {"--device", "", true},
-                             {"--allow-mismatch", "", false},
-                             {"--user-code", "", true}});
-  if (a.positional.empty() || a.positional.size() > 2)
-    expect_positional(a, a.positional.empty() ? 1 : 2, kUsage);
+  expect_positional(a, 1, 2);
   const bool two_files = a.positional.size() == 2;
   std::pair<std::string, std::string> at;
   try {

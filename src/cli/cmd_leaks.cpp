@@ -5,10 +5,8 @@
 
 namespace memsight::cli {
 
-int cmd_leaks(const std::vector<std::string>& argv) {
-  Args a = parse_args(argv,
-                      {{"--json", "", false}, {"--output", "-o", true}, {"--user-code", "", true}});
-  expect_positional(a, 1, "memsight leaks SNAPSHOT [--json] [--user-code PATTERN[,...]] [-o FILE]");
+int cmd_leaks(const Args& a) {
+  expect_positional(a, 1);
   const bool json = a.has("--json");
   const std::string out = a.get("--output", "-");
   const bool as_json = output_format("leaks", out, {"text", "json"}, json ? "json" : "text",

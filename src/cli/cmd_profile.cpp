@@ -7,14 +7,8 @@
 
 namespace memsight::cli {
 
-int cmd_profile(const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {{"--json", "", false},
-                             {"--output", "-o", true},
-                             {"--timeline", "", false},
-                             {"--user-code", "", true}});
-  expect_positional(a, 1,
-                    "memsight profile TRACE.json[.gz] [--json] [-o report.html] | "
-                    "memsight profile --timeline TIMELINE.json[.gz] -o timeline.html");
+int cmd_profile(const Args& a) {
+  expect_positional(a, 1);
   const std::string& input = a.positional[0];
   std::string name = input == "-" ? "<stdin>" : input.substr(input.find_last_of('/') + 1);
   std::string out = a.get("--output", "-");

@@ -1,5 +1,6 @@
 // ranks: many ranks' snapshots, one report (text, JSON or a page with a
 // page of its own for the ranks worth opening).
+#include <cstdint>
 #include <cstdio>
 
 #include "cli/cli.h"
@@ -7,20 +8,8 @@
 #include "memsight/ranks.h"
 
 namespace memsight::cli {
-namespace {
-
-constexpr const char* kUsage =
-    "memsight ranks SNAPSHOT|DIR|PATTERN|MANIFEST... [--json] [-o FILE] "
-    "[--pages notable|all|none] [--jobs N] [--user-code PATS]";
-}  // namespace
-
-int cmd_ranks(const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {{"--json", "", false},
-                             {"--output", "-o", true},
-                             {"--pages", "", true},
-                             {"--jobs", "-j", true},
-                             {"--user-code", "", true}});
-  if (a.positional.empty()) throw Error("missing argument; usage: " + std::string(kUsage));
+int cmd_ranks(const Args& a) {
+  expect_positional(a, 1, SIZE_MAX);
   const bool json = a.has("--json");
   const std::string out = a.get("--output", "-");
   const std::string format =

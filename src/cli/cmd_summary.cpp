@@ -4,14 +4,8 @@
 
 namespace memsight::cli {
 
-int cmd_summary(const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {{"--json", "", false},
-                             {"--output", "-o", true},
-                             {"--frames", "", true},
-                             {"--user-code", "", true}});
-  expect_positional(a, 1,
-                    "memsight summary SNAPSHOT [--json] [--frames user|all] "
-                    "[--user-code PATTERN[,PATTERN...]] [-o FILE]");
+int cmd_summary(const Args& a) {
+  expect_positional(a, 1);
   std::string frames = a.get("--frames", "user");
   if (frames != "user" && frames != "all")
     throw Error("--frames takes 'user' (the default) or 'all', not '" + frames + "'");

@@ -34,10 +34,10 @@ void write_flamegraph(const Folded& folded, const std::string& out, const std::s
 
 }  // namespace
 
-int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
+int cmd_text(const Args& a) {
+  const std::string& name = a.command;
   bool graph = name == "segments" || name == "memory";
-  Args a = parse_args(argv, {{"--output", "-o", true}});
-  expect_positional(a, 1, "memsight " + name + " SNAPSHOT" + (graph ? " [-o output.svg]" : ""));
+  expect_positional(a, 1);
   const std::string out = a.get("--output", graph ? "output.svg" : "-");
   const std::string format =
       graph ? flamegraph_format(name, out) : output_format(name, out, {"text"}, "text");
@@ -58,9 +58,8 @@ int cmd_text(const std::string& name, const std::vector<std::string>& argv) {
   return 0;
 }
 
-int cmd_compare(const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {{"--output", "-o", true}});
-  expect_positional(a, 2, "memsight compare BEFORE AFTER [-o output.svg]");
+int cmd_compare(const Args& a) {
+  expect_positional(a, 2);
   const std::string out = a.get("--output", "output.svg");
   const std::string format = flamegraph_format("compare", out);
   Snapshot before = load(a.positional[0], ReadScope::SegmentsOnly);

@@ -20,12 +20,9 @@ std::string default_output(const std::string& input) {
 
 }  // namespace
 
-int cmd_view(const std::string& name, const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {{"--output", "-o", true},
-                             {"--view", "", true},
-                             {"--device", "-d", true},
-                             {"--user-code", "", true}});
-  expect_positional(a, 1, "memsight " + name + " SNAPSHOT [-o FILE] [--view NAME]");
+int cmd_view(const Args& a) {
+  const std::string& name = a.command;
+  expect_positional(a, 1);
   HtmlOptions opts;
   opts.view = name == "trace-plot" ? "timeline" : name == "segment-plot" ? "state" : "overview";
   if (a.has("--view")) opts.view = a.get("--view");

@@ -7,9 +7,8 @@
 
 namespace memsight::cli {
 
-int cmd_viewer(const std::vector<std::string>& argv) {
-  Args a = parse_args(argv, {{"--output", "-o", true}});
-  expect_positional(a, 0, "memsight viewer [-o FILE]");
+int cmd_viewer(const Args& a) {
+  expect_positional(a, 0);
   std::string out = a.get("--output", "memsight-viewer.html");
   output_format("viewer", out, {"html"}, "html");
   write_output(out, render_standalone_viewer());

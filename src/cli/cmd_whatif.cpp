@@ -4,32 +4,14 @@
 
 namespace memsight::cli {
 
-int cmd_whatif(const std::vector<std::string>& argv) {
+int cmd_whatif(const Args& a) {
   // --set may be given several times; its values join into one setting.
-  std::vector<std::string> rest;
   std::string set;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    std::string value;
-    if (argv[i] == "--set") {
-      if (i + 1 >= argv.size())
-        throw Error("option --set needs a value such as expandable_segments:True");
-      value = argv[++i];
-    } else if (argv[i].rfind("--set=", 0) == 0) {
-      value = argv[i].substr(6);
-    } else {
-      rest.push_back(argv[i]);
-      continue;
-    }
+  for (const std::string& value : a.all("--set")) {
     if (value.empty()) throw Error("option --set needs a value such as expandable_segments:True");
     set += (set.empty() ? "" : ",") + value;
   }
-  Args a = parse_args(rest, {{"--json", "", false},
-                             {"--output", "-o", true},
-                             {"--device-memory", "", true},
-                             {"--memory-fraction", "", true}});
-  expect_positional(a, 1,
-                    "memsight whatif SNAPSHOT [--set KEY:VALUE ...] [--device-memory SIZE] "
-                    "[--memory-fraction F] [--json] [-o FILE]");
+  expect_positional(a, 1);
   whatif::Options opts;
   opts.set = set;
   if (a.has("--device-memory"))

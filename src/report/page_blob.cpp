@@ -20,6 +20,7 @@
 #include "report/page_tables.h"
 #include "report/phase_timer.h"
 #include "util/escape.h"
+#include "util/version.h"
 
 namespace memsight {
 
@@ -183,7 +184,7 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
           .reserve(devices.size() + summary.size() + leaks.size() + settings.size() + 4096)
           .str("title", title)
           .str("view", view)
-          .str("generator", "memsight 0.1.0")
+          .str("generator", named_version())
           .str("sourceName", opts.source_name)
           .num("sourceBytes", static_cast<double>(opts.source_bytes))
           .num("defaultDevice", static_cast<double>(default_device))

@@ -18,6 +18,7 @@
 #include "report/page_json.h"
 #include "util/escape.h"
 #include "util/parallel.h"
+#include "util/version.h"
 
 namespace memsight {
 namespace {
@@ -61,7 +62,7 @@ std::string ranks_html(const RanksReport& r, const RanksPageOptions& opts) {
   std::string title = opts.title.empty() ? "memsight ranks" : opts.title;
   std::string data = "{\"kind\":\"ranks\",\"title\":";
   append_json_string(data, title);
-  data += ",\"generator\":\"memsight 0.1.0\",\"pages\":[";
+  data += ",\"generator\":\"" + std::string(named_version()) + "\",\"pages\":[";
   for (size_t i = 0; i < r.ranks.size(); ++i) {
     if (i) data += ',';
     append_json_string(data, i < opts.pages.size() ? opts.pages[i] : "");
