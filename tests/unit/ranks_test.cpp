@@ -207,7 +207,7 @@ TEST(Ranks, SummaryOfARealSnapshotAndItsRankFromTheName) {
   EXPECT_EQ(r.allocated_now, d.allocated_now);
   EXPECT_EQ(r.kinds_peak, d.categories_peak.totals.bytes);
   ASSERT_EQ(r.ooms.size(), d.ooms.size());
-  EXPECT_EQ(r.ooms[0].verdict, d.ooms[0].verdict);
+  EXPECT_EQ(r.ooms[0].verdict, oom_cause_name(d.ooms[0].verdict));
   EXPECT_EQ(r.sites.front().site, d.top_sites.front().site);
   EXPECT_EQ(summarize_rank(snap, "x/RANK-4_dump.pickle").rank, 4);
   EXPECT_EQ(summarize_rank(snap, "rank_5/last.pickle").rank, -1);  // the file's name only
