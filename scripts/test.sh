@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+echo "== lint (C++ format)"
+scripts/lint_cpp.sh
 echo "== lint (python)"
 scripts/lint_python.sh
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
