@@ -88,7 +88,7 @@ class Moments {
               [](const auto& x, const auto& y) { return x.first < y.first; });
     std::vector<OomState> out;
     out.reserve(kept_.size());
-    for (auto& [i, st] : kept_) out.push_back(std::move(st));
+    for (const auto& [i, st] : kept_) out.push_back(st);
     return out;
   }
 
