@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "allocator/device_trace.h"
 #include "allocator/replay.h"
 #include "allocator/simulate.h"
 #include "memsight/reader.h"
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
     }
     start.push_back(ms_of([&] {
       for (size_t d = 0; d < snap.device_count(); ++d)
-        sink += alloc::trace_start(snap, d, s, 0).estimated;
+        sink += alloc::read_device_trace(snap, d, s, 0).start.estimated;
     }));
     std::vector<simulate::Plan> plans;
     planning.push_back(ms_of([&] {

@@ -9,6 +9,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   zlib1g-dev libzstd-dev liblzma-dev libgtest-dev
   clang libclang-rt-14-dev                         # libFuzzer + sanitizers
+  clang-format                                     # scripts/lint_cpp.sh
   python3 python3-dev python3-pytest python3-pybind11 pybind11-dev python3-yaml
   python3-boto3 python3-fsspec                     # uploads (s3://, other schemes)
   python3-torch python3-ipython                    # CPU tests of the torch tools and the magics

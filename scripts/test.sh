@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+echo "== lint (C++ format)"
+scripts/lint_cpp.sh
 echo "== lint (python)"
 scripts/lint_python.sh
 echo "== lint (viewer)"

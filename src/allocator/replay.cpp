@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "allocator/trace_start.h"
+#include "allocator/device_trace.h"
 
 namespace memsight::replay {
 namespace {
@@ -48,43 +48,81 @@ void free_segment(alloc::CachingAllocator& a, int64_t addr, int64_t size) {
   }
 }
 
+// The blocks live at the start, loaded into `a` and listed first in
+// res.blocks; block_of: request -> its block.
+void load_trace_start(alloc::CachingAllocator& a, const Snapshot& snap,
+                      const alloc::DeviceTrace& dt, Result& res, Column<uint32_t>& block_of) {
+  res.blocks.reserve(dt.start.live.size() + dt.allocs);
+  alloc::load_start(a, snap.trace, dt.start, dt.index, dt.segment_rows,
+                    [&](uint32_t b, const alloc::LiveBlock& l) {
+                      block_of[l.request] = b;
+                      Lifetime lt;
+                      lt.address = l.addr;
+                      lt.size = l.size;
+                      lt.requested = l.requested;
+                      lt.stack = l.stack;
+                      if (l.pending) lt.free_requested = Lifetime::kBefore;
+                      a.blocks[b].tag = static_cast<uint32_t>(res.blocks.size());
+                      res.blocks.push_back(lt);
+                    });
+  res.estimated_blocks = dt.start.estimated;
+  res.start = a.now;
+}
+
+// The moments run() was asked for (events, -1: before the first), kept
+// after their event is replayed; events outside the trace are left out.
+class Moments {
+ public:
+  Moments(std::span<const int64_t> moments, int64_t events) {
+    for (size_t i = 0; i < moments.size(); ++i)
+      if (moments[i] >= -1 && moments[i] < events) wanted_.emplace_back(moments[i], i);
+    std::sort(wanted_.begin(), wanted_.end());
+  }
+  void keep(int64_t ev, const alloc::CachingAllocator& a) {
+    for (; next_ < wanted_.size() && wanted_[next_].first == ev; ++next_)
+      kept_.emplace_back(wanted_[next_].second, OomState{ev, a.now, a.free_space()});
+  }
+  // The states kept, in the order asked.
+  std::vector<OomState> take() {
+    std::sort(kept_.begin(), kept_.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::vector<OomState> out;
+    out.reserve(kept_.size());
+    for (const auto& [i, st] : kept_) out.push_back(st);
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<int64_t, size_t>> wanted_;  // (event, index asked)
+  std::vector<std::pair<size_t, OomState>> kept_;
+  size_t next_ = 0;
+};
+
+// Live blocks at the snapshot that the replay ends without, or with
+// another size.
+int64_t size_mismatches(alloc::CachingAllocator& a, const alloc::DeviceTrace& dt) {
+  int64_t n = 0;
+  for (const auto& [addr, fb] : dt.final_live) {
+    uint32_t b = a.starting_at(addr);
+    if (b == kNone || !(a.blocks[b].allocated || a.blocks[b].pending) ||
+        a.blocks[b].size != fb.size)
+      ++n;
+  }
+  return n;
+}
+
 }  // namespace
 
 Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
            std::span<const int64_t> moments) {
   Result res;
   const TraceTable& t = snap.trace;
-  alloc::TraceStart ts = alloc::trace_start(snap, device, cfg, 0);
+  alloc::DeviceTrace dt = alloc::read_device_trace(snap, device, cfg, 0);
   alloc::CachingAllocator a(cfg, /*index_free=*/false, /*index_starts=*/true);
-  res.blocks.reserve(ts.live.size() + ts.allocs);
-  Column<uint32_t> block_of(ts.requests, kNone);  // request -> its block while live
-  alloc::load_start(a, snap, ts, [&](uint32_t b, const alloc::TraceStart::Live& l) {
-    block_of[l.request] = b;
-    Lifetime lt;
-    lt.address = l.addr;
-    lt.size = l.size;
-    lt.requested = l.requested;
-    lt.stack = l.stack;
-    if (l.pending) lt.free_requested = Lifetime::kBefore;
-    a.blocks[b].tag = static_cast<uint32_t>(res.blocks.size());
-    res.blocks.push_back(lt);
-  });
-  res.estimated_blocks = ts.estimated;
-  res.start = a.now;
-
-  // Moments asked for, by event; each is kept after its event is replayed.
-  std::vector<std::pair<int64_t, size_t>> wanted;
-  for (size_t i = 0; i < moments.size(); ++i)
-    if (moments[i] >= -1 && moments[i] < static_cast<int64_t>(ts.end - ts.begin))
-      wanted.emplace_back(moments[i], i);
-  std::sort(wanted.begin(), wanted.end());
-  std::vector<std::pair<size_t, OomState>> kept;
-  size_t next_wanted = 0;
-  auto keep_moments = [&](int64_t ev) {
-    for (; next_wanted < wanted.size() && wanted[next_wanted].first == ev; ++next_wanted)
-      kept.emplace_back(wanted[next_wanted].second, OomState{ev, a.now, a.free_space()});
-  };
-  keep_moments(-1);
+  Column<uint32_t> block_of(dt.requests, kNone);  // request -> its block while live
+  load_trace_start(a, snap, dt, res, block_of);
+  Moments kept(moments, static_cast<int64_t>(dt.end - dt.begin));
+  kept.keep(-1, a);
 
   // Ends a block's life in the record (its allocated bytes stop at
   // `ev`; free_completed: its active bytes too). A block still allocated
@@ -104,9 +142,9 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
   // writes leave them where they are.
   const Action* action = t.action.data();
   const int64_t *addr_of = t.addr.data(), *size_of = t.size.data();
-  const uint32_t* request = ts.request.data();
-  for (uint32_t r = ts.begin; r < ts.end; ++r) {
-    auto ev = static_cast<int32_t>(r - ts.begin);
+  const uint32_t* request = dt.request.data();
+  for (uint32_t r = dt.begin; r < dt.end; ++r) {
+    auto ev = static_cast<int32_t>(r - dt.begin);
     int64_t addr = addr_of[r];
     switch (action[r]) {
       case Action::Alloc: {
@@ -124,7 +162,7 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
           b = a.carve(b, rounded, sz, split);
         } else {
           ++res.unplaced_allocs;
-          b = a.add_detached(addr, rounded, sz, ts.rank(t.stream[r]));
+          b = a.add_detached(addr, rounded, sz, dt.index.rank(t.stream[r]));
         }
         Lifetime l;
         l.address = addr;
@@ -139,7 +177,7 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
       }
       case Action::FreeRequested:
       case Action::FreeCompleted: {
-        uint32_t q = request[ev], b = q == ts.kNoRequest ? kNone : block_of[q];
+        uint32_t q = request[ev], b = q == dt.kNoRequest ? kNone : block_of[q];
         if (b == kNone) break;
         const Block& x = a.blocks[b];
         if (!x.used || x.addr != addr || !(x.allocated || x.pending)) break;
@@ -150,7 +188,7 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
       }
       case Action::SegmentAlloc: {
         int64_t sz = size_of[r];
-        a.add_segment(addr, sz, ts.pool_of(a, addr, sz, false), ts.rank(t.stream[r]));
+        a.add_segment(addr, sz, dt.index.pool_of(a, addr, sz, false), dt.index.rank(t.stream[r]));
         break;
       }
       case Action::SegmentFree:
@@ -158,7 +196,7 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
         break;
       case Action::SegmentMap: {
         int64_t sz = size_of[r];
-        uint16_t pool = ts.pool_of(a, addr, sz, true), stream = ts.rank(t.stream[r]);
+        uint16_t pool = dt.index.pool_of(a, addr, sz, true), stream = dt.index.rank(t.stream[r]);
         uint32_t u = a.unmapped_at(pool, stream, addr);
         if (u != kNone && addr + sz <= a.blocks[u].addr + a.blocks[u].size)
           a.map(u, addr, sz);
@@ -183,23 +221,16 @@ Result run(const Snapshot& snap, size_t device, const alloc::Settings& cfg,
         break;
     }
     a.observe(ev);
-    keep_moments(ev);
+    kept.keep(ev, a);
   }
   res.end = a.now;
-  std::sort(kept.begin(), kept.end(),
-            [](const auto& x, const auto& y) { return x.first < y.first; });
-  for (auto& [i, st] : kept) res.moments.push_back(std::move(st));
+  res.moments = kept.take();
   res.peak = a.peak;
   res.peak.requested = a.peak_requested;
   res.peak_allocated_event = a.peak_allocated_event;
   res.peak_active_event = a.peak_active_event;
   res.peak_reserved_event = a.peak_reserved_event;
-  for (const auto& [addr, fb] : ts.final_live) {
-    uint32_t b = a.starting_at(addr);
-    if (b == kNone || !(a.blocks[b].allocated || a.blocks[b].pending) ||
-        a.blocks[b].size != fb.size)
-      ++res.size_mismatches;
-  }
+  res.size_mismatches = size_mismatches(a, dt);
   return res;
 }
 

@@ -36,71 +36,70 @@ bool wrapped(const Snapshot& snap) {
   return o->kind == PyValue::Kind::Bool && o->b;
 }
 
-}  // namespace
-
-Plan plan(const Snapshot& snap, size_t device) {
-  Plan p;
-  p.device = device;
-  observed_device(snap, device, p.device_recorded);
-  alloc::Settings recorded = alloc::Settings::recorded(snap);
-  p.start = alloc::trace_start(snap, device, recorded, p.device_recorded.total);
-  const TraceTable& t = snap.trace;
-  const uint32_t begin = p.start.begin;
-  const auto n = static_cast<int32_t>(p.start.end - begin);
-  auto act = [&](int32_t i) { return t.action[begin + i]; };
+// The device's trace entries, by index within it.
+struct Entries {
+  const TraceTable& t;
+  uint32_t begin;
+  int32_t n;
+  Action act(int32_t i) const { return t.action[begin + i]; }
+  int64_t addr(int32_t i) const { return t.addr[begin + i]; }
+  int64_t size(int32_t i) const { return t.size[begin + i]; }
   // A free_completed not right after its free_requested: the block waited
   // for other streams (record_stream).
-  auto waited = [&](int32_t i) {
-    return act(i) == Action::FreeCompleted && !(i > 0 && act(i - 1) == Action::FreeRequested &&
-                                                t.addr[begin + i - 1] == t.addr[begin + i]);
-  };
+  bool waited(int32_t i) const {
+    return act(i) == Action::FreeCompleted &&
+           !(i > 0 && act(i - 1) == Action::FreeRequested && addr(i - 1) == addr(i));
+  }
+};
 
-  // One pass: what each entry asks, the segment creations (each serves the
-  // entry after it), the recorded reserved memory and its peak, and bounds
-  // on a memory cap from the successful creations and the capped OOMs.
+// One pass: what each entry asks, the segment creations (each serves the
+// entry after it, in `created`), the releases (their entries in
+// `release_rows`), the recorded reserved memory and its peak, and bounds on
+// a memory cap from the successful creations and the capped OOMs.
+void read_rows(const Entries& en, const alloc::Settings& recorded, Plan& p,
+               std::vector<SegmentEvent>& created, std::vector<int32_t>& release_rows) {
+  const int32_t n = en.n;
   p.rows.assign(static_cast<size_t>(n), Plan::kIgnore);
-  std::vector<SegmentEvent> created;
-  std::vector<int32_t> release_rows;
   int64_t reserved = 0;
-  for (const alloc::TraceStart::Range& r : p.start.ranges) reserved += r.size;
+  for (const alloc::SegmentRange& r : p.trace.start.segments) reserved += r.size;
   p.start_reserved = p.recorded_peak_reserved = reserved;
   Device& dev = p.device_recorded;
   int64_t lo = -1, hi = -1;
   for (int32_t i = 0; i < n; ++i) {
-    const Action a = act(i);
+    const Action a = en.act(i);
     switch (a) {
       case Action::Alloc:
         p.rows[i] = Plan::kAlloc;
         break;
       case Action::FreeRequested:
-        p.rows[i] = i + 1 < n && act(i + 1) == Action::FreeCompleted &&
-                            t.addr[begin + i + 1] == t.addr[begin + i]
-                        ? Plan::kFree
-                        : Plan::kFreeRequested;
+        p.rows[i] =
+            i + 1 < n && en.act(i + 1) == Action::FreeCompleted && en.addr(i + 1) == en.addr(i)
+                ? Plan::kFree
+                : Plan::kFreeRequested;
         break;
       case Action::FreeCompleted:
-        if (waited(i)) p.rows[i] = Plan::kFreeCompleted;
+        if (en.waited(i)) p.rows[i] = Plan::kFreeCompleted;
         break;
       case Action::Oom: {
         p.rows[i] = Plan::kOom;
         p.recorded_ooms.push_back(i);
-        int64_t free = t.addr[begin + i], need = alloc::allocation_size(t.size[begin + i]);
+        int64_t free = en.addr(i), need = alloc::allocation_size(en.size(i));
         dev.capacity = reserved + free;
         if (need <= free) hi = hi < 0 ? reserved + need - 1 : std::min(hi, reserved + need - 1);
         break;
       }
       case Action::SegmentAlloc:
       case Action::SegmentMap: {
-        int64_t sz = t.size[begin + i];
+        int64_t sz = en.size(i);
         int32_t k = i;
-        while (k < n && creates(act(k))) ++k;
-        created.push_back({a, t.addr[begin + i], sz, k});
-        bool first_map = !(i > 0 && act(i - 1) == Action::SegmentMap);
+        while (k < n && creates(en.act(k))) ++k;
+        created.push_back({a, en.addr(i), sz, k});
+        bool first_map = !(i > 0 && en.act(i - 1) == Action::SegmentMap);
         if (a == Action::SegmentAlloc)
           lo = std::max(lo, reserved + sz);
-        else if (first_map && k < n && act(k) == Action::Alloc)
-          lo = std::max(lo, reserved + alloc::allocation_size(
-                                           alloc::round_size(recorded, t.size[begin + k])));
+        else if (first_map && k < n && en.act(k) == Action::Alloc)
+          lo = std::max(lo,
+                        reserved + alloc::allocation_size(alloc::round_size(recorded, en.size(k))));
         reserved += sz;
         if (reserved > p.recorded_peak_reserved) {
           p.recorded_peak_reserved = reserved;
@@ -110,64 +109,63 @@ Plan plan(const Snapshot& snap, size_t device) {
       }
       case Action::SegmentFree:
       case Action::SegmentUnmap:
-        reserved -= t.size[begin + i];
+        reserved -= en.size(i);
         release_rows.push_back(i);
         break;
       default:
         break;
     }
   }
-
-  // Releases of cached segments. Inside a request (a retry after a failed
-  // cudaMalloc, garbage collection) they carry the request's context, so the
-  // same stack as the alloc or oom entry that follows them; an empty_cache()
-  // call's carry its own. Without stacks: a release followed by a new
-  // segment for the next request, or by an oom, is the request's.
-  for (size_t q = 0; q < release_rows.size();) {
-    const int32_t i = release_rows[q];
-    int32_t g0 = i;
-    while (g0 > 0 && waited(g0 - 1)) --g0;
-    int32_t j = i;
-    while (j < n && (releases(act(j)) || waited(j))) ++j;
-    int32_t k = j;
-    while (k < n && creates(act(k))) ++k;
-    bool request = k < n && (act(k) == Action::Alloc || act(k) == Action::Oom);
-    if (request) {
-      StackId sr = t.stack[begin + i], sk = t.stack[begin + k];
-      request = sr || sk ? sr == sk : (k > j || act(k) == Action::Oom);
-    }
-    bool first = true;
-    for (int32_t r = g0; r < j; ++r) {
-      if (releases(act(r))) {
-        p.rows[r] = !request && first ? Plan::kEmptyCache : Plan::kIgnore;
-        first = false;
-        p.recorded.push_back({act(r), t.addr[begin + r], t.size[begin + r], request ? k : i});
-      } else if (request && waited(r)) {
-        p.rows[r] = Plan::kFreeAfter;
-      }
-    }
-    while (q < release_rows.size() && release_rows[q] < j) ++q;
-  }
-
-  // Both lists are in trace order; merge them.
-  p.recorded.insert(p.recorded.end(), created.begin(), created.end());
-  std::stable_sort(p.recorded.begin(), p.recorded.end(),
-                   [](const SegmentEvent& x, const SegmentEvent& y) { return x.owner < y.owner; });
   if (dev.limit < 0 && hi >= 0) {
     dev.limit = lo >= 0 && lo <= hi ? lo : hi;
     dev.limit_high = hi;
     dev.limit_inferred = true;
   }
   if (dev.total > 0 && dev.capacity < 0) dev.capacity = dev.total;
+}
 
-  // Requests in a CUDA graph's private pool: those at addresses of a
-  // private pool's segment.
-  bool private_pools = std::any_of(
-      p.start.final_ranges.begin(), p.start.final_ranges.end(),
-      [](const alloc::TraceStart::Range& r) { return r.pool_id[0] != 0 || r.pool_id[1] != 0; });
-  for (int32_t i = 0; private_pools && i < n; ++i) {
+// Releases of cached segments. Inside a request (a retry after a failed
+// cudaMalloc, garbage collection) they carry the request's context, so the
+// same stack as the alloc or oom entry that follows them; an empty_cache()
+// call's carry its own. Without stacks: a release followed by a new
+// segment for the next request, or by an oom, is the request's.
+void read_releases(const Entries& en, const std::vector<int32_t>& release_rows, Plan& p) {
+  const int32_t n = en.n;
+  for (size_t q = 0; q < release_rows.size();) {
+    const int32_t i = release_rows[q];
+    int32_t g0 = i;
+    while (g0 > 0 && en.waited(g0 - 1)) --g0;
+    int32_t j = i;
+    while (j < n && (releases(en.act(j)) || en.waited(j))) ++j;
+    int32_t k = j;
+    while (k < n && creates(en.act(k))) ++k;
+    bool request = k < n && (en.act(k) == Action::Alloc || en.act(k) == Action::Oom);
+    if (request) {
+      StackId sr = en.t.stack[en.begin + i], sk = en.t.stack[en.begin + k];
+      request = sr || sk ? sr == sk : (k > j || en.act(k) == Action::Oom);
+    }
+    bool first = true;
+    for (int32_t r = g0; r < j; ++r) {
+      if (releases(en.act(r))) {
+        p.rows[r] = !request && first ? Plan::kEmptyCache : Plan::kIgnore;
+        first = false;
+        p.recorded.push_back({en.act(r), en.addr(r), en.size(r), request ? k : i});
+      } else if (request && en.waited(r)) {
+        p.rows[r] = Plan::kFreeAfter;
+      }
+    }
+    while (q < release_rows.size() && release_rows[q] < j) ++q;
+  }
+}
+
+// Requests in a CUDA graph's private pool: those at addresses of a
+// private pool's segment.
+void read_private_pools(const Entries& en, Plan& p) {
+  const alloc::StreamPoolIndex& index = p.trace.index;
+  if (!index.has_private_pools()) return;
+  for (int32_t i = 0; i < en.n; ++i) {
     if (p.rows[i] != Plan::kAlloc) continue;
-    const alloc::TraceStart::Range* r = p.start.final_range_at(t.addr[begin + i]);
+    const alloc::SegmentRange* r = index.final_segment_at(en.addr(i));
     if (!r || (r->pool_id[0] == 0 && r->pool_id[1] == 0)) continue;
     std::pair<int64_t, int64_t> id{r->pool_id[0], r->pool_id[1]};
     auto it = std::find(p.pool_ids.begin(), p.pool_ids.end(), id);
@@ -175,16 +173,47 @@ Plan plan(const Snapshot& snap, size_t device) {
     p.private_rows.push_back(
         {static_cast<uint32_t>(i), static_cast<uint16_t>(it - p.pool_ids.begin())});
   }
+}
 
-  if (n == 0)
-    p.incomplete = "the snapshot has no trace for this device";
-  else if (wrapped(snap))
-    p.incomplete = "the history buffer wrapped: the simulation starts from an estimated state";
-  else if (p.start.estimated)
-    p.incomplete = "the trace frees " + std::to_string(p.start.estimated) +
-                   " blocks it never saw allocated (recording began late or the buffer wrapped): "
-                   "their sizes are estimated";
+// Why the history is not complete ("" when it is).
+std::string incomplete(const Snapshot& snap, const Plan& p) {
+  if (p.rows.empty()) return "the snapshot has no trace for this device";
+  if (wrapped(snap))
+    return "the history buffer wrapped: the simulation starts from an estimated state";
+  if (p.trace.start.estimated)
+    return "the trace frees " + std::to_string(p.trace.start.estimated) +
+           " blocks it never saw allocated (recording began late or the buffer wrapped): "
+           "their sizes are estimated";
+  return "";
+}
+
+}  // namespace
+
+Plan plan(const Snapshot& snap, size_t device) {
+  Plan p;
+  p.device = device;
+  observed_device(snap, device, p.device_recorded);
+  alloc::Settings recorded = alloc::Settings::recorded(snap);
+  p.trace = alloc::read_device_trace(snap, device, recorded, p.device_recorded.total);
+  const Entries en{snap.trace, p.trace.begin, static_cast<int32_t>(p.trace.end - p.trace.begin)};
+  std::vector<SegmentEvent> created;
+  std::vector<int32_t> release_rows;
+  read_rows(en, recorded, p, created, release_rows);
+  read_releases(en, release_rows, p);
+  // Both lists are in trace order; merge them.
+  p.recorded.insert(p.recorded.end(), created.begin(), created.end());
+  std::stable_sort(p.recorded.begin(), p.recorded.end(),
+                   [](const SegmentEvent& x, const SegmentEvent& y) { return x.owner < y.owner; });
+  read_private_pools(en, p);
+  p.incomplete = incomplete(snap, p);
   return p;
+}
+
+Inputs Inputs::recorded(const Snapshot& snap, const Plan& p) {
+  Inputs in;
+  in.settings = alloc::Settings::recorded(snap);
+  in.device = p.device_recorded;
+  return in;
 }
 
 }  // namespace memsight::simulate

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-#include "allocator/segment_addresses.h"
+#include "allocator/sim_addresses.h"
 
 namespace memsight::simulate {
 namespace {
@@ -19,32 +19,7 @@ class Simulator {
  public:
   Simulator(const Snapshot& snap, const Plan& p, const Inputs& in)
       : t_(snap.trace), p_(p), in_(in), s_(in.settings), a_(in.settings, true, false) {
-    block_of_.assign(p.start.requests, kNone);
-    alloc::load_start(a_, snap, p.start, [&](uint32_t b, const alloc::TraceStart::Live& l) {
-      a_.blocks[b].tag = l.request;
-      block_of_[l.request] = b;
-      if (l.pending) pending_.push_back(b);
-    });
-    int64_t top = 0;
-    for (const alloc::TraceStart::Range& r : p.start.ranges)
-      if (!r.expandable) segs_.emplace(r.start, r.end());
-    for (const auto& [a, e] : segs_) top = std::max(top, e);
-    for (const alloc::AddressSpace& sp : a_.spaces) top = std::max(top, sp.base + sp.size);
-    for (const SegmentEvent& e : p.recorded) {
-      top = std::max(top, e.addr + e.size);
-      if (e.action == Action::SegmentAlloc) recorded_allocs_.push_back({e.addr, e.size});
-    }
-    // New address spaces go above every address the recording used, new
-    // segments below (the driver reserves top-down).
-    synthetic_ = std::max((top + (int64_t{1} << 30)) / (int64_t{1} << 30) * (int64_t{1} << 30),
-                          int64_t{1} << 46);
-    int64_t floor = synthetic_;
-    for (const auto& [a, e] : segs_) floor = std::min(floor, a);
-    for (const alloc::AddressSpace& sp : a_.spaces) floor = std::min(floor, sp.base);
-    for (const SegmentEvent& e : p.recorded) floor = std::min(floor, e.addr);
-    addresses_ = alloc::SegmentAddresses(floor);
-    for (const auto& [a, e] : segs_) addresses_.taken(a, e - a);
-    unanchored_ = segs_.empty() && recorded_allocs_.empty();
+    load_start();
     for (const auto& id : p.pool_ids)
       private_.push_back(a_.pool_of(false, id.first, id.second));  // large; small is + 1
     res_.unused_at_peak = a_.now.reserved - a_.now.allocated;
@@ -52,54 +27,34 @@ class Simulator {
   }
 
   Result run() {
-    const uint32_t begin = p_.start.begin;
-    size_t next_private = 0;
     for (uint32_t i = 0; i < p_.rows.size(); ++i) {
-      const uint32_t r = begin + i;
       owner_ = static_cast<int32_t>(i);
+      const uint32_t request = p_.trace.request[i];
       switch (p_.rows[i]) {
         case Plan::kAlloc:
-        case Plan::kOom: {
-          int pool = -1;
-          while (next_private < p_.private_rows.size() && p_.private_rows[next_private].first < i)
-            ++next_private;
-          if (next_private < p_.private_rows.size() && p_.private_rows[next_private].first == i)
-            pool = private_[p_.private_rows[next_private].second];
-          bool recorded_oom = p_.rows[i] == Plan::kOom;
-          uint32_t b = malloc(t_.size[r], p_.start.rank(t_.stream[r]), pool, recorded_oom);
-          if (b == kNone) {
-            if (!recorded_oom) {
-              res_.stopped_at = owner_;
-              a_.observe(owner_);
-              return finish();
-            }
-          } else if (recorded_oom) {
-            res_.avoided.push_back(owner_);
-          } else {
-            res_.misplaced += a_.blocks[b].addr != t_.addr[r];
-            a_.blocks[b].tag = p_.start.request[i];
-            block_of_[p_.start.request[i]] = b;
+        case Plan::kOom:
+          if (!serve(i)) {
+            a_.observe(owner_);
+            return finish();
           }
-          complete_after();
           break;
-        }
         case Plan::kFree:
-          if (uint32_t b = block(p_.start.request[i]); b != kNone) {
-            block_of_[p_.start.request[i]] = kNone;
+          if (uint32_t b = block(request); b != kNone) {
+            block_of_[request] = kNone;
             a_.free_block(b);
           }
           break;
         case Plan::kFreeRequested:
-          if (uint32_t b = block(p_.start.request[i]); b != kNone && a_.blocks[b].allocated) {
+          if (uint32_t b = block(request); b != kNone && a_.blocks[b].allocated) {
             a_.free_requested(b);
             pending_.push_back(b);
           }
           break;
         case Plan::kFreeCompleted:
-          complete(p_.start.request[i]);
+          complete(request);
           break;
         case Plan::kFreeAfter:
-          after_.push_back(p_.start.request[i]);
+          after_.push_back(request);
           break;
         case Plan::kEmptyCache:
           release_cached_blocks();
@@ -113,8 +68,57 @@ class Simulator {
   }
 
  private:
+  // The allocator as the trace began; new memory goes around the
+  // cudaMalloc'd segments and address spaces then.
+  void load_start() {
+    const alloc::DeviceTrace& dt = p_.trace;
+    block_of_.assign(dt.requests, kNone);
+    alloc::load_start(a_, t_, dt.start, dt.index, dt.segment_rows,
+                      [&](uint32_t b, const alloc::LiveBlock& l) {
+                        a_.blocks[b].tag = l.request;
+                        block_of_[l.request] = b;
+                        if (l.pending) pending_.push_back(b);
+                      });
+    std::map<int64_t, int64_t> segments;
+    for (const alloc::SegmentRange& r : dt.start.segments)
+      if (!r.expandable) segments.emplace(r.start, r.end());
+    addresses_ = SimAddresses(std::move(segments), a_.spaces, p_.recorded);
+  }
+
+  // The private pool entry i allocates from (its large pool), or -1.
+  int private_pool(uint32_t i) {
+    const auto& rows = p_.private_rows;
+    while (next_private_ < rows.size() && rows[next_private_].first < i) ++next_private_;
+    if (next_private_ < rows.size() && rows[next_private_].first == i)
+      return private_[rows[next_private_].second];
+    return -1;
+  }
+
+  // A request (entry i: an alloc, or an OOM in the recording). False: a
+  // new OOM, where the job would have died.
+  bool serve(uint32_t i) {
+    const uint32_t r = p_.trace.begin + i;
+    bool recorded_oom = p_.rows[i] == Plan::kOom;
+    uint32_t b =
+        malloc(t_.size[r], p_.trace.index.rank(t_.stream[r]), private_pool(i), recorded_oom);
+    if (b == kNone) {
+      if (!recorded_oom) {
+        res_.stopped_at = owner_;
+        return false;
+      }
+    } else if (recorded_oom) {
+      res_.avoided.push_back(owner_);
+    } else {
+      res_.misplaced += a_.blocks[b].addr != t_.addr[r];
+      a_.blocks[b].tag = p_.trace.request[i];
+      block_of_[p_.trace.request[i]] = b;
+    }
+    complete_after();
+    return true;
+  }
+
   uint32_t block(uint32_t request) const {
-    return request == alloc::TraceStart::kNoRequest ? kNone : block_of_[request];
+    return request == alloc::DeviceTrace::kNoRequest ? kNone : block_of_[request];
   }
 
   // Fragmentation at the peak: while reserved memory stands at its peak,
@@ -133,6 +137,7 @@ class Simulator {
   }
 
   Result finish() {
+    res_.segments_placed_unanchored = addresses_.placed_unanchored();
     res_.peak = a_.peak;
     res_.peak.requested = a_.peak_requested;
     res_.peak_allocated_event = a_.peak_allocated_event;
@@ -171,7 +176,7 @@ class Simulator {
     done.swap(pending_);
     for (uint32_t b : done) {
       if (!a_.blocks[b].pending) continue;
-      if (a_.blocks[b].tag != alloc::TraceStart::kNoRequest) block_of_[a_.blocks[b].tag] = kNone;
+      if (a_.blocks[b].tag != alloc::DeviceTrace::kNoRequest) block_of_[a_.blocks[b].tag] = kNone;
       a_.free_block(b);
     }
   }
@@ -206,19 +211,23 @@ class Simulator {
       }
     }
     if (b == kNone) {
-      Oom o;
-      o.event = owner_;
-      o.requested = size;
-      o.reserved = a_.now.reserved;
-      o.allocated = a_.now.allocated;
-      o.free = a_.free_space();
-      o.recorded = recorded_oom;
-      o.cap = capped() && a_.now.reserved + alloc_size > in_.device.limit;
-      res_.ooms.push_back(o);
+      out_of_memory(size, alloc_size, recorded_oom);
       return kNone;
     }
     bool split = alloc::should_split(s_, a_.pools[pool].small, a_.blocks[b].size, size);
     return a_.carve(b, size, orig, split);
+  }
+
+  void out_of_memory(int64_t size, int64_t alloc_size, bool recorded) {
+    Oom o;
+    o.event = owner_;
+    o.requested = size;
+    o.reserved = a_.now.reserved;
+    o.allocated = a_.now.allocated;
+    o.free = a_.free_space();
+    o.recorded = recorded;
+    o.cap = capped() && a_.now.reserved + alloc_size > in_.device.limit;
+    res_.ooms.push_back(o);
   }
 
   int64_t expandable_size(uint32_t b) const {
@@ -286,8 +295,7 @@ class Simulator {
   void release_block(uint32_t b) {
     const Block& x = a_.blocks[b];
     log(Action::SegmentFree, x.addr, x.size);
-    segs_.erase(x.addr);
-    addresses_.release(x.addr, x.size);
+    addresses_.released(x.addr, x.size);
     a_.release_segment(b);
   }
 
@@ -295,34 +303,12 @@ class Simulator {
     return in_.device.capacity < 0 || a_.now.reserved + bytes <= in_.device.capacity;
   }
 
-  // Where cudaMalloc puts a new segment: the recorded address while the
-  // simulation makes the recording's segments in its order, else where the
-  // driver would (segment_addresses.h).
-  int64_t segment_address(int64_t size) {
-    if (lockstep_ && cursor_ < recorded_allocs_.size() &&
-        recorded_allocs_[cursor_].second == size) {
-      int64_t addr = recorded_allocs_[cursor_].first;
-      auto it = segs_.upper_bound(addr);
-      bool overlaps = (it != segs_.end() && it->first < addr + size) ||
-                      (it != segs_.begin() && std::prev(it)->second > addr);
-      if (!overlaps) {
-        ++cursor_;
-        addresses_.taken(addr, size);
-        return addr;
-      }
-    }
-    lockstep_ = false;
-    if (unanchored_) ++res_.segments_placed_unanchored;
-    return addresses_.place(size);
-  }
-
   uint32_t alloc_block(uint16_t pool, uint16_t stream, int64_t size, int64_t alloc_size) {
     if (capped() && a_.now.reserved + alloc_size > in_.device.limit) return kNone;
     if (s_.expandable_segments) return allocate_expandable(pool, stream, size);
     if (!fits_device(alloc_size)) return kNone;
-    int64_t addr = segment_address(alloc_size);
+    int64_t addr = addresses_.new_segment(alloc_size);
     uint32_t b = a_.add_segment(addr, alloc_size, pool, stream);
-    segs_[addr] = addr + alloc_size;
     ++res_.segments_created;
     log(Action::SegmentAlloc, addr, alloc_size);
     return b;
@@ -341,8 +327,8 @@ class Simulator {
         room += a_.blocks[b].size;
       if (room >= size) return c;
     }
-    uint16_t sp = a_.add_space(synthetic_, p_.start.space_size, pool, stream);
-    synthetic_ += p_.start.space_size;
+    int64_t space = p_.trace.start.space_size;
+    uint16_t sp = a_.add_space(addresses_.new_space(space), space, pool, stream);
     return a_.spaces[sp].head;
   }
 
@@ -445,31 +431,17 @@ class Simulator {
   const Inputs& in_;
   const alloc::Settings& s_;
   alloc::CachingAllocator a_;
-  std::vector<uint32_t> block_of_;   // request -> its block while live
-  std::vector<uint32_t> pending_;    // blocks waiting for other streams' events
-  std::vector<uint32_t> after_;      // requests the next request's release completes
-  std::map<int64_t, int64_t> segs_;  // cudaMalloc'd segments: start -> end
-  alloc::SegmentAddresses addresses_{0};
-  std::vector<std::pair<int64_t, int64_t>> recorded_allocs_;
-  size_t cursor_ = 0;
-  bool lockstep_ = true;
-  // No cudaMalloc segment at the start nor in the record: the layout comes
-  // from the model of the driver alone.
-  bool unanchored_ = false;
-  int64_t synthetic_ = 0;
+  std::vector<uint32_t> block_of_;  // request -> its block while live
+  std::vector<uint32_t> pending_;   // blocks waiting for other streams' events
+  std::vector<uint32_t> after_;     // requests the next request's release completes
+  SimAddresses addresses_;
   std::vector<int> private_;  // plan's pool index -> its large pool (small: + 1)
+  size_t next_private_ = 0;   // into the plan's private_rows
   int32_t owner_ = 0;
   Result res_;
 };
 
 }  // namespace
-
-Inputs Inputs::recorded(const Snapshot& snap, const Plan& p) {
-  Inputs in;
-  in.settings = alloc::Settings::recorded(snap);
-  in.device = p.device_recorded;
-  return in;
-}
 
 Result run(const Snapshot& snap, const Plan& p, const Inputs& in) {
   return Simulator(snap, p, in).run();

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "allocator/caching_allocator.h"
-#include "allocator/trace_start.h"
+#include "allocator/device_trace.h"
 #include "memsight/snapshot.h"
 
 namespace memsight::simulate {
@@ -53,8 +53,8 @@ struct Plan {
     kEmptyCache,  // the first segment release of a torch.cuda.empty_cache() call
   };
   size_t device = 0;
-  alloc::TraceStart start;
-  std::vector<Row> rows;  // by trace entry of the device (requests: start.request)
+  alloc::DeviceTrace trace;
+  std::vector<Row> rows;  // by trace entry of the device (requests: trace.request)
   std::vector<std::pair<uint32_t, uint16_t>> private_rows;  // (entry, index into pool_ids)
   std::vector<std::pair<int64_t, int64_t>> pool_ids;
   std::vector<SegmentEvent> recorded;  // the recorded segment events, with owners

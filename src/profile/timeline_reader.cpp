@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "input/input_kind.h"
+#include "input/json_stream.h"
+#include "input/source.h"
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
 #include "memsight/profile.h"
-#include "input/input_kind.h"
-#include "input/source.h"
-#include "input/json_stream.h"
 
 namespace memsight {
 

@@ -9,12 +9,12 @@
 #include <thread>
 #include <vector>
 
+#include "input/input_kind.h"
+#include "input/json_stream.h"
+#include "input/source.h"
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
 #include "memsight/profile.h"
-#include "input/input_kind.h"
-#include "input/source.h"
-#include "input/json_stream.h"
 #include "util/parallel.h"
 
 namespace memsight {

@@ -15,9 +15,9 @@
 #include <new>
 #include <string>
 
+#include "input/source.h"
 #include "memsight/error.h"
 #include "memsight/html.h"
-#include "input/source.h"
 #include "snapshot/read_internal.h"
 
 namespace {

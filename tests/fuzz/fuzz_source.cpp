@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "memsight/error.h"
-#include "memsight/reader.h"
 #include "input/input_kind.h"
 #include "input/source.h"
+#include "memsight/error.h"
+#include "memsight/reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

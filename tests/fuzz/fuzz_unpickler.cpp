@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "memsight/error.h"
 #include "input/source.h"
+#include "memsight/error.h"
 #include "pickle/unpickler.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

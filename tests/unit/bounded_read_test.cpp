@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "memsight/reader.h"
 #include "input/source.h"
+#include "memsight/reader.h"
 
 namespace {
 

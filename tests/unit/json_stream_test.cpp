@@ -9,8 +9,8 @@
 #include <functional>
 #include <string>
 
-#include "memsight/error.h"
 #include "input/source.h"
+#include "memsight/error.h"
 
 namespace {
 

@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "../common/scope_agreement.h"
+#include "input/source.h"
 #include "memsight/pyvalue.h"
 #include "memsight/reader.h"
 #include "memsight/text_tools.h"
-#include "input/source.h"
 #include "pickle/unpickler.h"
 #include "test_data.h"
 #include "util/parallel.h"

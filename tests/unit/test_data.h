@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "memsight/error.h"
 #include "input/source.h"
+#include "memsight/error.h"
 
 namespace memsight::test {
 

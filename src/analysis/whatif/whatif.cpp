@@ -90,7 +90,7 @@ SelfCheck self_check(const simulate::Plan& p, const simulate::Result& r) {
   }
   c.peak_recorded = p.recorded_peak_reserved;
   c.peak_simulated = r.peak.reserved;
-  c.allocations = p.start.allocs;
+  c.allocations = p.trace.allocs;
   c.misplaced = r.misplaced;
   c.ooms_recorded = p.recorded_ooms;
   for (const simulate::Oom& o : r.ooms) c.ooms_simulated.push_back(o.event);
@@ -131,7 +131,7 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
   d.memory = recorded_memory(p, opts.device_memory, opts.memory_fraction);
   d.recorded_ooms = p.recorded_ooms;
   for (int32_t e : p.recorded_ooms)
-    d.recorded_oom_sizes.push_back(snap.trace.size[p.start.begin + e]);
+    d.recorded_oom_sizes.push_back(snap.trace.size[p.trace.begin + e]);
 
   std::vector<Alternative> alts;
   alts.push_back(make("recorded", recorded, d.memory, true));
