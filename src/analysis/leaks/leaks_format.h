@@ -8,7 +8,10 @@
 
 namespace memsight {
 
-// Appends {"device":...} for r; with `alike`, the devices it stands for.
+// Writes {"device":...} for r; with `alike`, the devices it stands for.
+void leak_device_json(JsonWriter& w, const FrameClassifier& fc, const LeakReport& r,
+                      const DeviceRanges* alike = nullptr);
+// The same on its own (alike devices are found by comparing it).
 void leak_device_json(std::string& out, const FrameClassifier& fc, const LeakReport& r,
                       const DeviceRanges* alike = nullptr);
 
