@@ -89,8 +89,9 @@ class PageReport {
   }
   void op_rows(const std::vector<OpBytes>& rows) {
     json_list(w_, rows, [&](const OpBytes& b) {
-      w_.begin_array().value(id(b.op)).value(id(b.stack)).value(b.bytes).value(b.count);
-      w_.end_array();
+      // The stack is interned before the op, as pages have always numbered them.
+      const size_t stack = id(b.stack);
+      w_.begin_array().value(id(b.op)).value(stack).value(b.bytes).value(b.count).end_array();
     });
   }
   void time_rows(const std::vector<NameTime>& rows) {
