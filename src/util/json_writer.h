@@ -5,13 +5,15 @@
 //
 //   std::string out;
 //   JsonWriter w(out);
-//   w.begin_object().field("schema", kJsonSchema).key("devices").begin_array();
-//   ... w.end_array().end_object();
+//   w.begin_document().field("entries", n).key("devices").begin_array();
+//   ... w.end_array().end_object();          // {"schema":1,"entries":5,"devices":[...]}
 //
 // Integers are written exactly; a real goes through value(double) (the page's
 // rule: integral values without a fraction, others with 17 significant
-// digits, NaN and infinities as null) unless a report fixes its decimals
-// (fixed). Every document starts with "schema" (docs/formats.md).
+// digits, NaN and infinities as null) unless a report has always shown it
+// with fixed decimals (fixed, short_fixed). Every document starts with
+// "schema" (begin_document; docs/formats.md). A mismatched close throws
+// std::logic_error in every build: it costs one compare.
 #include <concepts>
 #include <cstdint>
 #include <string>
