@@ -25,6 +25,8 @@
 
 namespace memsight {
 
+class JsonWriter;  // util/json_writer.h
+
 enum class Category : uint8_t {
   Parameter,
   Gradient,
@@ -88,7 +90,8 @@ struct CategorySources {
 CategoryView categories_at(const Snapshot& snap, size_t device, std::string_view at);
 
 // {"event", "total", "unattributed", "by_category": {...}, "modules": [...]}
+void append_category_view_json(JsonWriter& w, const CategoryView& v);
 void append_category_view_json(std::string& out, const CategoryView& v);
-void append_category_sources_json(std::string& out, const CategorySources& s);
+void append_category_sources_json(JsonWriter& w, const CategorySources& s);
 
 }  // namespace memsight

@@ -18,6 +18,8 @@
 
 namespace memsight {
 
+class JsonWriter;  // util/json_writer.h
+
 inline constexpr double kNumberLimit = 9007199254740992.0;  // 2^53
 
 // A size or an allocator total: an integer in [0, 2^53).
@@ -72,7 +74,7 @@ class InputNotes {
   // Lines "PREFIXsentence\n".
   std::string text(std::string_view prefix) const;
   // [{"count":2,"note":"2 [memory] events dropped: ..."}, ...]
-  std::string json() const;
+  void json(JsonWriter& w) const;
 
  private:
   struct Note {

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "util/escape.h"
+#include "util/json_writer.h"
 
 namespace memsight {
 
@@ -89,16 +90,12 @@ std::string InputNotes::text(std::string_view prefix) const {
   return out;
 }
 
-std::string InputNotes::json() const {
-  std::string out = "[";
+void InputNotes::json(JsonWriter& w) const {
   std::vector<std::string> text = lines();
-  for (size_t i = 0; i < notes_.size(); ++i) {
-    if (i) out += ',';
-    out += "{\"count\":" + std::to_string(notes_[i].count) + ",\"note\":";
-    append_json_string(out, text[i]);
-    out += '}';
-  }
-  return out + "]";
+  w.begin_array();
+  for (size_t i = 0; i < notes_.size(); ++i)
+    w.begin_object().field("count", notes_[i].count).field("note", text[i]).end_object();
+  w.end_array();
 }
 
 }  // namespace memsight

@@ -3,7 +3,7 @@
 
 #include "memsight/profile.h"
 #include "memsight/text_tools.h"
-#include "util/escape.h"
+#include "util/json_writer.h"
 
 namespace memsight {
 namespace {
@@ -57,36 +57,48 @@ void time_rows(std::string& out, const std::vector<NameTime>& rows) {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
-std::string dbl(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f", v);
-  return b;
+// Times in microseconds to the nanosecond.
+constexpr int kUsDecimals = 3;
+
+void json_ops(JsonWriter& w, const std::vector<OpBytes>& rows) {
+  w.begin_array();
+  for (const OpBytes& o : rows)
+    w.begin_object()
+        .field("op", o.op)
+        .field("site", o.site)
+        .field("stack", o.stack)
+        .field("bytes", o.bytes)
+        .field("count", o.count)
+        .end_object();
+  w.end_array();
 }
 
-void json_ops(std::string& out, const std::vector<OpBytes>& rows) {
-  out += '[';
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (i) out += ',';
-    out += "{\"op\":";
-    append_json_string(out, rows[i].op);
-    out += ",\"site\":";
-    append_json_string(out, rows[i].site);
-    out += ",\"stack\":";
-    append_json_string(out, rows[i].stack);
-    out += ",\"bytes\":" + num(rows[i].bytes) + ",\"count\":" + num(rows[i].count) + "}";
-  }
-  out += ']';
+void json_times(JsonWriter& w, const std::vector<NameTime>& rows) {
+  w.begin_array();
+  for (const NameTime& n : rows)
+    w.begin_object()
+        .field("name", n.name)
+        .fixed_field("total_us", n.total_us, kUsDecimals)
+        .field("count", n.count)
+        .end_object();
+  w.end_array();
 }
 
-void json_times(std::string& out, const std::vector<NameTime>& rows) {
-  out += '[';
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (i) out += ',';
-    out += "{\"name\":";
-    append_json_string(out, rows[i].name);
-    out += ",\"total_us\":" + dbl(rows[i].total_us) + ",\"count\":" + num(rows[i].count) + "}";
-  }
-  out += ']';
+void json_step_device(JsonWriter& w, const StepDevice& d) {
+  w.key("cuda:" + num(d.device))
+      .begin_object()
+      .field("peak_allocated", d.peak_allocated)
+      .field("peak_reserved", d.peak_reserved)
+      .fixed_field("peak_ts_us", d.peak_ts, kUsDecimals)
+      .field("allocs", d.allocs)
+      .field("alloc_bytes", d.alloc_bytes)
+      .field("frees", d.frees)
+      .field("free_bytes", d.free_bytes)
+      .key("live_at_peak");
+  json_ops(w, d.live_at_peak);
+  w.key("allocated_most");
+  json_ops(w, d.allocated_most);
+  w.end_object();
 }
 
 }  // namespace
@@ -128,36 +140,36 @@ std::string profile_text(const ProfileReport& r) {
 }
 
 std::string profile_json(const ProfileReport& r) {
-  std::string out = "{\"events\":" + num(r.events) +
-                    ",\"has_memory\":" + (r.has_memory ? "true" : "false") +
-                    ",\"has_stacks\":" + (r.has_stacks ? "true" : "false") +
-                    ",\"input_notes\":" + r.notes.json() + ",\"steps\":[";
-  for (size_t i = 0; i < r.steps.size(); ++i) {
-    const ProfileStep& s = r.steps[i];
-    if (i) out += ',';
-    out += "{\"step\":" + (s.step < 0 ? std::string("null") : num(s.step)) +
-           ",\"occurrence\":" + num(s.occurrence) + ",\"occurrences\":" + num(s.occurrences) +
-           ",\"ts_us\":" + dbl(s.ts) + ",\"dur_us\":" + dbl(s.dur) + ",\"devices\":{";
-    for (size_t k = 0; k < s.devices.size(); ++k) {
-      const StepDevice& d = s.devices[k];
-      if (k) out += ',';
-      out += "\"cuda:" + num(d.device) + "\":{\"peak_allocated\":" + num(d.peak_allocated) +
-             ",\"peak_reserved\":" + num(d.peak_reserved) + ",\"peak_ts_us\":" + dbl(d.peak_ts) +
-             ",\"allocs\":" + num(d.allocs) + ",\"alloc_bytes\":" + num(d.alloc_bytes) +
-             ",\"frees\":" + num(d.frees) + ",\"free_bytes\":" + num(d.free_bytes) +
-             ",\"live_at_peak\":";
-      json_ops(out, d.live_at_peak);
-      out += ",\"allocated_most\":";
-      json_ops(out, d.allocated_most);
-      out += '}';
-    }
-    out += "},\"top_ops\":";
-    json_times(out, s.top_ops);
-    out += ",\"top_kernels\":";
-    json_times(out, s.top_kernels);
-    out += '}';
+  std::string out;
+  JsonWriter w(out);
+  w.begin_document()
+      .field("events", r.events)
+      .field("has_memory", r.has_memory)
+      .field("has_stacks", r.has_stacks)
+      .key("input_notes");
+  r.notes.json(w);
+  w.key("steps").begin_array();
+  for (const ProfileStep& s : r.steps) {
+    w.begin_object().key("step");
+    if (s.step < 0)
+      w.null();
+    else
+      w.value(s.step);
+    w.field("occurrence", s.occurrence)
+        .field("occurrences", s.occurrences)
+        .fixed_field("ts_us", s.ts, kUsDecimals)
+        .fixed_field("dur_us", s.dur, kUsDecimals)
+        .key("devices")
+        .begin_object();
+    for (const StepDevice& d : s.devices) json_step_device(w, d);
+    w.end_object().key("top_ops");
+    json_times(w, s.top_ops);
+    w.key("top_kernels");
+    json_times(w, s.top_kernels);
+    w.end_object();
   }
-  out += "]}\n";
+  w.end_array().end_object();
+  out += '\n';
   return out;
 }
 

@@ -19,12 +19,11 @@
 #include "report/page_pack.h"
 #include "report/page_tables.h"
 #include "report/phase_timer.h"
-#include "util/escape.h"
+#include "util/json_writer.h"
 #include "util/version.h"
 
 namespace memsight {
 
-using report::JsonObject;
 using report::PagePacker;
 using report::PageTables;
 using report::PhaseTimer;
@@ -150,63 +149,55 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   std::vector<size_t> in_order = packed;
   std::sort(in_order.begin(), in_order.end());
   report::DeviceColumns columns(packer, in_order.size());
-  std::string devices = "[";
+  std::vector<std::string> devices;
+  size_t devices_bytes = 0;
   for (size_t d : in_order) {
-    if (devices.size() > 1) devices += ',';
-    devices += pack_device(columns, tables, snap, ann, d, phase);
+    devices.push_back(pack_device(columns, tables, snap, ann, d, phase));
+    devices_bytes += devices.back().size() + 1;
   }
-  devices += ']';
   columns.finish();
   tables.pack(packer);
   phase("page data");
 
-  std::string streams = "[";
-  for (size_t i = 0; i < ann.stream_raw.size(); ++i) {
-    if (i) streams += ',';
-    append_json_string(streams, std::to_string(ann.stream_raw[i]));
-  }
-  streams += ']';
-  std::string settings = "null", annotations = "0", top_keys = "[";
-  if (const PyValue* v = snap.top("allocator_settings")) {
-    settings.clear();
-    pyvalue_json(settings, *v);
-  }
-  if (const PyValue* v = snap.top("external_annotations"); v && v->kind == PyValue::Kind::List)
-    annotations = std::to_string(v->items.size());
-  for (size_t i = 0; i < snap.top_keys.size(); ++i) {
-    if (i) top_keys += ',';
-    append_json_string(top_keys, snap.top_keys[i]);
-  }
-  top_keys += ']';
-
-  std::string meta =
-      JsonObject()
-          .reserve(devices.size() + summary.size() + leaks.size() + settings.size() + 4096)
-          .str("title", title)
-          .str("view", view)
-          .str("generator", named_version())
-          .str("sourceName", opts.source_name)
-          .num("sourceBytes", static_cast<double>(opts.source_bytes))
-          .num("defaultDevice", static_cast<double>(default_device))
-          .num("deviceCount", static_cast<double>(ann.devices))
-          .num("devicesWithData", static_cast<double>(devices_with_data(snap)))
-          .raw("devices", devices)
-          .raw("streams", streams)
-          .raw("settings", settings)
-          .raw("summary", summary)
-          .raw("leaks", leaks)
-          .num("entries", static_cast<double>(snap.trace.rows()))
-          .num("segments", static_cast<double>(snap.segments.size()))
-          .num("blocks", static_cast<double>(snap.blocks.size()))
-          .num("annotations", std::stod(annotations))
-          .num("strings", static_cast<double>(tables.strings()))
-          .num("frames", static_cast<double>(tables.frames()))
-          .num("stacks", static_cast<double>(tables.stacks()))
-          .boolean("legacy", snap.legacy_segment_list)
-          .raw("topKeys", top_keys)
-          .done();
+  std::string meta;
+  meta.reserve(devices_bytes + summary.size() + leaks.size() + 4096);
+  JsonWriter w(meta);
+  w.begin_document()
+      .field("title", title)
+      .field("view", view)
+      .field("generator", named_version())
+      .field("sourceName", opts.source_name)
+      .field("sourceBytes", opts.source_bytes)
+      .field("defaultDevice", default_device)
+      .field("deviceCount", ann.devices)
+      .field("devicesWithData", devices_with_data(snap))
+      .key("devices")
+      .begin_array();
+  for (const std::string& d : devices) w.raw(d);
+  w.end_array().key("streams").begin_array();
+  for (auto stream : ann.stream_raw) w.value(std::to_string(stream));
+  w.end_array().key("settings");
+  if (const PyValue* v = snap.top("allocator_settings"))
+    pyvalue_json(w, *v);
+  else
+    w.null();
+  const PyValue* notes = snap.top("external_annotations");
+  w.raw_field("summary", summary)
+      .raw_field("leaks", leaks)
+      .field("entries", snap.trace.rows())
+      .field("segments", snap.segments.size())
+      .field("blocks", snap.blocks.size())
+      .field("annotations", notes && notes->kind == PyValue::Kind::List ? notes->items.size() : 0)
+      .field("strings", tables.strings())
+      .field("frames", tables.frames())
+      .field("stacks", tables.stacks())
+      .field("legacy", snap.legacy_segment_list)
+      .key("topKeys")
+      .begin_array();
+  for (const std::string& k : snap.top_keys) w.value(k);
+  w.end_array().end_object();
   phase("meta");
-  std::string().swap(devices);  // held by meta now
+  std::vector<std::string>().swap(devices);  // held by meta now
   std::string().swap(summary);
   std::string().swap(leaks);
   std::string raw = packer.finish(meta);

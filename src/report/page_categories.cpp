@@ -5,8 +5,7 @@
 
 #include "analysis/kinds/classify.h"
 #include "memsight/input_limits.h"
-#include "report/page_json.h"
-#include "util/escape.h"
+#include "util/json_writer.h"
 
 namespace memsight::report {
 
@@ -44,17 +43,15 @@ std::string pack_categories(DeviceColumns& p, const Snapshot& snap, const Annota
   }
   p.ints("tl.cat", std::move(cat));
   p.ints("tl.mod", std::move(mod));
-  std::string modules = "[";
-  for (size_t i = 0; i < bc.modules.size(); ++i) {
-    if (i) modules += ',';
-    append_json_string(modules, cut_name(bc.modules[i]));  // names from the file
-  }
-  modules += ']';
-  return JsonObject()
-      .raw("modules", modules)
-      .num("tagged", static_cast<double>(bc.sources.tags_matched))
-      .str("sources", category_sources_text(bc.sources))
-      .done();
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object().key("modules").begin_array();
+  for (const std::string& m : bc.modules) w.value(cut_name(m));  // names from the file
+  w.end_array()
+      .field("tagged", bc.sources.tags_matched)
+      .field("sources", category_sources_text(bc.sources))
+      .end_object();
+  return out;
 }
 
 }  // namespace memsight::report

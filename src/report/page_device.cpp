@@ -5,22 +5,23 @@
 
 #include "report/page_annotations.h"
 #include "report/page_categories.h"
-#include "report/page_json.h"
+#include "util/json_writer.h"
 
 namespace memsight::report {
 namespace {
 
-std::string timeline_meta(const report::Timeline& tl) {
-  return JsonObject()
-      .num("elements", static_cast<double>(tl.kind.size()))
-      .num("initial", tl.initial)
-      .num("cpInterval", tl.cp_interval)
-      .num("envBucket", tl.env_bucket)
-      .num("peak", tl.peak)
-      .num("peakEvent", static_cast<double>(tl.peak_event))
-      .num("initialTotal", tl.initial_total)
-      .num("finalTotal", tl.final_total)
-      .done();
+void timeline_meta(JsonWriter& w, std::string_view k, const report::Timeline& tl) {
+  w.key(k)
+      .begin_object()
+      .field("elements", tl.kind.size())
+      .field("initial", tl.initial)
+      .field("cpInterval", tl.cp_interval)
+      .field("envBucket", tl.env_bucket)
+      .field("peak", tl.peak)
+      .field("peakEvent", tl.peak_event)
+      .field("initialTotal", tl.initial_total)
+      .field("finalTotal", tl.final_total)
+      .end_object();
 }
 
 // Only what the browser cannot cheaply rebuild: the sources of the
@@ -212,25 +213,29 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
   for (auto k : tl.kind) free_only += k == report::ElementKind::FreeOnly;
   auto [rb, re] =
       d < snap.device_count() ? snap.device_rows(d) : std::pair<uint32_t, uint32_t>{0, 0};
-  return JsonObject()
-      .num("index", static_cast<double>(d))
-      .num("events", static_cast<double>(n))
-      .num("entries", re - rb)
-      .num("segments", static_cast<double>(segs.size()))
-      .num("blocks", static_cast<double>(blocks))
-      .num("t0", static_cast<double>(t0))
-      .boolean("hasTime", has_time)
-      .num("ooms", static_cast<double>(ooms))
-      .num("freeOnly", static_cast<double>(free_only))
-      .num("annotations", static_cast<double>(an.name.size()))
-      .raw("tl", timeline_meta(tl))
-      .raw("cat", categories)
-      .raw("st", timeline_meta(st))
-      .raw("sc", JsonObject()
-                     .num("interval", sc.cp_interval)
-                     .num("count", static_cast<double>(sc.seg_off.size() - 1))
-                     .done())
-      .done();
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object()
+      .field("index", d)
+      .field("events", n)
+      .field("entries", re - rb)
+      .field("segments", segs.size())
+      .field("blocks", blocks)
+      .field("t0", t0)
+      .field("hasTime", has_time)
+      .field("ooms", ooms)
+      .field("freeOnly", free_only)
+      .field("annotations", an.name.size());
+  timeline_meta(w, "tl", tl);
+  w.raw_field("cat", categories);
+  timeline_meta(w, "st", st);
+  w.key("sc")
+      .begin_object()
+      .field("interval", sc.cp_interval)
+      .field("count", sc.seg_off.size() - 1)
+      .end_object()
+      .end_object();
+  return out;
 }
 
 }  // namespace memsight::report

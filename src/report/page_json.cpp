@@ -1,101 +1,80 @@
 #include "report/page_json.h"
 
-#include <cmath>
-#include <cstdio>
-
-#include "memsight/input_limits.h"
-#include "input/source.h"
 #include "input/json_stream.h"
+#include "input/source.h"
+#include "memsight/input_limits.h"
 #include "util/escape.h"
 
 namespace memsight::report {
-
-void json_number(std::string& out, double v) {
-  if (!std::isfinite(v)) {
-    out += "null";
-    return;
-  }
-  char buf[32];
-  if (v == std::floor(v) && std::fabs(v) < 9.007199254740992e15)
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-  else
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-  out += buf;
-}
 
 namespace {
 
 // Writes v until `out` reaches `end` bytes; past that, a container gets "…"
 // in place of its remaining items and a text is cut (values shared through
-// the pickle's memo can nest 2^24 references in 200 bytes).
-void json_value(std::string& out, const PyValue& v, size_t end) {
+// the pickle's memo can nest 2^24 references in 200 bytes). `comma`: 1 when
+// the writer puts a comma before v (the budget counts it, as it always has).
+void json_value(JsonWriter& w, const PyValue& v, size_t end, size_t comma) {
   using K = PyValue::Kind;
-  constexpr std::string_view kCut = "\"\u2026\"";
-  auto text = [&](std::string_view s) {
-    size_t room = out.size() < end ? end - out.size() : 0;
-    if (s.size() <= room)
-      append_json_string(out, s);
-    else
-      append_json_string(out, cut_name(s, room));
+  constexpr std::string_view kCut = "\u2026";
+  const std::string& out = w.out();
+  auto fit = [&](std::string_view s, size_t comma) -> std::string {
+    size_t at = out.size() + comma, room = at < end ? end - at : 0;
+    return s.size() <= room ? std::string(s) : cut_name(s, room);
   };
   switch (v.kind) {
     case K::None:
-      out += "null";
+      w.null();
       break;
     case K::Bool:
-      out += v.b ? "true" : "false";
+      w.value(v.b);
       break;
     case K::Int:
-      out += std::to_string(v.i);
+      w.value(v.i);
       break;
     case K::BigInt:
-      text(bigint_decimal(v.s));
+      w.value(fit(bigint_decimal(v.s), comma));
       break;
     case K::Float:
-      json_number(out, v.f);
+      w.value(v.f);
       break;
     case K::Str:
-      text(v.s);
+      w.value(fit(v.s, comma));
       break;
     case K::Bytes:
-      text(py_repr(v));
+      w.value(fit(py_repr(v), comma));
       break;
     case K::List:
     case K::Tuple:
-      out += '[';
+      w.begin_array();
       for (size_t i = 0; i < v.items.size(); ++i) {
-        if (i) out += ',';
-        if (out.size() >= end) {
-          out += kCut;
+        if (out.size() + (i > 0) >= end) {
+          w.value(kCut);
           break;
         }
-        json_value(out, v.items[i], end);
+        json_value(w, v.items[i], end, i > 0);
       }
-      out += ']';
+      w.end_array();
       break;
     case K::Dict:
-      out += '{';
+      w.begin_object();
       for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
-        if (i) out += ',';
-        if (out.size() >= end) {
-          out += kCut;
-          out += ":null";
+        if (out.size() + (i > 0) >= end) {
+          w.key(kCut).null();
           break;
         }
         const PyValue& k = v.items[i];
-        text(k.kind == K::Str ? k.s.str() : py_repr(k));
-        out += ':';
-        json_value(out, v.items[i + 1], end);
+        w.key(fit(k.kind == K::Str ? k.s.str() : py_repr(k), i > 0));
+        json_value(w, v.items[i + 1], end, 0);
       }
-      out += '}';
+      w.end_object();
       break;
   }
 }
 
 }  // namespace
 
-void pyvalue_json(std::string& out, const PyValue& v, size_t max_bytes) {
-  json_value(out, v, out.size() + max_bytes);
+void pyvalue_json(JsonWriter& w, const PyValue& v, size_t max_bytes) {
+  json_value(w, v, w.out().size() + max_bytes, 0);
 }
 
 std::string cut_json_strings(std::string json, size_t limit) {
@@ -124,37 +103,6 @@ std::string cut_json_strings(std::string json, size_t limit) {
   if (!any) return json;
   out.append(json, copied, std::string::npos);
   return out;
-}
-
-JsonObject& JsonObject::key(std::string_view k) {
-  if (s_.size() > 1) s_ += ',';
-  append_json_string(s_, k);
-  s_ += ':';
-  return *this;
-}
-
-JsonObject& JsonObject::num(std::string_view k, double v) {
-  key(k);
-  json_number(s_, v);
-  return *this;
-}
-
-JsonObject& JsonObject::str(std::string_view k, std::string_view v) {
-  key(k);
-  append_json_string(s_, v);
-  return *this;
-}
-
-JsonObject& JsonObject::boolean(std::string_view k, bool v) {
-  key(k);
-  s_ += v ? "true" : "false";
-  return *this;
-}
-
-JsonObject& JsonObject::raw(std::string_view k, std::string_view json) {
-  key(k);
-  s_ += json;
-  return *this;
 }
 
 }  // namespace memsight::report

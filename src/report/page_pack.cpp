@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "memsight/error.h"
-#include "util/escape.h"
+#include "util/json_writer.h"
 
 namespace memsight::report {
 namespace {
@@ -28,7 +28,7 @@ std::string narrow(std::span<const In> v) {
 
 void PagePacker::add(const std::string& name, const char* type, size_t count, std::string bytes) {
   size_t at = store(std::move(bytes));
-  entry(name, "\"" + std::string(type) + "\"," + std::to_string(at) + ',' + std::to_string(count));
+  entry(name, {type, static_cast<int64_t>(at), static_cast<int64_t>(count)});
 }
 
 namespace {
@@ -63,9 +63,9 @@ std::string encode(std::string_view type, std::span<const In> v) {
 }  // namespace
 
 template <class T>
-std::string PagePacker::column(std::string_view type, std::span<const T> v) {
+PagePacker::Spec PagePacker::column(std::string_view type, std::span<const T> v) {
   size_t at = store(encode(type, v));
-  return "\"" + std::string(type) + "\"," + std::to_string(at);
+  return {type, static_cast<int64_t>(at)};
 }
 
 size_t PagePacker::store(std::string bytes) {
@@ -79,12 +79,6 @@ size_t PagePacker::store(std::string bytes) {
   return at;
 }
 
-void PagePacker::entry(const std::string& name, const std::string& spec) {
-  if (!header_.empty()) header_ += ',';
-  append_json_string(header_, name);
-  header_ += ":[" + spec + ']';
-}
-
 template <class T>
 void PagePacker::ints(const std::string& name, std::span<const T> v) {
   const size_t n = v.size();
@@ -95,8 +89,7 @@ void PagePacker::ints(const std::string& name, std::span<const T> v) {
     lo = static_cast<int64_t>(*a);
     hi = static_cast<int64_t>(*b);
   }
-  if (!n || lo == hi)
-    return entry(name, "\"const\"," + std::to_string(n) + ',' + std::to_string(lo));
+  if (!n || lo == hi) return entry(name, {"const", static_cast<int64_t>(n), lo});
   const char* plain = plain_type(lo, hi);
   size_t best = n * type_size(plain);
 
@@ -147,11 +140,13 @@ void PagePacker::ints(const std::string& name, std::span<const T> v) {
 
   if (dict_cost < best && dict_cost <= exc_cost) {
     // Separate statements: the order of the arrays in the blob stays fixed.
-    std::string index_spec =
-        column(dict.size() <= 256 ? "u8" : "u16", std::span<const uint16_t>(index));
-    std::string values_spec = column(dict_type, std::span<const int64_t>(dict));
-    return entry(name, "\"dict\"," + std::to_string(n) + ',' + index_spec + ',' + values_spec +
-                           ',' + std::to_string(dict.size()));
+    Spec spec{"dict", static_cast<int64_t>(n)};
+    Spec index_spec = column(dict.size() <= 256 ? "u8" : "u16", std::span<const uint16_t>(index));
+    Spec values_spec = column(dict_type, std::span<const int64_t>(dict));
+    spec.insert(spec.end(), index_spec.begin(), index_spec.end());
+    spec.insert(spec.end(), values_spec.begin(), values_spec.end());
+    spec.push_back(static_cast<int64_t>(dict.size()));
+    return entry(name, std::move(spec));
   }
   std::vector<uint16_t>().swap(index);
   if (exc_cost < best) {
@@ -169,13 +164,17 @@ void PagePacker::ints(const std::string& name, std::span<const T> v) {
         small[i] = static_cast<uint16_t>(at(i));
       }
     }
-    std::string small_spec = column(exc_type, std::span<const uint16_t>(small));
-    std::string at_spec = column("u32", std::span<const int64_t>(where));
-    std::string value_spec = column("f64", std::span<const int64_t>(value));
-    return entry(name, "\"exc\"," + std::to_string(n) + ',' + small_spec + ',' + at_spec + ',' +
-                           value_spec + ',' + std::to_string(exc_count));
+    Spec spec{"exc", static_cast<int64_t>(n)};
+    for (Spec part : {column(exc_type, std::span<const uint16_t>(small)),
+                      column("u32", std::span<const int64_t>(where)),
+                      column("f64", std::span<const int64_t>(value))})
+      spec.insert(spec.end(), part.begin(), part.end());
+    spec.push_back(static_cast<int64_t>(exc_count));
+    return entry(name, std::move(spec));
   }
-  return entry(name, column(plain, v) + ',' + std::to_string(n));
+  Spec spec = column(plain, v);
+  spec.push_back(static_cast<int64_t>(n));
+  return entry(name, std::move(spec));
 }
 
 template void PagePacker::ints(const std::string&, std::span<const int64_t>);
@@ -195,24 +194,22 @@ void PagePacker::u8(const std::string& name, std::string_view bytes) {
 
 std::string PagePacker::finish(std::string_view meta_json) {
   // Written in place: the metadata of 100,000 devices is tens of megabytes.
-  constexpr std::string_view kOpen = "{\"v\":1,\"columns\":{", kMeta = "},\"meta\":";
-  size_t header = kOpen.size() + header_.size() + kMeta.size() + meta_json.size() + 1;
-  size_t pad = ((8 + header + 7) & ~size_t{7}) - (8 + header);
-  header += pad;
+  // The header's length is set once it is written.
   std::string out;
-  out.reserve(8 + header + (sink_ ? 0 : offset_));
-  out += "MSV1";
-  uint32_t h = static_cast<uint32_t>(header);
-  char le[4] = {static_cast<char>(h), static_cast<char>(h >> 8), static_cast<char>(h >> 16),
-                static_cast<char>(h >> 24)};
-  out.append(le, 4);
-  out += kOpen;
-  out += header_;
-  std::string().swap(header_);
-  out += kMeta;
-  out += meta_json;
-  out += '}';
-  out.append(pad, ' ');  // JSON allows trailing whitespace
+  out.reserve(8 + meta_json.size() + 64 * entries_.size() + 64 + (sink_ ? 0 : offset_));
+  out.append("MSV1\0\0\0\0", 8);
+  JsonWriter w(out);
+  w.begin_object().field("v", 1).key("columns").begin_object();
+  for (const auto& [name, spec] : entries_) {
+    w.key(name).begin_array();
+    for (const auto& item : spec) std::visit([&](auto x) { w.value(x); }, item);
+    w.end_array();
+  }
+  w.end_object().raw_field("meta", meta_json).end_object();
+  decltype(entries_)().swap(entries_);
+  out.append(((out.size() + 7) & ~size_t{7}) - out.size(), ' ');  // JSON allows trailing whitespace
+  const uint32_t h = static_cast<uint32_t>(out.size() - 8);
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>(h >> (8 * i));
   for (auto& d : data_) {
     out += d;
     std::string().swap(d);

@@ -24,6 +24,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace memsight::report {
@@ -54,13 +56,15 @@ class PagePacker {
   void set_sink(std::function<void(std::string_view)> sink) { sink_ = std::move(sink); }
 
  private:
+  // How a column is stored: its header entry's items (type names and numbers).
+  using Spec = std::vector<std::variant<std::string_view, int64_t>>;
   size_t store(std::string bytes);  // returns the column's offset
   void add(const std::string& name, const char* type, size_t count, std::string bytes);
-  // Appends one array; returns its `"type",offset` for a header entry.
+  // Appends one array; returns its type and offset for a header entry.
   template <class T>
-  std::string column(std::string_view type, std::span<const T> v);
-  void entry(const std::string& name, const std::string& spec);
-  std::string header_;  // "name":[...], entries
+  Spec column(std::string_view type, std::span<const T> v);
+  void entry(const std::string& name, Spec spec) { entries_.emplace_back(name, std::move(spec)); }
+  std::vector<std::pair<std::string, Spec>> entries_;  // the header's columns, in order
   std::vector<std::string> data_;
   std::function<void(std::string_view)> sink_;
   size_t offset_ = 0;

@@ -16,7 +16,7 @@
 #include "memsight/reader.h"
 #include "report/bundle.h"
 #include "report/page_json.h"
-#include "util/escape.h"
+#include "util/json_writer.h"
 #include "util/parallel.h"
 #include "util/version.h"
 
@@ -60,17 +60,20 @@ std::string rank_pages_folder(const std::string& out) {
 
 std::string ranks_html(const RanksReport& r, const RanksPageOptions& opts) {
   std::string title = opts.title.empty() ? "memsight ranks" : opts.title;
-  std::string data = "{\"kind\":\"ranks\",\"title\":";
-  append_json_string(data, title);
-  data += ",\"generator\":\"" + std::string(named_version()) + "\",\"pages\":[";
-  for (size_t i = 0; i < r.ranks.size(); ++i) {
-    if (i) data += ',';
-    append_json_string(data, i < opts.pages.size() ? opts.pages[i] : "");
-  }
   // Names cut as on the snapshot page: no 100 MB frame name in every rank's row.
   std::string report = report::cut_json_strings(ranks_json(r), kNameLimit);
   while (!report.empty() && report.back() == '\n') report.pop_back();
-  data += "],\"report\":" + report + "}";
+  std::string data;
+  JsonWriter w(data);
+  w.begin_document()
+      .field("kind", "ranks")
+      .field("title", title)
+      .field("generator", named_version())
+      .key("pages")
+      .begin_array();
+  for (size_t i = 0; i < r.ranks.size(); ++i)
+    w.value(i < opts.pages.size() ? std::string_view(opts.pages[i]) : std::string_view());
+  w.end_array().raw_field("report", report).end_object();
   return render_json_page("ranks_page.html", "ranks_bundle.txt", title, data);
 }
 

@@ -18,6 +18,7 @@
 #include "pickle/unpickler.h"
 #include "profile/trace_reader.h"
 #include "report/page_json.h"
+#include "util/json_writer.h"
 #include "util/parallel.h"
 
 namespace memsight {
@@ -75,7 +76,10 @@ TEST(InputLimits, NotesCountByReasonAndSayItOnce) {
   n.merge(m);
   EXPECT_EQ(n.text("input: "),
             "input: 3 events dropped: a bad time\ninput: 1 record dropped: a bad size\n");
-  EXPECT_EQ(n.json(),
+  std::string json;
+  JsonWriter w(json);
+  n.json(w);
+  EXPECT_EQ(json,
             "[{\"count\":3,\"note\":\"3 events dropped: a bad time\"},"
             "{\"count\":1,\"note\":\"1 record dropped: a bad size\"}]");
 }

@@ -26,12 +26,10 @@ std::string devices_heading(int device, const DeviceRanges& ranges) {
   return out + " (" + std::to_string(count) + " alike)";
 }
 
-void append_alike_json(std::string& out, const DeviceRanges& ranges) {
-  out += ",\"alike\":[";
-  for (size_t i = 0; i < ranges.size(); ++i)
-    out += (i ? ",[" : "[") + std::to_string(ranges[i].first) + ',' +
-           std::to_string(ranges[i].second) + ']';
-  out += ']';
+void append_alike_json(JsonWriter& w, const DeviceRanges& ranges) {
+  w.key("alike").begin_array();
+  for (auto [first, last] : ranges) w.begin_array().value(first).value(last).end_array();
+  w.end_array();
 }
 
 }  // namespace memsight

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/json_writer.h"
+
 namespace memsight {
 
 // The devices of a group: ranges [first, last], ascending.
@@ -72,8 +74,8 @@ std::string devices_heading(int device, const DeviceRanges& ranges);
 inline bool several(const DeviceRanges& ranges) {
   return ranges.size() > 1 || (!ranges.empty() && ranges[0].first != ranges[0].second);
 }
-// ,"alike":[[first,last],...]
-void append_alike_json(std::string& out, const DeviceRanges& ranges);
+// "alike":[[first,last],...], a field of the group's object.
+void append_alike_json(JsonWriter& w, const DeviceRanges& ranges);
 
 // Keeps, of each group, the devices in `devices` (a page holds a few): a
 // group with none goes, the others are named by their first kept device.

@@ -3,7 +3,7 @@
 
 #include "analysis/frames/report_text.h"
 #include "memsight/diff.h"
-#include "util/escape.h"
+#include "util/json_writer.h"
 #include "util/lines.h"
 
 namespace memsight {
@@ -98,22 +98,25 @@ void site_groups(std::string& out, const SnapshotDiff& d) {
            ", " + size_text(same_bytes) + '\n';
 }
 
-void json_moment(std::string& out, const DiffMoment& m) {
-  char frag[32];
-  std::snprintf(frag, sizeof frag, "%.6f", m.fragmentation);
-  out += "{\"file\":";
-  append_json_string(out, m.file);
-  out += ",\"device\":" + num(m.device) + ",\"at\":";
-  append_json_string(out, m.at);
-  out += ",\"event\":" + num(m.event) + ",\"entries\":" + num(m.entries) +
-         ",\"time_us\":" + num(m.time_us) + ",\"allocated\":" + num(m.allocated) +
-         ",\"active\":" + num(m.active) + ",\"reserved\":" + num(m.reserved) +
-         ",\"requested\":" + num(m.requested) + ",\"free\":" + num(m.free_bytes) +
-         ",\"free_blocks\":" + num(m.free_blocks) + ",\"largest_free\":" + num(m.largest_free) +
-         ",\"fragmentation\":" + frag + ",\"sites\":" + num(static_cast<int64_t>(m.sites.size())) +
-         ",\"note\":";
-  append_json_string(out, m.note);
-  out += '}';
+void json_moment(JsonWriter& w, const DiffMoment& m) {
+  w.begin_object()
+      .field("file", m.file)
+      .field("device", m.device)
+      .field("at", m.at)
+      .field("event", m.event)
+      .field("entries", m.entries)
+      .field("time_us", m.time_us)
+      .field("allocated", m.allocated)
+      .field("active", m.active)
+      .field("reserved", m.reserved)
+      .field("requested", m.requested)
+      .field("free", m.free_bytes)
+      .field("free_blocks", m.free_blocks)
+      .field("largest_free", m.largest_free)
+      .fixed_field("fragmentation", m.fragmentation, 6)
+      .field("sites", m.sites.size())
+      .field("note", m.note)
+      .end_object();
 }
 
 constexpr Category kAll[kCategoryCount] = {
@@ -166,50 +169,65 @@ std::string diff_text(const SnapshotDiff& d) {
   return out;
 }
 
+namespace {
+
+void json_sites(JsonWriter& w, const std::vector<SiteChange>& sites) {
+  w.begin_array();
+  for (const SiteChange& s : sites) {
+    w.begin_object()
+        .field("site", s.site)
+        .field("status", s.status())
+        .field("change", s.change())
+        .field("before", s.before)
+        .field("after", s.after)
+        .field("before_count", s.before_count)
+        .field("after_count", s.after_count)
+        .field("site_kind", frame_kind_name(s.kind))
+        .field("stack", s.stack)
+        .raw_field("frames", s.frames_json.empty() ? "[]" : s.frames_json)
+        .end_object();
+  }
+  w.end_array();
+}
+
+}  // namespace
+
 std::string diff_json(const SnapshotDiff& d) {
   const DiffMoment &a = d.before, &b = d.after;
-  std::string out = "{\"before\":";
-  json_moment(out, a);
-  out += ",\"after\":";
-  json_moment(out, b);
-  out += ",\"change\":{\"allocated\":" + num(b.allocated - a.allocated) +
-         ",\"active\":" + num(b.active - a.active) +
-         ",\"reserved\":" + num(b.reserved - a.reserved) +
-         ",\"free\":" + num(b.free_bytes - a.free_bytes) + "},\"by_category\":{";
-  for (size_t c = 0; c < kCategoryCount; ++c) {
-    if (c) out += ',';
-    out += '"';
-    out += category_key(kAll[c]);
-    out += "\":{\"before\":" + num(a.categories.bytes[c]) +
-           ",\"after\":" + num(b.categories.bytes[c]) +
-           ",\"before_tagged\":" + num(a.categories.tagged[c]) +
-           ",\"after_tagged\":" + num(b.categories.tagged[c]) + "}";
-  }
-  out += "},\"modules\":[";
-  for (size_t i = 0; i < d.modules.size(); ++i) {
-    if (i) out += ',';
-    out += "{\"name\":";
-    append_json_string(out, d.modules[i].name);
-    out +=
-        ",\"before\":" + num(d.modules[i].before) + ",\"after\":" + num(d.modules[i].after) + "}";
-  }
-  out += "],\"sites\":[";
-  for (size_t i = 0; i < d.sites.size(); ++i) {
-    const SiteChange& s = d.sites[i];
-    if (i) out += ',';
-    out += "{\"site\":";
-    append_json_string(out, s.site);
-    out += ",\"status\":\"";
-    out += s.status();
-    out += "\",\"change\":" + num(s.change()) + ",\"before\":" + num(s.before) +
-           ",\"after\":" + num(s.after) + ",\"before_count\":" + num(s.before_count) +
-           ",\"after_count\":" + num(s.after_count) + ",\"site_kind\":\"";
-    out += frame_kind_name(s.kind);
-    out += "\",\"stack\":";
-    append_json_string(out, s.stack);
-    out += ",\"frames\":" + (s.frames_json.empty() ? std::string("[]") : s.frames_json) + '}';
-  }
-  out += "]}\n";
+  std::string out;
+  JsonWriter w(out);
+  w.begin_document().key("before");
+  json_moment(w, a);
+  w.key("after");
+  json_moment(w, b);
+  w.key("change")
+      .begin_object()
+      .field("allocated", b.allocated - a.allocated)
+      .field("active", b.active - a.active)
+      .field("reserved", b.reserved - a.reserved)
+      .field("free", b.free_bytes - a.free_bytes)
+      .end_object()
+      .key("by_category")
+      .begin_object();
+  for (size_t c = 0; c < kCategoryCount; ++c)
+    w.key(category_key(kAll[c]))
+        .begin_object()
+        .field("before", a.categories.bytes[c])
+        .field("after", b.categories.bytes[c])
+        .field("before_tagged", a.categories.tagged[c])
+        .field("after_tagged", b.categories.tagged[c])
+        .end_object();
+  w.end_object().key("modules").begin_array();
+  for (const auto& m : d.modules)
+    w.begin_object()
+        .field("name", m.name)
+        .field("before", m.before)
+        .field("after", m.after)
+        .end_object();
+  w.end_array().key("sites");
+  json_sites(w, d.sites);
+  w.end_object();
+  out += '\n';
   return out;
 }
 

@@ -11,7 +11,7 @@
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
 #include "memsight/text_tools.h"
-#include "util/escape.h"
+#include "util/json_writer.h"
 #include "util/natural_order.h"
 
 namespace memsight {
@@ -371,45 +371,49 @@ std::string category_sources_text(const CategorySources& s) {
   return out;
 }
 
-void append_category_view_json(std::string& out, const CategoryView& v) {
-  auto num = [](int64_t x) { return std::to_string(x); };
-  out += "{\"event\":" + num(v.event) + ",\"total\":" + num(v.totals.total()) +
-         ",\"unattributed\":" + num(v.unattributed) + ",\"by_category\":{";
-  for (size_t c = 0; c < kCategoryCount; ++c) {
-    if (c) out += ',';
-    out += '"';
-    out += category_key(kAll[c]);
-    out += "\":{\"bytes\":" + num(v.totals.bytes[c]) + ",\"tagged\":" + num(v.totals.tagged[c]) +
-           ",\"requested\":" + num(v.totals.requested[c]) + ",\"count\":" + num(v.totals.count[c]) +
-           "}";
+void append_category_view_json(JsonWriter& w, const CategoryView& v) {
+  w.begin_object()
+      .field("event", v.event)
+      .field("total", v.totals.total())
+      .field("unattributed", v.unattributed)
+      .key("by_category")
+      .begin_object();
+  for (size_t c = 0; c < kCategoryCount; ++c)
+    w.key(category_key(kAll[c]))
+        .begin_object()
+        .field("bytes", v.totals.bytes[c])
+        .field("tagged", v.totals.tagged[c])
+        .field("requested", v.totals.requested[c])
+        .field("count", v.totals.count[c])
+        .end_object();
+  w.end_object().key("modules").begin_array();
+  for (const ModuleNode& m : v.modules) {
+    w.begin_object()
+        .field("name", cut_name(m.name))
+        .field("parent", m.parent)
+        .field("total", m.total)
+        .key("by_category")
+        .begin_object();
+    for (size_t c = 0; c < kCategoryCount; ++c)
+      if (m.bytes[c]) w.field(category_key(kAll[c]), m.bytes[c]);
+    w.end_object().end_object();
   }
-  out += "},\"modules\":[";
-  for (size_t i = 0; i < v.modules.size(); ++i) {
-    const ModuleNode& m = v.modules[i];
-    if (i) out += ',';
-    out += "{\"name\":";
-    append_json_string(out, cut_name(m.name));
-    out += ",\"parent\":" + num(m.parent) + ",\"total\":" + num(m.total) + ",\"by_category\":{";
-    bool first = true;
-    for (size_t c = 0; c < kCategoryCount; ++c) {
-      if (!m.bytes[c]) continue;
-      if (!first) out += ',';
-      first = false;
-      out += '"';
-      out += category_key(kAll[c]);
-      out += "\":" + num(m.bytes[c]);
-    }
-    out += "}}";
-  }
-  out += "]}";
+  w.end_array().end_object();
 }
 
-void append_category_sources_json(std::string& out, const CategorySources& s) {
-  out += "{\"tags\":" + std::to_string(s.tags) +
-         ",\"tags_matched\":" + std::to_string(s.tags_matched) + ",\"phases\":";
-  append_json_string(out, s.phases);
-  out += ",\"phase_allocs\":" + std::to_string(s.phase_allocs) +
-         ",\"allocs\":" + std::to_string(s.allocs) + "}";
+void append_category_view_json(std::string& out, const CategoryView& v) {
+  JsonWriter w(out);
+  append_category_view_json(w, v);
+}
+
+void append_category_sources_json(JsonWriter& w, const CategorySources& s) {
+  w.begin_object()
+      .field("tags", s.tags)
+      .field("tags_matched", s.tags_matched)
+      .field("phases", s.phases)
+      .field("phase_allocs", s.phase_allocs)
+      .field("allocs", s.allocs)
+      .end_object();
 }
 
 CategoryView categories_at(const Snapshot& snap, size_t device, std::string_view at) {

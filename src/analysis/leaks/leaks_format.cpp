@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "analysis/frames/report_text.h"
-#include "util/escape.h"
+#include "util/json_writer.h"
 #include "util/lines.h"
 
 namespace memsight {
@@ -116,93 +116,88 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
   }
 }
 
-// ,"stack":"a.py:1:f <- ...","frames":[...]
-void stack_json(std::string& out, const FrameClassifier& fc, StackId stack) {
-  out += ",\"stack\":";
-  append_json_string(out, fc.describe(stack));
-  out += ",\"frames\":";
-  json_stack(out, fc, stack);
+// "stack":"a.py:1:f <- ...","frames":[...]
+void stack_json(JsonWriter& w, const FrameClassifier& fc, StackId stack) {
+  w.field("stack", fc.describe(stack)).key("frames");
+  json_stack(w, fc, stack);
 }
 
-void json_series(std::string& out, const std::vector<int64_t>& v) {
-  out += '[';
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) out += ',';
-    out += num(v[i]);
-  }
-  out += ']';
+void json_series(JsonWriter& w, const std::vector<int64_t>& v) {
+  w.begin_array();
+  for (int64_t x : v) w.value(x);
+  w.end_array();
+}
+
+void iterations_json(JsonWriter& w, const FrameClassifier& fc, const Iterations& it) {
+  w.begin_object()
+      .field("source", it.source)
+      .field("description", source_text(fc, it))
+      .field("count", it.starts.size())
+      .field("complete", it.complete())
+      .key("starts");
+  json_series(w, it.starts);
+  w.key("numbers");
+  json_series(w, it.numbers);
+  w.end_object();
+}
+
+void leak_site_json(JsonWriter& w, const FrameClassifier& fc, const LeakSite& s) {
+  w.begin_object()
+      .field("site", s.site)
+      .field("site_kind", frame_kind_name(s.kind))
+      .field("bytes_per_iteration", s.bytes_per_iteration)
+      .field("iterations_grown", s.iterations_grown)
+      .field("surviving_bytes", s.surviving_bytes)
+      .field("surviving_count", s.surviving_count)
+      .field("category", category_key(s.category))
+      .field("module", s.module)
+      .field("made_in", s.made_in);
+  stack_json(w, fc, s.stack);
+  w.key("newest").begin_array();
+  for (const Survivor& v : s.newest)
+    w.begin_object()
+        .field("event", v.event)
+        .field("iteration", v.iteration)
+        .field("bytes", v.bytes)
+        .field("requested", v.requested)
+        .field("stack", fc.describe(v.stack))
+        .end_object();
+  w.end_array().end_object();
 }
 
 }  // namespace
 
-void leak_device_json(std::string& out, const FrameClassifier& fc, const LeakReport& r,
+void leak_device_json(JsonWriter& w, const FrameClassifier& fc, const LeakReport& r,
                       const DeviceRanges* alike) {
-  const Iterations& it = r.iterations;
-  out += "{\"device\":" + num(r.device) + ",\"entries\":" + num(static_cast<int64_t>(r.entries)) +
-         ",\"verdict\":";
-  append_json_string(out, leak_verdict_name(r.verdict));
-  out += ",\"message\":";
-  append_json_string(out, r.message);
-  out += ",\"iterations\":{\"source\":";
-  append_json_string(out, it.source);
-  out += ",\"description\":";
-  append_json_string(out, source_text(fc, it));
-  out += ",\"count\":" + num(static_cast<int64_t>(it.starts.size())) +
-         ",\"complete\":" + num(static_cast<int64_t>(it.complete())) + ",\"starts\":";
-  json_series(out, it.starts);
-  out += ",\"numbers\":";
-  json_series(out, it.numbers);
-  out += "},\"measured\":" + num(r.measured) +
-         ",\"bytes_per_iteration\":" + num(r.bytes_per_iteration) + ",\"sites\":[";
-  for (size_t i = 0; i < r.sites.size(); ++i) {
-    const LeakSite& s = r.sites[i];
-    if (i) out += ',';
-    out += "{\"site\":";
-    append_json_string(out, s.site);
-    out += ",\"site_kind\":\"";
-    out += frame_kind_name(s.kind);
-    out += "\",\"bytes_per_iteration\":" + num(s.bytes_per_iteration) +
-           ",\"iterations_grown\":" + num(s.iterations_grown) +
-           ",\"surviving_bytes\":" + num(s.surviving_bytes) +
-           ",\"surviving_count\":" + num(s.surviving_count) + ",\"category\":\"";
-    out += category_key(s.category);
-    out += "\",\"module\":";
-    append_json_string(out, s.module);
-    out += ",\"made_in\":";
-    append_json_string(out, s.made_in);
-    stack_json(out, fc, s.stack);
-    out += ",\"newest\":[";
-    for (size_t k = 0; k < s.newest.size(); ++k) {
-      const Survivor& v = s.newest[k];
-      if (k) out += ',';
-      out += "{\"event\":" + num(v.event) + ",\"iteration\":" + num(v.iteration) +
-             ",\"bytes\":" + num(v.bytes) + ",\"requested\":" + num(v.requested) + ",\"stack\":";
-      append_json_string(out, fc.describe(v.stack));
-      out += '}';
-    }
-    out += "]}";
-  }
-  out += "],\"fix\":";
+  w.begin_object()
+      .field("device", r.device)
+      .field("entries", r.entries)
+      .field("verdict", leak_verdict_name(r.verdict))
+      .field("message", r.message)
+      .key("iterations");
+  iterations_json(w, fc, r.iterations);
+  w.field("measured", r.measured)
+      .field("bytes_per_iteration", r.bytes_per_iteration)
+      .key("sites")
+      .begin_array();
+  for (const LeakSite& s : r.sites) leak_site_json(w, fc, s);
+  w.end_array().key("fix");
   if (r.fix_site.empty()) {
-    out += "null";
+    w.null();
   } else {
-    out += "{\"site\":";
-    append_json_string(out, r.fix_site);
-    stack_json(out, fc, r.fix_stack);
-    out += '}';
+    w.begin_object().field("site", r.fix_site);
+    stack_json(w, fc, r.fix_stack);
+    w.end_object();
   }
-  out += ",\"growth\":[";
-  for (size_t i = 0; i < r.growth.size(); ++i) {
-    if (i) out += ',';
-    out += "{\"site\":";
-    append_json_string(out, r.growth[i].site);
-    out += std::string(",\"leak\":") + (r.growth[i].leak ? "true" : "false") + ",\"live\":";
-    json_series(out, r.growth[i].live);
-    out += '}';
+  w.key("growth").begin_array();
+  for (const auto& g : r.growth) {
+    w.begin_object().field("site", g.site).field("leak", g.leak).key("live");
+    json_series(w, g.live);
+    w.end_object();
   }
-  out += ']';
-  if (alike) append_alike_json(out, *alike);
-  out += '}';
+  w.end_array();
+  if (alike) append_alike_json(w, *alike);
+  w.end_object();
 }
 
 std::string leaks_text(const Snapshot& snap, const Leaks& leaks) {
@@ -219,15 +214,17 @@ std::string leaks_text(const Snapshot& snap, const Leaks& leaks) {
 
 std::string leaks_json(const Snapshot& snap, const Leaks& leaks) {
   FrameClassifier fc(snap, UserCode{leaks.user_code});
-  std::string out = "{\"user_code\":";
-  json_strings(out, leaks.user_code);
-  out += ",\"min_iterations\":" + num(static_cast<int64_t>(kMinLeakIterations)) + ",\"devices\":[";
+  std::string out;
+  JsonWriter w(out);
+  w.begin_document().key("user_code");
+  json_strings(w, leaks.user_code);
+  w.field("min_iterations", kMinLeakIterations).key("devices").begin_array();
   for (size_t i = 0; i < leaks.devices.size(); ++i) {
-    if (i) out += ',';
     const DeviceRanges& m = leaks.members[i];
-    leak_device_json(out, fc, leaks.devices[i], several(m) ? &m : nullptr);
+    leak_device_json(w, fc, leaks.devices[i], several(m) ? &m : nullptr);
   }
-  out += "]}\n";
+  w.end_array().end_object();
+  out += '\n';
   return out;
 }
 

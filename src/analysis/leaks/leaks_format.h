@@ -8,8 +8,8 @@
 
 namespace memsight {
 
-// Appends {"device":...} for r; with `alike`, the devices it stands for.
-void leak_device_json(std::string& out, const FrameClassifier& fc, const LeakReport& r,
+// Writes {"device":...} for r; with `alike`, the devices it stands for.
+void leak_device_json(JsonWriter& w, const FrameClassifier& fc, const LeakReport& r,
                       const DeviceRanges* alike = nullptr);
 
 }  // namespace memsight

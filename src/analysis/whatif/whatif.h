@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/alike/alike.h"
 #include "allocator/simulate.h"
+#include "analysis/alike/alike.h"
 #include "memsight/snapshot.h"
 #include "memsight/summary.h"
 
@@ -111,5 +111,8 @@ bool avoids(const Outcome& o, int32_t entry, bool high = false);
 
 std::string text(const Report& r);
 std::string json(const Report& r);
+// One device's report as JSON; with `alike`, the devices it stands for.
+void device_json(JsonWriter& w, const DeviceReport& d, bool table,
+                 const DeviceRanges* alike = nullptr);
 
 }  // namespace memsight::whatif

@@ -8,6 +8,7 @@
 #include "memsight/error.h"
 #include "memsight/text_tools.h"
 #include "memsight/whatif.h"
+#include "util/json_writer.h"
 
 namespace memsight::whatif {
 namespace {
@@ -235,117 +236,6 @@ std::string table_text(const DeviceReport& d) {
   return out;
 }
 
-void json_str(std::string& out, const std::string& s) {
-  out += '"';
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  out += '"';
-}
-
-std::string num(int64_t v) { return std::to_string(v); }
-
-void json_event(std::string& out, const simulate::SegmentEvent& e) {
-  out += "{\"action\":\"" + std::string(action_name(e.action)) + "\",\"size\":" + num(e.size) +
-         ",\"entry\":" + num(e.owner) + "}";
-}
-
-void json_entries(std::string& out, const std::vector<int32_t>& v) {
-  out += '[';
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + num(v[i]);
-  out += ']';
-}
-
-void json_outcome(std::string& out, const DeviceReport& d, const Outcome& o) {
-  const simulate::Result& r = o.result;
-  out += "{\"settings\":";
-  json_str(out, o.alt.label);
-  out += ",\"conf\":";
-  json_str(out, o.alt.settings.conf());
-  out += ",\"recorded\":" + std::string(o.alt.recorded ? "true" : "false");
-  out += ",\"peak_reserved\":" + num(r.peak.reserved) +
-         ",\"peak_reserved_event\":" + num(r.peak_reserved_event) +
-         ",\"peak_allocated\":" + num(r.peak.allocated) +
-         ",\"unused_at_peak\":" + num(r.unused_at_peak) +
-         ",\"largest_free_at_peak\":" + num(r.largest_free_at_peak) +
-         ",\"segments_created\":" + num(r.segments_created) +
-         ",\"segments_placed_unanchored\":" + num(r.segments_placed_unanchored) + ",\"ooms\":[";
-  for (size_t i = 0; i < r.ooms.size(); ++i) {
-    const simulate::Oom& o2 = r.ooms[i];
-    out += std::string(i ? "," : "") + "{\"event\":" + num(o2.event) +
-           ",\"requested\":" + num(o2.requested) +
-           ",\"recorded\":" + (o2.recorded ? "true" : "false") + ",\"cause\":\"" +
-           (o2.cap ? "limit" : "device") + "\",\"reserved\":" + num(o2.reserved) +
-           ",\"allocated\":" + num(o2.allocated) + ",\"cached_free\":" + num(o2.free.bytes) + "}";
-  }
-  out += "],\"recorded_ooms_avoided\":";
-  std::vector<int32_t> avoided, avoided_high;
-  for (int32_t e : d.recorded_ooms) {
-    if (avoids(o, e)) avoided.push_back(e);
-    if (avoids(o, e, true)) avoided_high.push_back(e);
-  }
-  json_entries(out, avoided);
-  if (o.at_cap_high) {
-    out += ",\"at_cap_high\":{\"limit\":" + num(o.alt.device.limit_high) +
-           ",\"peak_reserved\":" + num(o.at_cap_high->peak.reserved) +
-           ",\"stopped_at\":" + num(o.at_cap_high->stopped_at) + ",\"recorded_ooms_avoided\":";
-    json_entries(out, avoided_high);
-    out += '}';
-  }
-  out += ",\"stopped_at\":" + num(r.stopped_at) + ",\"note\":";
-  json_str(out, o.alt.note);
-  out += '}';
-}
-
-// One device's report, without its closing brace (the alike ranges may
-// follow).
-void device_json(std::string& out, const DeviceReport& d, bool table) {
-  const SelfCheck& c = d.check;
-  out += "{\"device\":" + num(d.device) + ",\"entries\":" + num(static_cast<int64_t>(d.entries)) +
-         ",\"recorded_settings\":";
-  json_str(out, d.recorded_conf);
-  out += ",\"memory\":{\"total\":" + num(d.memory.total) +
-         ",\"capacity\":" + num(d.memory.capacity) + ",\"limit\":" + num(d.memory.limit) +
-         ",\"limit_inferred\":" + (d.memory.limit_inferred ? "true" : "false") +
-         ",\"limit_at_most\":" + num(d.memory.limit_inferred ? d.memory.limit_high : -1) + "}";
-  out += ",\"recorded_ooms\":";
-  json_entries(out, d.recorded_ooms);
-  out += ",\"self_check\":{\"ok\":" + std::string(c.ok() ? "true" : "false") + ",\"incomplete\":";
-  json_str(out, c.incomplete);
-  out += ",\"segment_events\":" + num(static_cast<int64_t>(c.events)) +
-         ",\"matching_events\":" + num(static_cast<int64_t>(c.matching)) + ",\"first_difference\":";
-  if (c.differs) {
-    out += "{\"index\":" + num(static_cast<int64_t>(c.matching)) + ",\"recorded\":";
-    if (c.recorded_missing)
-      out += "null";
-    else
-      json_event(out, c.recorded);
-    out += ",\"simulated\":";
-    if (c.simulated_missing)
-      out += "null";
-    else
-      json_event(out, c.simulated);
-    out += '}';
-  } else {
-    out += "null";
-  }
-  out += ",\"peak_reserved_recorded\":" + num(c.peak_recorded) +
-         ",\"peak_reserved_simulated\":" + num(c.peak_simulated) +
-         ",\"allocations\":" + num(c.allocations) + ",\"misplaced\":" + num(c.misplaced) +
-         ",\"ooms_simulated\":";
-  json_entries(out, c.ooms_simulated);
-  out += "},\"results\":[";
-  bool first = true;
-  for (const Outcome& o : d.outcomes) {
-    if (!table && o.alt.recorded) continue;
-    if (!first) out += ',';
-    first = false;
-    json_outcome(out, d, o);
-  }
-  out += "]";
-}
-
 // One device's text after its heading.
 std::string device_text(const DeviceReport& d, bool table) {
   std::string out =
@@ -378,18 +268,6 @@ std::string text(const Report& r) {
            device_text(d, r.table);
   }
   return out;
-}
-
-std::string json(const Report& r) {
-  std::string out =
-      "{\"event_numbering\":\"trace entry index within the device's trace\",\"devices\":[";
-  for (size_t i = 0; i < r.devices.size(); ++i) {
-    if (i) out += ',';
-    device_json(out, r.devices[i], r.table);
-    if (i < r.members.size() && several(r.members[i])) append_alike_json(out, r.members[i]);
-    out += '}';
-  }
-  return out + "]}\n";
 }
 
 }  // namespace memsight::whatif
