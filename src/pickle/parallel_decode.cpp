@@ -95,6 +95,16 @@ struct Ids {
         return pending_local[x] != UINT32_MAX ? local[pending_local[x]] : resolved[x];
     }
   }
+  // A trace cell of the share, with its ids global (trace_fields.h).
+  template <TraceKind K>
+  TraceCell<K> cell(TraceCell<K> v) const {
+    if constexpr (K == TraceKind::Str)
+      return tr(v, str);
+    else if constexpr (K == TraceKind::Stack)
+      return tr(v, stack);
+    else
+      return v;
+  }
 };
 
 }  // namespace
@@ -365,14 +375,10 @@ bool Unpickler::par_take(Share& s) {
     }
     for (size_t i = nrows * part / parts, to = nrows * (part + 1) / parts; i < to; ++i) {
       size_t row = row_base + i;
-      table.action[row] = r.action[i];
-      table.addr[row] = r.addr[i];
-      table.size[row] = r.size[i];
-      table.stream[row] = r.stream[i];
-      table.time_us[row] = r.time_us[i];
-      table.compile_context[row] = id.tr(r.compile_context[i], id.str);
-      table.user_metadata[row] = id.tr(r.user_metadata[i], id.str);
-      table.stack[row] = id.tr(r.stack[i], id.stack);
+#define MEMSIGHT_TRACE_TAKE(Name, key, column, Kind) \
+  table.column[row] = id.cell<TraceKind::Kind>(r.column[i]);
+      MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_TAKE)
+#undef MEMSIGHT_TRACE_TAKE
       table.shape[row] = id.shape[r.shape[i]];
     }
   };

@@ -8,8 +8,8 @@
 #include <unordered_map>
 
 #include "input/input_kind.h"
-#include "pickle/row_chunks.h"
 #include "input/source.h"
+#include "pickle/row_chunks.h"
 #include "pickle/unpickler.h"
 #include "snapshot/read_internal.h"
 
@@ -18,62 +18,27 @@ namespace {
 
 constexpr int kMaxDepth = 1000;
 
-// Key names the model knows, interned first so their ids are small constants.
+// Key names the model knows, interned first so their ids are small
+// constants: a trace entry's (trace_fields.h), then the others.
+#define MEMSIGHT_OTHER_KEYS(X)                                                                    \
+  X(DeviceFree, kDeviceFreeKey)                                                                   \
+  X(Device, "device")                                                                             \
+  X(Address, "address") X(TotalSize, "total_size") X(AllocatedSize, "allocated_size")             \
+      X(ActiveSize, "active_size") X(RequestedSize, "requested_size")                             \
+          X(SegmentType, "segment_type") X(SegmentPoolId, "segment_pool_id")                      \
+              X(IsExpandable, "is_expandable") X(Blocks, "blocks") X(State, "state")              \
+                  X(Name, "name") X(Filename, "filename") X(Line, "line") X(Segments, "segments") \
+                      X(DeviceTraces, "device_traces")
+#define MEMSIGHT_TRACE_KEY_ID(Name, key, column, Kind) k##Name,
+#define MEMSIGHT_KEY_ID(Name, text) k##Name,
 enum Key : StrId {
   kEmpty = 0,
-  kAction,
-  kAddr,
-  kDeviceFree,
-  kSize,
-  kStream,
-  kTimeUs,
-  kCompileContext,
-  kUserMetadata,
-  kFrames,
-  kDevice,
-  kAddress,
-  kTotalSize,
-  kAllocatedSize,
-  kActiveSize,
-  kRequestedSize,
-  kSegmentType,
-  kSegmentPoolId,
-  kIsExpandable,
-  kBlocks,
-  kState,
-  kName,
-  kFilename,
-  kLine,
-  kSegments,
-  kDeviceTraces,
-  kKeyCount
+  MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_KEY_ID) MEMSIGHT_OTHER_KEYS(MEMSIGHT_KEY_ID) kKeyCount
 };
-constexpr std::array<std::string_view, kKeyCount> kKeyNames = {"",
-                                                               "action",
-                                                               "addr",
-                                                               "device_free",
-                                                               "size",
-                                                               "stream",
-                                                               "time_us",
-                                                               "compile_context",
-                                                               "user_metadata",
-                                                               "frames",
-                                                               "device",
-                                                               "address",
-                                                               "total_size",
-                                                               "allocated_size",
-                                                               "active_size",
-                                                               "requested_size",
-                                                               "segment_type",
-                                                               "segment_pool_id",
-                                                               "is_expandable",
-                                                               "blocks",
-                                                               "state",
-                                                               "name",
-                                                               "filename",
-                                                               "line",
-                                                               "segments",
-                                                               "device_traces"};
+#define MEMSIGHT_TRACE_KEY_TEXT(Name, key, column, Kind) key,
+#define MEMSIGHT_KEY_TEXT(Name, text) text,
+constexpr std::array<std::string_view, kKeyCount> kKeyNames = {
+    "", MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_KEY_TEXT) MEMSIGHT_OTHER_KEYS(MEMSIGHT_KEY_TEXT)};
 
 class Builder : public DictHook {
  public:
@@ -98,9 +63,8 @@ class Builder : public DictHook {
 
   void finish(Unpickler& vm, Val root);
 
-  static constexpr Field kFieldOf[kRowKeyCount] = {
-      Field::Action, Field::Addr,           Field::Size,         Field::Stream,
-      Field::TimeUs, Field::CompileContext, Field::UserMetadata, Field::Frames};
+  // A RowKey is a trace field's place in the model's table.
+  static constexpr const Field (&kFieldOf)[kRowKeyCount] = kTraceFields;
 
   TraceTable* trace_table() override { return &snap_.trace; }
 
@@ -139,15 +103,17 @@ class Builder : public DictHook {
       for (size_t i = 0; i < n; ++i) keys[i] = {r.keys[i], kFieldOf[r.field[i]]};
       last_row_shape_ = snap_.shapes.intern({keys, n});
     }
-    Action a = action_of(r.action);
-    if (a == Action::Other) t.action_name[row] = r.action;
-    t.push_back_row(a, r.addr, r.size, r.stream, r.time_us, r.compile_context, r.user_metadata,
-                    r.stack, last_row_shape_);
+    Action a = action_of(r.values.action);
+    if (a == Action::Other) t.action_name[row] = r.values.action;
+    t.push_back_row(a, r.values, last_row_shape_);
     return row;
   }
 
  private:
   uint32_t make_row(Unpickler& vm, std::span<const Val> items);
+  Field entry_field(Unpickler& vm, StrId key, Val v, uint32_t& seen, TraceEntry& e);
+  template <TraceKind K>
+  bool take(Unpickler& vm, Val v, TraceValue<K>& out);
   static bool plain_frame(Unpickler& vm, std::span<const Val> kv);
   FrameId make_frame(Unpickler& vm, std::span<const Val> items);
   bool to_stack(Unpickler& vm, Val v, StackId& out);
@@ -267,61 +233,16 @@ uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
   }
   TraceTable& t = snap_.trace;
   auto row = static_cast<uint32_t>(t.rows());
-  Action action = Action::Other;
-  StrId action_str = 0;
-  int64_t addr = 0, size = 0, stream = 0, time_us = 0;
-  StrId cc = 0, um = 0;
-  StackId stack = 0;
+  TraceEntry e;
   std::vector<PyValue>* extras = nullptr;
   uint32_t seen = 0;
   size_t n = items.size() / 2;
   bool same_shape = n == last_shape_.size();
   if (shape_buf_.size() < n) shape_buf_.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    Val k = items[2 * i], v = items[2 * i + 1];
-    if (v.is_node()) v = vm.resolve(v);
-    Field f = Field::Extra;
+    Val k = items[2 * i];
     StrId key = k.tag() == Val::Str ? k.idx() : 0;
-    if (k.tag() == Val::Str && key < kKeyCount) {
-      switch (key) {
-        case kAction:
-          if (v.tag() == Val::Str) {
-            f = Field::Action;
-            action = action_of(v.idx());
-            action_str = v.idx();
-          }
-          break;
-        case kAddr:
-        case kDeviceFree:
-          if (is_int(v)) f = Field::Addr, addr = v.as_int();
-          break;
-        case kSize:
-          if (is_int(v)) f = Field::Size, size = v.as_int();
-          break;
-        case kStream:
-          if (is_int(v)) f = Field::Stream, stream = v.as_int();
-          break;
-        case kTimeUs:
-          if (is_int(v)) f = Field::TimeUs, time_us = v.as_int();
-          break;
-        case kCompileContext:
-          if (v.tag() == Val::Str) f = Field::CompileContext, cc = v.idx();
-          break;
-        case kUserMetadata:
-          if (v.tag() == Val::Str) f = Field::UserMetadata, um = v.idx();
-          break;
-        case kFrames:
-          if (to_stack(vm, items[2 * i + 1], stack)) f = Field::Frames;
-          break;
-        default:
-          break;
-      }
-    }
-    if (f != Field::Extra) {
-      uint32_t bit = 1u << static_cast<int>(f);
-      if (seen & bit) f = Field::Extra;  // a duplicate typed key stays verbatim
-      seen |= bit;
-    }
+    Field f = k.tag() == Val::Str ? entry_field(vm, key, items[2 * i + 1], seen, e) : Field::Extra;
     if (f == Field::Extra) {
       if (!extras) extras = &t.extras[row];
       if (k.tag() != Val::Str) {
@@ -340,9 +261,57 @@ uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
     last_shape_id_ = snap_.shapes.intern(keys);
     last_shape_.assign(keys.begin(), keys.end());
   }
-  if (action == Action::Other) t.action_name[row] = action_str;
-  t.push_back_row(action, addr, size, stream, time_us, cc, um, stack, last_shape_id_);
+  // No action string (a generic entry whose action is no str) reads as 0: "".
+  Action action = action_of(e.action);
+  if (action == Action::Other) t.action_name[row] = e.action;
+  t.push_back_row(action, e, last_shape_id_);
   return row;
+}
+
+// The field of a trace entry's key `key` when its value `v` is of the
+// field's kind, with the value stored in `e`; else Extra. A field seen
+// before (an oom entry's "device_free" besides "addr") stays verbatim and
+// leaves the first one's value alone.
+Field Builder::entry_field(Unpickler& vm, StrId key, Val v, uint32_t& seen, TraceEntry& e) {
+  Field f;
+  auto fresh = [&](Field field) {
+    f = field;
+    return !(seen & (1u << static_cast<int>(field)));
+  };
+  bool ok;
+  switch (key) {
+#define MEMSIGHT_ENTRY_CASE(Name, text, column, Kind)                  \
+  case k##Name:                                                        \
+    ok = fresh(Field::Name) && take<TraceKind::Kind>(vm, v, e.column); \
+    break;
+    MEMSIGHT_TRACE_FIELDS(MEMSIGHT_ENTRY_CASE)
+#undef MEMSIGHT_ENTRY_CASE
+    case kDeviceFree:
+      ok = fresh(Field::Addr) && take<TraceKind::Int>(vm, v, e.addr);
+      break;
+    default:
+      return Field::Extra;
+  }
+  if (!ok) return Field::Extra;
+  seen |= 1u << static_cast<int>(f);
+  return f;
+}
+
+// A trace field's value of kind K: false when `v` is not one.
+template <TraceKind K>
+bool Builder::take(Unpickler& vm, Val v, TraceValue<K>& out) {
+  if constexpr (K == TraceKind::Stack) {
+    return to_stack(vm, v, out);  // by the node: to_stack converts it in place
+  } else {
+    if (v.is_node()) v = vm.resolve(v);
+    bool ok = K == TraceKind::Int ? is_int(v) : v.tag() == Val::Str;
+    if (!ok) return false;
+    if constexpr (K == TraceKind::Int)
+      out = v.as_int();
+    else
+      out = v.idx();
+    return true;
+  }
 }
 
 // A dict's items as torch writes a frame: exactly name, filename and line,
@@ -862,23 +831,8 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
   TraceTable old = std::move(snap_.trace);
   TraceTable& t = snap_.trace = TraceTable{};
   t.reserve(total);
-  for (auto& o : order) {
-    for (uint32_t r : o) {
-      auto nr = static_cast<uint32_t>(t.rows());
-      t.action.push_back(old.action[r]);
-      t.addr.push_back(old.addr[r]);
-      t.size.push_back(old.size[r]);
-      t.stream.push_back(old.stream[r]);
-      t.time_us.push_back(old.time_us[r]);
-      t.compile_context.push_back(old.compile_context[r]);
-      t.user_metadata.push_back(old.user_metadata[r]);
-      t.stack.push_back(old.stack[r]);
-      t.shape.push_back(old.shape[r]);
-      if (auto it = old.action_name.find(r); it != old.action_name.end())
-        t.action_name[nr] = it->second;
-      if (auto it = old.extras.find(r); it != old.extras.end()) t.extras[nr] = it->second;
-    }
-  }
+  for (auto& o : order)
+    for (uint32_t r : o) t.append_row(old, r);
 }
 
 }  // namespace
@@ -887,9 +841,7 @@ Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scop
   Snapshot snap;
   Builder builder(snap);
   Unpickler vm(src, snap.strings, &builder, progress);
-  const StrId row_keys[kRowKeyCount] = {kAction, kAddr,           kSize,         kStream,
-                                        kTimeUs, kCompileContext, kUserMetadata, kFrames};
-  vm.enable_fast_path(&snap.frames, kAction, kName, row_keys, kDeviceFree);
+  vm.enable_fast_path(&snap.frames, kName);
   bool skip = scope == ReadScope::SegmentsOnly;
   if (skip)
     vm.skip_value_of(kDeviceTraces);

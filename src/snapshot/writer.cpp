@@ -13,8 +13,8 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "memsight/reader.h"
 #include "input/source.h"
+#include "memsight/reader.h"
 
 namespace memsight {
 namespace {
@@ -539,6 +539,24 @@ class Pickler {
     op('e');
   }
 
+  // A trace entry's value, by its field's kind (trace_fields.h).
+  template <TraceKind K>
+  void cell(uint32_t row, TraceCell<K> v) {
+    if constexpr (K == TraceKind::Action) {
+      auto it = snap_.trace.action_name.find(row);
+      if (it != snap_.trace.action_name.end())
+        str(it->second);
+      else
+        str(action_name(v));
+    } else if constexpr (K == TraceKind::Int) {
+      integer(v);
+    } else if constexpr (K == TraceKind::Str) {
+      str(v);
+    } else {
+      stack(v);
+    }
+  }
+
   void traces() {
     const TraceTable& t = snap_.trace;
     op(']');
@@ -568,35 +586,12 @@ class Pickler {
           }
           str(k.key);
           switch (k.field) {
-            case Field::Action: {
-              auto it = t.action_name.find(r);
-              if (it != t.action_name.end())
-                str(it->second);
-              else
-                str(action_name(t.action[r]));
-              break;
-            }
-            case Field::Addr:
-              integer(t.addr[r]);
-              break;
-            case Field::Size:
-              integer(t.size[r]);
-              break;
-            case Field::Stream:
-              integer(t.stream[r]);
-              break;
-            case Field::TimeUs:
-              integer(t.time_us[r]);
-              break;
-            case Field::CompileContext:
-              str(t.compile_context[r]);
-              break;
-            case Field::UserMetadata:
-              str(t.user_metadata[r]);
-              break;
-            case Field::Frames:
-              stack(t.stack[r]);
-              break;
+#define MEMSIGHT_WRITE_CASE(Name, key, column, Kind) \
+  case Field::Name:                                  \
+    cell<TraceKind::Kind>(r, t.column[r]);           \
+    break;
+            MEMSIGHT_TRACE_FIELDS(MEMSIGHT_WRITE_CASE)
+#undef MEMSIGHT_WRITE_CASE
             default:
               op('N');
               break;
