@@ -356,6 +356,13 @@ class Unpickler {
   void par_step();
   bool par_launch();
   bool par_take(row_chunks::Share& s);
+  // The steps of taking a share (parallel_decode.cpp).
+  struct ShareIds;
+  bool par_resolve(const row_chunks::Share& s, ShareIds& id) const;
+  void par_intern(const row_chunks::Share& s, ShareIds& id);
+  void par_fill(const row_chunks::Share& s, const ShareIds& id, uint64_t memo_base,
+                uint64_t row_base);
+  void par_replay(const row_chunks::Share& s, uint64_t memo_base, uint64_t row_base);
   bool share_fits_stack(const row_chunks::Share& s) const;
   struct Parallel;
   struct ParallelDeleter {
