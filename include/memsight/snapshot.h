@@ -9,11 +9,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "memsight/pyvalue.h"
+#include "memsight/trace_fields.h"
 
 namespace memsight {
 
@@ -99,15 +101,10 @@ Action parse_action(std::string_view s);
 // a PyValue. A Shape is the dict's keys in their original order.
 enum class Field : uint8_t {
   Extra,
-  // trace entry
-  Action,
-  Addr,  // "addr", or "device_free" for oom entries
-  Size,
-  Stream,
-  TimeUs,
-  CompileContext,
-  UserMetadata,
-  Frames,
+// trace entry (trace_fields.h); Addr is also an oom entry's "device_free"
+#define MEMSIGHT_TRACE_FIELD(Name, key, column, Kind) Name,
+  MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_FIELD)
+#undef MEMSIGHT_TRACE_FIELD
   // segment (besides Stream, Frames)
   Device,
   Address,
@@ -121,6 +118,13 @@ enum class Field : uint8_t {
   Blocks,
   // block (besides Address, Size, RequestedSize, Frames)
   State,
+};
+
+// The trace fields in the order of their table (trace_fields.h).
+inline constexpr Field kTraceFields[] = {
+#define MEMSIGHT_TRACE_FIELD(Name, key, column, Kind) Field::Name,
+    MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_FIELD)
+#undef MEMSIGHT_TRACE_FIELD
 };
 
 struct ShapeKey {
@@ -181,17 +185,31 @@ struct UninitAllocator : std::allocator<T> {
 template <class T>
 using Column = std::vector<T, UninitAllocator<T>>;
 
-// Every trace entry of every device, in columns; device d owns rows
-// [device_begin[d], device_begin[d+1]).
+// What a trace column holds, by the field's kind (trace_fields.h).
+template <TraceKind K>
+using TraceCell =
+    std::conditional_t<K == TraceKind::Action, Action,
+                       std::conditional_t<K == TraceKind::Int, int64_t,
+                                          std::conditional_t<K == TraceKind::Str, StrId, StackId>>>;
+// A field's value as a reader decodes it: as the column holds it, but the
+// action as its string (which Action it is is looked up once per string).
+template <TraceKind K>
+using TraceValue = std::conditional_t<K == TraceKind::Action, StrId, TraceCell<K>>;
+
+// One trace entry's values as a reader decodes them; a key the entry lacks
+// reads 0.
+struct TraceEntry {
+#define MEMSIGHT_TRACE_VALUE(Name, key, column, Kind) TraceValue<TraceKind::Kind> column = 0;
+  MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_VALUE)
+#undef MEMSIGHT_TRACE_VALUE
+};
+
+// Every trace entry of every device, in columns (one per field of
+// trace_fields.h); device d owns rows [device_begin[d], device_begin[d+1]).
 struct TraceTable {
-  Column<Action> action;
-  Column<int64_t> addr;  // addr, or device_free for oom
-  Column<int64_t> size;
-  Column<int64_t> stream;
-  Column<int64_t> time_us;
-  Column<StrId> compile_context;
-  Column<StrId> user_metadata;
-  Column<StackId> stack;
+#define MEMSIGHT_TRACE_COLUMN(Name, key, column, Kind) Column<TraceCell<TraceKind::Kind>> column;
+  MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_COLUMN)
+#undef MEMSIGHT_TRACE_COLUMN
   Column<ShapeId> shape;
   // Rows with Action::Other: the action string.
   std::unordered_map<uint32_t, StrId> action_name;
@@ -201,19 +219,25 @@ struct TraceTable {
   size_t rows() const { return action.size(); }
   void reserve(size_t n);
   void resize(size_t n);  // new rows are uninitialised (see Column)
-  void push_back_row(Action a, int64_t address, int64_t bytes, int64_t on_stream, int64_t time,
-                     StrId context, StrId metadata, StackId frames, ShapeId layout) {
-    action.push_back(a);
-    addr.push_back(address);
-    size.push_back(bytes);
-    stream.push_back(on_stream);
-    time_us.push_back(time);
-    compile_context.push_back(context);
-    user_metadata.push_back(metadata);
-    stack.push_back(frames);
+  // Appends an entry; `a` is the Action of its action string.
+  void push_back_row(Action a, const TraceEntry& e, ShapeId layout) {
+#define MEMSIGHT_TRACE_PUSH(Name, key, column, Kind) \
+  column.push_back(cell<TraceKind::Kind>(e.column, a));
+    MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_PUSH)
+#undef MEMSIGHT_TRACE_PUSH
     shape.push_back(layout);
   }
-  void push_back_row() { push_back_row(Action::Other, 0, 0, 0, 0, 0, 0, 0, 0); }  // a zeroed row
+  // Appends row r of `from`, with its action string and extra values.
+  void append_row(const TraceTable& from, uint32_t r);
+
+ private:
+  template <TraceKind K>
+  static TraceCell<K> cell([[maybe_unused]] TraceValue<K> v, [[maybe_unused]] Action a) {
+    if constexpr (K == TraceKind::Action)
+      return a;
+    else
+      return v;
+  }
 };
 
 enum class BlockState : uint8_t { ActiveAllocated, ActivePendingFree, Inactive, Other };

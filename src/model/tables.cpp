@@ -163,27 +163,28 @@ Action parse_action(std::string_view s) {
 }
 
 void TraceTable::reserve(size_t n) {
-  action.reserve(n);
-  addr.reserve(n);
-  size.reserve(n);
-  stream.reserve(n);
-  time_us.reserve(n);
-  compile_context.reserve(n);
-  user_metadata.reserve(n);
-  stack.reserve(n);
+#define MEMSIGHT_TRACE_RESERVE(Name, key, column, Kind) column.reserve(n);
+  MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_RESERVE)
+#undef MEMSIGHT_TRACE_RESERVE
   shape.reserve(n);
 }
 
 void TraceTable::resize(size_t n) {
-  action.resize(n);
-  addr.resize(n);
-  size.resize(n);
-  stream.resize(n);
-  time_us.resize(n);
-  compile_context.resize(n);
-  user_metadata.resize(n);
-  stack.resize(n);
+#define MEMSIGHT_TRACE_RESIZE(Name, key, column, Kind) column.resize(n);
+  MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_RESIZE)
+#undef MEMSIGHT_TRACE_RESIZE
   shape.resize(n);
+}
+
+void TraceTable::append_row(const TraceTable& from, uint32_t r) {
+  auto to = static_cast<uint32_t>(rows());
+#define MEMSIGHT_TRACE_COPY(Name, key, column, Kind) column.push_back(from.column[r]);
+  MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_COPY)
+#undef MEMSIGHT_TRACE_COPY
+  shape.push_back(from.shape[r]);
+  if (auto it = from.action_name.find(r); it != from.action_name.end())
+    action_name[to] = it->second;
+  if (auto it = from.extras.find(r); it != from.extras.end()) extras[to] = it->second;
 }
 
 const PyValue* Snapshot::top(std::string_view key) const {

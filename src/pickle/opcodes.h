@@ -161,4 +161,8 @@ struct KeySlot {
   }
 };
 
+// Throws the Error for an opcode the reader does not run (refused_opcodes.cpp):
+// one that would run code, one no snapshot uses, or an unknown byte.
+[[noreturn]] void refuse_opcode(uint8_t op, uint64_t offset);
+
 }  // namespace memsight::pickle_op

@@ -76,10 +76,11 @@ void Unpickler::ParallelDeleter::operator()(Parallel* p) const { delete p; }
 
 namespace {
 const uint8_t* const kNever = reinterpret_cast<const uint8_t*>(~uintptr_t{0});
+}  // namespace
 
 // A share's refs, translated to global ids once the main thread has
 // interned what is new in it.
-struct Ids {
+struct Unpickler::ShareIds {
   std::vector<uint32_t> resolved;       // pending read -> global id (reads of earlier slots)
   std::vector<uint32_t> pending_local;  // pending read -> local id (reads of the share's own slots)
   std::vector<uint32_t> str, frame, stack;
@@ -95,9 +96,17 @@ struct Ids {
         return pending_local[x] != UINT32_MAX ? local[pending_local[x]] : resolved[x];
     }
   }
+  // A trace cell of the share, with its ids global (trace_fields.h).
+  template <TraceKind K>
+  TraceCell<K> cell(TraceCell<K> v) const {
+    if constexpr (K == TraceKind::Str)
+      return tr(v, str);
+    else if constexpr (K == TraceKind::Stack)
+      return tr(v, stack);
+    else
+      return v;
+  }
 };
-
-}  // namespace
 
 void Unpickler::par_arm() {
   // Mapped input only (helpers read the mapping), with the fast paths on.
@@ -280,11 +289,9 @@ bool Unpickler::share_fits_stack(const Share& s) const {
 // changed) when the share cannot be taken as it is.
 bool Unpickler::par_take(Share& s) {
   Parallel& P = *par_;
-  const TraceTable& r = s.rows;
-  const size_t nrows = r.rows();
+  const size_t nrows = s.rows.rows();
   if (s.stop == s.start || !sparse_memo_.empty() || memo_rewrites_ != P.memo_rewrites) return false;
-  TraceTable& table = *hook_->trace_table();
-  const uint64_t memo_base = memo_.size(), row_base = table.rows();
+  const uint64_t memo_base = memo_.size(), row_base = hook_->trace_table()->rows();
   if (row_base + nrows >= (uint64_t{1} << 28) || memo_base + s.memo.size() >= (uint64_t{1} << 32))
     return false;
   if (strings_.size() + s.strings.size() >= (1u << 28) ||
@@ -292,9 +299,19 @@ bool Unpickler::par_take(Share& s) {
       frames_->stack_count() + s.stacks.stack_count() >= (1u << 28))
     return false;  // ids too wide for a memo slot: rare, left to this thread
   if (!share_fits_stack(s)) return false;
+  ShareIds id;
+  if (!par_resolve(s, id)) return false;
+  // From here on the model grows.
+  par_intern(s, id);
+  par_fill(s, id, memo_base, row_base);
+  par_replay(s, memo_base, row_base);
+  return true;
+}
 
-  // Every pending read: a slot that exists, holding what the entry needs.
-  Ids id;
+// Every pending read of the share: a slot that exists, holding what the
+// entry needs; false when one does not (the share is decoded again here).
+bool Unpickler::par_resolve(const Share& s, ShareIds& id) const {
+  const uint64_t memo_base = memo_.size();
   id.resolved.assign(s.pending.size(), 0);
   id.pending_local.assign(s.pending.size(), UINT32_MAX);
   for (size_t i = 0; i < s.pending.size(); ++i) {
@@ -317,7 +334,11 @@ bool Unpickler::par_take(Share& s) {
   for (std::string_view sv : s.strings)
     if (!is_pickle_text(sv)) return false;
 
-  // From here on the model grows: what is new in the share, in file order.
+  return true;
+}
+
+// What is new in the share, interned into the model in file order.
+void Unpickler::par_intern(const Share& s, ShareIds& id) {
   id.str.resize(s.strings.size());
   for (size_t i = 0; i < s.strings.size(); ++i) id.str[i] = strings_.intern(s.strings[i]);
   id.frame.resize(s.frames.size());
@@ -345,10 +366,16 @@ bool Unpickler::par_take(Share& s) {
     }
     id.shape[i] = hook_->row_shape(f);
   }
+}
 
-  // The memo slots and rows with their final ids, on the helpers' threads
-  // too (they are done): most of the time of taking a share goes into
-  // filling these columns' fresh pages.
+// The share's memo slots and rows with their final ids, on the helpers'
+// threads too (they are done): most of the time of taking a share goes into
+// filling these columns' fresh pages.
+void Unpickler::par_fill(const Share& s, const ShareIds& id, uint64_t memo_base,
+                         uint64_t row_base) {
+  const TraceTable& r = s.rows;
+  const size_t nrows = r.rows();
+  TraceTable& table = *hook_->trace_table();
   memo_.resize(memo_base + s.memo.size());
   table.resize(row_base + nrows);
   auto copy = [&](size_t part, size_t parts) {
@@ -360,28 +387,27 @@ bool Unpickler::par_take(Share& s) {
                         : w == kWantStack ? id.stack[local]
                         : w == kWantFrame ? id.frame[local]
                                           : static_cast<uint32_t>(row_base + local);
-      // A list's slot is set by the replay below.
+      // A list's slot is set by par_replay.
       memo_[memo_base + j] = w == kWantList ? 0 : static_cast<uint32_t>(want_tag(w)) << 28 | id_now;
     }
     for (size_t i = nrows * part / parts, to = nrows * (part + 1) / parts; i < to; ++i) {
       size_t row = row_base + i;
-      table.action[row] = r.action[i];
-      table.addr[row] = r.addr[i];
-      table.size[row] = r.size[i];
-      table.stream[row] = r.stream[i];
-      table.time_us[row] = r.time_us[i];
-      table.compile_context[row] = id.tr(r.compile_context[i], id.str);
-      table.user_metadata[row] = id.tr(r.user_metadata[i], id.str);
-      table.stack[row] = id.tr(r.stack[i], id.stack);
+#define MEMSIGHT_TRACE_TAKE(Name, key, column, Kind) \
+  table.column[row] = id.cell<TraceKind::Kind>(r.column[i]);
+      MEMSIGHT_TRACE_FIELDS(MEMSIGHT_TRACE_TAKE)
+#undef MEMSIGHT_TRACE_TAKE
       table.shape[row] = id.shape[r.shape[i]];
     }
   };
-  size_t parts = std::clamp<size_t>(nrows >> 16, 1, std::min<size_t>(P.threads, 8));
+  size_t parts = std::clamp<size_t>(nrows >> 16, 1, std::min<size_t>(par_->threads, 8));
   parallel_for(parts, parts, [&](size_t k) { copy(k, parts); });
   for (auto [row, a] : s.action_refs)
     hook_->set_row_action(static_cast<uint32_t>(row_base + row), id.tr(a, id.str));
+}
 
-  // The list operations: the rows into their device's list, and the lists.
+// The share's list operations, on this thread's stack: the rows into their
+// device's list, and the lists.
+void Unpickler::par_replay(const Share& s, uint64_t memo_base, uint64_t row_base) {
   auto row = static_cast<uint32_t>(row_base);
   size_t next_list = 0;
   for (uint8_t op : s.ops) {
@@ -415,7 +441,6 @@ bool Unpickler::par_take(Share& s) {
         break;
     }
   }
-  return true;
 }
 
 }  // namespace memsight

@@ -223,6 +223,17 @@ class Decoder {
     return *q == APPEND;
   }
 
+  // A trace field's value, by its kind (trace_fields.h); ids as refs.
+  template <TraceKind K>
+  [[gnu::always_inline]] bool value(const uint8_t*& q, TraceValue<K>& out) {
+    if constexpr (K == TraceKind::Int)
+      return small_int(q, out);
+    else if constexpr (K == TraceKind::Stack)
+      return frames_value(q, out);
+    else  // Action, Str: a str
+      return str_value(q, out);
+  }
+
   // The frames value: a memo read of a stack, or a new list of frames.
   // New lists are interned once the row is complete (stack_slot_ >= 0).
   bool frames_value(const uint8_t*& q, uint32_t& out) {
@@ -285,8 +296,8 @@ class Decoder {
     if (row >= (1u << kLocalIdBits) || !new_slot(slot_code(kWantRow, static_cast<uint32_t>(row))))
       return false;
     stack_slot_ = -1;
-    uint32_t action = 0, cc = 0, um = 0, stack = 0;
-    int64_t addr = 0, size = 0, stream = 0, time_us = 0;
+    // Its values; strings and the stack as refs.
+    TraceEntry e;
     LocalShape s;
     uint32_t seen = 0;
     // Compared with the previous row's layout as the keys come.
@@ -315,30 +326,12 @@ class Decoder {
       if (end() - q < 64) return false;
       bool ok;
       switch (f) {
-        case kRowAction:
-          ok = str_value(q, action);
-          break;
-        case kRowAddr:
-          ok = small_int(q, addr);
-          break;
-        case kRowSize:
-          ok = small_int(q, size);
-          break;
-        case kRowStream:
-          ok = small_int(q, stream);
-          break;
-        case kRowTimeUs:
-          ok = small_int(q, time_us);
-          break;
-        case kRowCompileContext:
-          ok = str_value(q, cc);
-          break;
-        case kRowUserMetadata:
-          ok = str_value(q, um);
-          break;
-        case kRowFrames:
-          ok = frames_value(q, stack);
-          break;
+#define MEMSIGHT_ROW_CASE(Name, key, column, Kind) \
+  case kRow##Name:                                 \
+    ok = value<TraceKind::Kind>(q, e.column);      \
+    break;
+        MEMSIGHT_TRACE_FIELDS(MEMSIGHT_ROW_CASE)
+#undef MEMSIGHT_ROW_CASE
         default:
           ok = false;
       }
@@ -362,16 +355,15 @@ class Decoder {
     if (stack_slot_ >= 0) {
       StackId id = s_.stacks.intern_stack(frame_buf_);
       s_.memo[static_cast<size_t>(stack_slot_)] = slot_code(kWantStack, id);
-      stack = ref(kLocal, id);
+      e.stack = ref(kLocal, id);
     }
     if (new_shape) s_.shapes.push_back(s);
     last_shape_ = shape;
     Action a = Action::Other;
-    if (ref_kind(action) == kGlobal && ref_payload(action) < ctx_.action_of.size())
-      a = ctx_.action_of[ref_payload(action)];
-    if (a == Action::Other) s_.action_refs.emplace_back(static_cast<uint32_t>(row), action);
-    s_.rows.push_back_row(a, addr, size, stream, time_us, cc, um, stack,
-                          static_cast<ShapeId>(shape));
+    if (ref_kind(e.action) == kGlobal && ref_payload(e.action) < ctx_.action_of.size())
+      a = ctx_.action_of[ref_payload(e.action)];
+    if (a == Action::Other) s_.action_refs.emplace_back(static_cast<uint32_t>(row), e.action);
+    s_.rows.push_back_row(a, e, static_cast<ShapeId>(shape));
     return true;
   }
 

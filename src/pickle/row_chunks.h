@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "memsight/snapshot.h"
 #include "input/source.h"
+#include "memsight/snapshot.h"
 
 namespace memsight {
 

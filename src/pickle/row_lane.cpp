@@ -207,6 +207,17 @@ bool Unpickler::row_frames(const uint8_t*& q, StackId& out) {
   return true;
 }
 
+// A trace field's value, by its kind (trace_fields.h).
+template <TraceKind K>
+[[gnu::always_inline]] inline bool Unpickler::row_value(const uint8_t*& q, TraceValue<K>& out) {
+  if constexpr (K == TraceKind::Int)
+    return small_int(q, out);
+  else if constexpr (K == TraceKind::Stack)
+    return row_frames(q, out);
+  else  // Action, Str: a str
+    return row_str(q, out);
+}
+
 bool Unpickler::try_row() {
   if (!sparse_memo_.empty() || !hook_) return false;
   if (end_ - p_ < 4096 && !eof_) refill(4096, /*hard=*/false);
@@ -218,9 +229,7 @@ bool Unpickler::try_row() {
   // Keys a row may lack must not leak in from an earlier one, whether that
   // one was committed or given up half-way.
   row_.n = 0;
-  row_.addr = row_.size = row_.stream = row_.time_us = 0;
-  row_.compile_context = row_.user_metadata = 0;
-  row_.stack = 0;
+  row_.values = {};
   uint32_t seen = 0;
   auto bail = [&] {
     for (uint32_t id : flat_gets_) --nodes_[id].gets;
@@ -248,30 +257,12 @@ bool Unpickler::try_row() {
     if (end_ - q < 32) return bail();
     bool ok;
     switch (f) {
-      case kRowAction:
-        ok = row_str(q, row_.action);
-        break;
-      case kRowAddr:
-        ok = small_int(q, row_.addr);
-        break;
-      case kRowSize:
-        ok = small_int(q, row_.size);
-        break;
-      case kRowStream:
-        ok = small_int(q, row_.stream);
-        break;
-      case kRowTimeUs:
-        ok = small_int(q, row_.time_us);
-        break;
-      case kRowCompileContext:
-        ok = row_str(q, row_.compile_context);
-        break;
-      case kRowUserMetadata:
-        ok = row_str(q, row_.user_metadata);
-        break;
-      case kRowFrames:
-        ok = row_frames(q, row_.stack);
-        break;
+#define MEMSIGHT_ROW_CASE(Name, key, column, Kind)          \
+  case kRow##Name:                                          \
+    ok = row_value<TraceKind::Kind>(q, row_.values.column); \
+    break;
+      MEMSIGHT_TRACE_FIELDS(MEMSIGHT_ROW_CASE)
+#undef MEMSIGHT_ROW_CASE
       default:
         ok = false;
         break;

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "pickle/opcodes.h"
 #include "input/source.h"
+#include "pickle/opcodes.h"
 #include "pickle/unpickler.h"
 
 namespace memsight::trace_walk {

@@ -1,3 +1,7 @@
+// The unpickler's machine: the buffer it reads from, the memo, and the
+// opcode loop (run). Lists and dicts are in containers.cpp, the fast paths
+// for trace entries and frames in row_lane.cpp, opcodes it refuses in
+// refused_opcodes.cpp.
 #include "pickle/unpickler.h"
 
 #include <cstring>
@@ -7,77 +11,6 @@
 
 namespace memsight {
 using namespace pickle_op;
-namespace {
-
-const char* code_opcode_name(uint8_t op) {
-  switch (op) {
-    case GLOBAL:
-      return "GLOBAL";
-    case STACK_GLOBAL:
-      return "STACK_GLOBAL";
-    case REDUCE:
-      return "REDUCE";
-    case BUILD:
-      return "BUILD";
-    case INST:
-      return "INST";
-    case OBJ:
-      return "OBJ";
-    case NEWOBJ:
-      return "NEWOBJ";
-    case NEWOBJ_EX:
-      return "NEWOBJ_EX";
-    case EXT1:
-      return "EXT1";
-    case EXT2:
-      return "EXT2";
-    case EXT4:
-      return "EXT4";
-    case PERSID:
-      return "PERSID";
-    case BINPERSID:
-      return "BINPERSID";
-    default:
-      return nullptr;
-  }
-}
-
-const char* other_opcode_name(uint8_t op) {
-  switch (op) {
-    case FLOAT:
-      return "FLOAT";
-    case INT:
-      return "INT";
-    case LONG:
-      return "LONG";
-    case STRING:
-      return "STRING";
-    case BINSTRING:
-      return "BINSTRING";
-    case SHORT_BINSTRING:
-      return "SHORT_BINSTRING";
-    case UNICODE:
-      return "UNICODE";
-    case GET:
-      return "GET";
-    case PUT:
-      return "PUT";
-    case EMPTY_SET:
-      return "EMPTY_SET";
-    case ADDITEMS:
-      return "ADDITEMS";
-    case FROZENSET:
-      return "FROZENSET";
-    case NEXT_BUFFER:
-      return "NEXT_BUFFER";
-    case READONLY_BUFFER:
-      return "READONLY_BUFFER";
-    default:
-      return nullptr;
-  }
-}
-
-}  // namespace
 
 Unpickler::Unpickler(ByteSource& src, StringTable& strings, DictHook* hook, Progress progress)
     : src_(src), strings_(strings), hook_(hook), progress_(std::move(progress)) {
@@ -204,15 +137,6 @@ void Unpickler::memo_set(size_t idx, Val v) {
   memo_wide_[idx] = v;
 }
 
-std::vector<Val> Unpickler::list_items(Val v) const {
-  const Node& n = nodes_[v.idx()];
-  std::vector<Val> out;
-  out.reserve(n.row_count + n.items.size());
-  for (uint32_t r = 0; r < n.row_count; ++r) out.push_back(Val::make(Val::Row, n.row_first + r));
-  out.insert(out.end(), n.items.begin(), n.items.end());
-  return out;
-}
-
 void Unpickler::memo_put(uint64_t idx) {
   if (stack_.empty()) fail("memo store on an empty stack");
   Val v = stack_.back();
@@ -250,115 +174,6 @@ Val Unpickler::memo_get(uint64_t idx) {
     ++n.gets;
   }
   return v;
-}
-
-void Unpickler::convert_node(Val container, Val compact) {
-  Node& n = nodes_[container.idx()];
-  if (n.memo != UINT32_MAX && n.memo < memo_.size() && memo_at(n.memo) == container)
-    memo_set(n.memo, compact);
-  if (n.gets == 0) {
-    // Nothing but the caller refers to it: recycle the node.
-    n.items.clear();
-    n.is_converted = false;
-    n.memo = UINT32_MAX;
-    free_nodes_.push_back(container.idx());
-  } else {
-    n.is_converted = true;
-    n.converted = compact;
-    n.items.clear();
-    n.items.shrink_to_fit();
-  }
-}
-
-void Unpickler::append_items(Node& list, const Val* v, size_t n) {
-  if (list.gets) ++shared_changes_;
-  size_t i = 0;
-  if (list.items.empty()) {
-    // Extend the row range while the items are the next rows.
-    for (; i < n && v[i].tag() == Val::Row; ++i) {
-      if (list.row_count == 0) {
-        list.row_first = v[i].idx();
-      } else if (v[i].idx() != list.row_first + list.row_count) {
-        break;
-      }
-      ++list.row_count;
-    }
-    if (i < n && list.row_count) {
-      for (uint32_t r = 0; r < list.row_count; ++r)
-        list.items.push_back(Val::make(Val::Row, list.row_first + r));
-      list.row_count = 0;
-    }
-  }
-  list.items.insert(list.items.end(), v + i, v + n);
-}
-
-void Unpickler::add_pairs(Node& d, const Val* kv, size_t n) {
-  // Later keys replace earlier equal ones, as in a Python dict. Only scalar
-  // keys can be compared cheaply; small dicts are checked, big ones trusted.
-  if (d.gets) ++shared_changes_;
-  for (size_t i = 0; i + 1 < n; i += 2) {
-    bool replaced = false;
-    if (d.items.size() <= 64) {
-      for (size_t j = 0; j < d.items.size(); j += 2) {
-        if (d.items[j] == kv[i] && !kv[i].is_node()) {
-          d.items[j + 1] = kv[i + 1];
-          replaced = true;
-          break;
-        }
-      }
-    }
-    if (!replaced) {
-      d.items.push_back(kv[i]);
-      d.items.push_back(kv[i + 1]);
-    }
-  }
-}
-
-// Whether Python could use the value as a dict key: not a list or a dict
-// (converted ones included), nor a tuple holding one.
-bool Unpickler::hashable(Val v, int depth) const {
-  switch (resolve(v).tag()) {
-    case Val::List:
-    case Val::Dict:
-    case Val::Row:
-    case Val::FrameRef:
-    case Val::StackRef:
-      return false;
-    case Val::Tuple:
-      if (depth >= 64) return true;  // deeper tuples are left unchecked
-      for (Val x : nodes_[v.idx()].items)
-        if (!hashable(x, depth + 1)) return false;
-      return true;
-    default:
-      return true;
-  }
-}
-
-void Unpickler::set_items(size_t from) {
-  // stack_[from-1] is the dict, stack_[from..] are key/value pairs.
-  if (from == 0) fail("SETITEMS without a dict");
-  size_t n = stack_.size() - from;
-  if (n % 2) fail("odd number of items for a dict");
-  // pickle.load refuses such a dict (TypeError: unhashable type): so does
-  // this reader, or it would read files that torch cannot.
-  for (size_t i = from; i < stack_.size(); i += 2)
-    if (!hashable(stack_[i], 0)) fail("a dict key is a list or a dict, which Python refuses");
-  Val target = stack_[from - 1];
-  if (target.tag() != Val::Dict) fail("SETITEM on something that is not a dict");
-  Node* d = &nodes_[target.idx()];
-  if (d->is_converted) fail("dict updated after it was read (split SETITEMS are not supported)");
-  if (d->items.empty() && hook_ && d->gets == 0 && n > 0) {
-    Val out;
-    if (hook_->convert_dict(*this, {stack_.data() + from, n}, out)) {
-      convert_node(target, out);
-      stack_[from - 1] = out;
-      stack_.resize(from);
-      return;
-    }
-    d = &nodes_[target.idx()];  // the hook may have grown the pool
-  }
-  add_pairs(*d, stack_.data() + from, n);
-  stack_.resize(from);
 }
 
 Val Unpickler::run() {
@@ -584,20 +399,8 @@ Val Unpickler::run() {
         stack_.push_back(memo_get(load_le<uint32_t>(p_)));
         p_ += 4;
         break;
-      default: {
-        if (const char* name = code_opcode_name(op))
-          throw Error("refusing to run code: pickle opcode " + std::string(name) + " at byte " +
-                      std::to_string(op_offset_) +
-                      " would import or call a Python object; a memory snapshot holds only "
-                      "plain data");
-        if (const char* name = other_opcode_name(op))
-          throw Error("unsupported pickle opcode " + std::string(name) + " at byte " +
-                      std::to_string(op_offset_) +
-                      " (not used by memory snapshots, which torch writes with protocol 2+)");
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "0x%02x", op);
-        fail(std::string("unknown opcode ") + buf);
-      }
+      default:
+        refuse_opcode(op, op_offset_);
     }
   }
 }

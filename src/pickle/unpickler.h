@@ -19,13 +19,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "memsight/pyvalue.h"
+#include "input/source.h"
 #include "memsight/error.h"
 #include "memsight/io.h"
+#include "memsight/pyvalue.h"
 #include "memsight/snapshot.h"
 #include "pickle/opcodes.h"
 #include "pickle/row_chunks.h"
-#include "input/source.h"
 
 namespace memsight {
 
@@ -106,16 +106,14 @@ extern std::atomic<uint64_t> parallel_walks;
 // gives the answer, or the error, for the input as it is.
 struct NeedsFullRead {};
 
-// A trace entry decoded by the row lane: typed fields in key order.
+// A trace entry decoded by the row lane: its keys in order, what each is,
+// and the values.
 struct RowFields {
   static constexpr int kMax = 12;
   int n = 0;
   StrId keys[kMax];
-  uint8_t field[kMax];  // index into the hook's list of row keys
-  StrId action = 0;
-  int64_t addr = 0, size = 0, stream = 0, time_us = 0;
-  StrId compile_context = 0, user_metadata = 0;
-  StackId stack = 0;
+  uint8_t field[kMax];  // RowKey
+  TraceEntry values;
 };
 
 class DictHook {
@@ -133,19 +131,16 @@ class DictHook {
   virtual void set_row_action(uint32_t row, StrId action) = 0;
 };
 
-// The keys the row lane understands, by field index.
+// The keys the row lane understands: the model's trace fields, in the
+// order of its table (trace_fields.h).
 enum RowKey : uint8_t {
-  kRowAction,
-  kRowAddr,
-  kRowSize,
-  kRowStream,
-  kRowTimeUs,
-  kRowCompileContext,
-  kRowUserMetadata,
-  kRowFrames,
-  kRowKeyCount,
+#define MEMSIGHT_ROW_KEY(Name, key, column, Kind) kRow##Name,
+  MEMSIGHT_TRACE_FIELDS(MEMSIGHT_ROW_KEY)
+#undef MEMSIGHT_ROW_KEY
+      kRowKeyCount,
   kRowNone = 0xff
 };
+static_assert(kRowKeyCount == kTraceFieldCount && kRowKeyCount <= 32);  // a bit each in a mask
 
 class Unpickler {
  public:
@@ -254,16 +249,17 @@ class Unpickler {
 
  public:
   // Enables the fast path for flat dicts (trace entries, frames), which
-  // interns frame lists into `frames` as stacks directly.
-  // row_keys[k] is the string id of RowKey k ("device_free" maps to kRowAddr
-  // too, through `device_free_key`).
-  void enable_fast_path(FrameTable* frames, StrId action_key, StrId name_key,
-                        const StrId (&row_keys)[kRowKeyCount], StrId device_free_key) {
+  // interns frame lists into `frames` as stacks directly. Dicts that start
+  // with the key "action" or `name_key` take it; the row lane reads the
+  // model's trace keys (trace_fields.h), an oom entry's "device_free" as
+  // its addr.
+  void enable_fast_path(FrameTable* frames, StrId name_key) {
     frames_ = frames;
-    action_key_ = action_key;
     name_key_ = name_key;
-    for (int k = 0; k < kRowKeyCount; ++k) set_row_key(row_keys[k], static_cast<uint8_t>(k));
-    set_row_key(device_free_key, kRowAddr);
+    for (size_t k = 0; k < kTraceFieldCount; ++k)
+      set_row_key(strings_.intern(kTraceKeys[k]), static_cast<uint8_t>(k));
+    set_row_key(strings_.intern(kDeviceFreeKey), kRowAddr);
+    action_key_ = strings_.intern(kTraceKeys[kRowAction]);
   }
 
  private:
@@ -282,6 +278,8 @@ class Unpickler {
   uint64_t action_slot() const;
   void skip_list();
   bool row_str(const uint8_t*& q, StrId& out);
+  template <TraceKind K>
+  bool row_value(const uint8_t*& q, TraceValue<K>& out);
   bool row_frames(const uint8_t*& q, StackId& out);
   bool row_frame_ref(const uint8_t*& q, FrameId& out);
   bool row_memo_ref(const uint8_t*& q, Val& v);
@@ -358,6 +356,13 @@ class Unpickler {
   void par_step();
   bool par_launch();
   bool par_take(row_chunks::Share& s);
+  // The steps of taking a share (parallel_decode.cpp).
+  struct ShareIds;
+  bool par_resolve(const row_chunks::Share& s, ShareIds& id) const;
+  void par_intern(const row_chunks::Share& s, ShareIds& id);
+  void par_fill(const row_chunks::Share& s, const ShareIds& id, uint64_t memo_base,
+                uint64_t row_base);
+  void par_replay(const row_chunks::Share& s, uint64_t memo_base, uint64_t row_base);
   bool share_fits_stack(const row_chunks::Share& s) const;
   struct Parallel;
   struct ParallelDeleter {

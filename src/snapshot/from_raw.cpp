@@ -42,6 +42,12 @@ class FromRaw {
   }
 
  private:
+  // The arrays' action numbers.
+  static constexpr Action kActions[] = {
+      Action::Alloc,        Action::FreeRequested, Action::FreeCompleted,
+      Action::SegmentAlloc, Action::SegmentFree,   Action::SegmentMap,
+      Action::SegmentUnmap, Action::Snapshot,      Action::Oom};
+
   void check(bool ok, const char* what) {
     if (!ok) throw Error(std::string("inconsistent raw snapshot: ") + what);
   }
@@ -163,27 +169,23 @@ class FromRaw {
   }
 
   void entries() {
-    // Shapes by (oom?, stack recorded?).
+    // Shapes by (oom?, stack recorded?): the trace fields in torch's order
+    // (trace_fields.h), those this torch writes.
     ShapeId shapes[2][2];
     for (int oom = 0; oom < 2; ++oom)
       for (int ctx = 0; ctx < 2; ++ctx) {
-        std::vector<ShapeKey> v = {
-            {snap_.strings.intern("action"), Field::Action},
-            {snap_.strings.intern(oom ? "device_free" : "addr"), Field::Addr},
-            {snap_.strings.intern("size"), Field::Size},
-            {snap_.strings.intern("stream"), Field::Stream},
-            {snap_.strings.intern("time_us"), Field::TimeUs}};
-        if (raw_.has_compile_context)
-          v.push_back({snap_.strings.intern("compile_context"), Field::CompileContext});
-        if (raw_.has_user_metadata)
-          v.push_back({snap_.strings.intern("user_metadata"), Field::UserMetadata});
-        if (ctx) v.push_back({snap_.strings.intern("frames"), Field::Frames});
+        std::vector<ShapeKey> v;
+        for (size_t i = 0; i < kTraceFieldCount; ++i) {
+          Field f = kTraceFields[i];
+          bool written = f == Field::CompileContext ? raw_.has_compile_context
+                         : f == Field::UserMetadata ? raw_.has_user_metadata
+                         : f == Field::Frames       ? ctx
+                                                    : true;
+          std::string_view key = f == Field::Addr && oom ? kDeviceFreeKey : kTraceKeys[i];
+          if (written) v.push_back({snap_.strings.intern(key), f});
+        }
         shapes[oom][ctx] = snap_.shapes.intern(v);
       }
-    static constexpr Action kActions[] = {
-        Action::Alloc,        Action::FreeRequested, Action::FreeCompleted,
-        Action::SegmentAlloc, Action::SegmentFree,   Action::SegmentMap,
-        Action::SegmentUnmap, Action::Snapshot,      Action::Oom};
     check(raw_.n_devices < (1u << 20) && raw_.device_offsets[0] == 0, "device offsets");
     const uint64_t n = raw_.device_offsets[raw_.n_devices];
     check(n < UINT32_MAX, "entry count");
@@ -197,16 +199,25 @@ class FromRaw {
     for (uint64_t i = 0; i < n; ++i) {
       const msr_entry& e = raw_.entries[i];
       check(e.action < std::size(kActions), "entry action");
-      t.action[i] = kActions[e.action];
-      t.addr[i] = e.addr;
-      t.size[i] = e.size;
-      t.stream[i] = e.stream;
-      t.time_us[i] = e.time_us;
-      t.compile_context[i] = s(e.compile_context);
-      t.user_metadata[i] = s(e.user_metadata);
-      t.stack[i] = stack(e.stack);
+#define MEMSIGHT_RAW_CELL(Name, key, column, Kind) t.column[i] = cell<TraceKind::Kind>(e.column);
+      MEMSIGHT_TRACE_FIELDS(MEMSIGHT_RAW_CELL)
+#undef MEMSIGHT_RAW_CELL
       t.shape[i] = shapes[e.action == 8][e.has_context ? 1 : 0];
     }
+  }
+
+  // An entry's value as its trace column holds it (trace_fields.h): the
+  // arrays' ids become the model's.
+  template <TraceKind K>
+  TraceCell<K> cell(auto v) {
+    if constexpr (K == TraceKind::Action)
+      return kActions[v];  // checked by entries()
+    else if constexpr (K == TraceKind::Int)
+      return v;
+    else if constexpr (K == TraceKind::Str)
+      return s(v);
+    else
+      return stack(v);
   }
 
   PyValue settings() {

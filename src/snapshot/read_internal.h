@@ -3,8 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "memsight/reader.h"
 #include "input/source.h"
+#include "memsight/reader.h"
 
 namespace memsight {
 // Reads a snapshot from the source `open` returns (called again when a read

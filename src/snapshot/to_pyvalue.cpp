@@ -37,6 +37,21 @@ void put_extra(PyValue& d, StrId key, const PyValue& v, const Snapshot& snap) {
     d.items.push_back(v);
   }
 }
+
+// A trace entry's value, by its field's kind (trace_fields.h).
+template <TraceKind K>
+PyValue cell_to_pyvalue(const Snapshot& snap, uint32_t row, TraceCell<K> v) {
+  if constexpr (K == TraceKind::Action) {
+    auto it = snap.trace.action_name.find(row);
+    return PyValue::str(it != snap.trace.action_name.end() ? snap.str(it->second) : action_name(v));
+  } else if constexpr (K == TraceKind::Int) {
+    return PyValue::integer(v);
+  } else if constexpr (K == TraceKind::Str) {
+    return PyValue::str(snap.str(v));
+  } else {
+    return stack_to_pyvalue(snap, v);
+  }
+}
 }  // namespace
 
 PyValue row_to_pyvalue(const Snapshot& snap, uint32_t r) {
@@ -48,33 +63,12 @@ PyValue row_to_pyvalue(const Snapshot& snap, uint32_t r) {
   for (const ShapeKey& k : snap.shapes.get(t.shape[r])) {
     PyValue v;
     switch (k.field) {
-      case Field::Action: {
-        auto it = t.action_name.find(r);
-        v = PyValue::str(it != t.action_name.end() ? snap.str(it->second)
-                                                   : action_name(t.action[r]));
-        break;
-      }
-      case Field::Addr:
-        v = PyValue::integer(t.addr[r]);
-        break;
-      case Field::Size:
-        v = PyValue::integer(t.size[r]);
-        break;
-      case Field::Stream:
-        v = PyValue::integer(t.stream[r]);
-        break;
-      case Field::TimeUs:
-        v = PyValue::integer(t.time_us[r]);
-        break;
-      case Field::CompileContext:
-        v = PyValue::str(snap.str(t.compile_context[r]));
-        break;
-      case Field::UserMetadata:
-        v = PyValue::str(snap.str(t.user_metadata[r]));
-        break;
-      case Field::Frames:
-        v = stack_to_pyvalue(snap, t.stack[r]);
-        break;
+#define MEMSIGHT_PY_CASE(Name, key, column, Kind)               \
+  case Field::Name:                                             \
+    v = cell_to_pyvalue<TraceKind::Kind>(snap, r, t.column[r]); \
+    break;
+      MEMSIGHT_TRACE_FIELDS(MEMSIGHT_PY_CASE)
+#undef MEMSIGHT_PY_CASE
       default:
         put_extra(d, k.key, (*extras)[xi++], snap);
         continue;
