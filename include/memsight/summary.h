@@ -76,9 +76,9 @@ struct OomReport {
   int64_t releasable = 0;                 // cached bytes in segments with nothing live
   StackId stack = 0;                      // where the request came from, if recorded
   std::string site;                       // its site label
-  OomCause verdict = OomCause::Demand;  // the main cause
-  std::vector<OomCause> causes;         // every cause that holds, main first
-  std::string explanation;              // plain-language diagnosis with the facts
+  OomCause verdict = OomCause::Demand;    // the main cause
+  std::vector<OomCause> causes;           // every cause that holds, main first
+  std::string explanation;                // plain-language diagnosis with the facts
   std::vector<Remedy> remedies;
   CategoryView categories;  // what kind of memory was allocated then
   // The allocator simulated on this history under other settings (memsight

@@ -6,8 +6,8 @@
 #include <string_view>
 
 #include "cli/cli.h"
-#include "memsight/error.h"
 #include "input/source.h"
+#include "memsight/error.h"
 
 namespace memsight::cli {
 namespace {

@@ -10,11 +10,11 @@
 #include <map>
 #include <optional>
 
-#include "analysis/kinds/classify.h"
-#include "analysis/frames/frames_fmt.h"
-#include "analysis/moments/moment.h"
 #include "allocator/replay.h"
+#include "analysis/frames/frames_fmt.h"
 #include "analysis/frames/report_text.h"
+#include "analysis/kinds/classify.h"
+#include "analysis/moments/moment.h"
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
 

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <new>
 
+#include "input/json_stream.h"
+#include "input/source.h"
 #include "memsight/error.h"
 #include "memsight/ranks.h"
 #include "memsight/reader.h"
-#include "input/source.h"
-#include "input/json_stream.h"
 #include "util/natural_order.h"
 #include "util/parallel.h"
 
