@@ -12,6 +12,8 @@ echo "== lint (python)"
 scripts/lint_python.sh
 echo "== lint (viewer)"
 scripts/lint_viewer.sh
+echo "== lint (sizes)"
+/usr/bin/python3 scripts/lint_size.py
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 
 echo "== build (release)"

@@ -47,19 +47,26 @@ double any_number(json::Reader& r) {
   return std::nan("");
 }
 
-MemoryTimeline read_timeline(ByteSource& src) {
-  json::Reader r(src);
-  auto bad = [] {
-    throw Error(
-        "not a torch memory timeline (export_memory_timeline's .json, .json.gz or .raw.json.gz)");
-  };
-  // Either [times, [[9 sizes], ...]] or [[t_ns, action, bytes, category], ...].
+[[noreturn]] void not_a_timeline() {
+  throw Error(
+      "not a torch memory timeline (export_memory_timeline's .json, .json.gz or .raw.json.gz)");
+}
+
+// The file as read: either [times, [[9 sizes], ...]] (lists: the times and
+// an empty list; sizes: the rows) or [[t_ns, action, bytes, category], ...]
+// (lists: the records; sizes: none).
+struct TimelineLists {
   std::vector<std::vector<double>> lists;
   std::vector<std::vector<double>> sizes;
-  if (r.peek() != json::Kind::Array) bad();
+};
+
+TimelineLists read_lists(ByteSource& src) {
+  json::Reader r(src);
+  TimelineLists out;
+  if (r.peek() != json::Kind::Array) not_a_timeline();
   r.begin_array();
   while (r.next_item()) {
-    if (r.peek() != json::Kind::Array) bad();
+    if (r.peek() != json::Kind::Array) not_a_timeline();
     r.begin_array();
     std::vector<double> nums;
     while (r.next_item()) {
@@ -68,57 +75,67 @@ MemoryTimeline read_timeline(ByteSource& src) {
         r.begin_array();
         while (r.next_item()) row.push_back(any_number(r));
         if (row.size() != 9) throw Error("memory timeline: a row of sizes does not hold 9 values");
-        sizes.push_back(std::move(row));
+        out.sizes.push_back(std::move(row));
       } else {
         nums.push_back(any_number(r));
       }
     }
-    lists.push_back(std::move(nums));
+    out.lists.push_back(std::move(nums));
   }
   r.finish();
-  MemoryTimeline t;
-  t.bytes.assign(8, {});
-  // Puts the kept rows in time order (a stable sort: rows of one time keep
-  // theirs), counting those that were out of it.
-  auto in_time_order = [&t](std::vector<std::pair<double, size_t>>& rows,
-                            const InputReason& reason) {
-    uint64_t late = 0;
-    for (size_t i = 1; i < rows.size(); ++i) late += rows[i].first < rows[i - 1].first;
-    if (late)
-      std::stable_sort(rows.begin(), rows.end(),
-                       [](const auto& a, const auto& b) { return a.first < b.first; });
-    t.notes.add(reason, late);
-  };
-  if (!sizes.empty() || (lists.size() == 2 && lists[0].empty() && lists[1].empty())) {
-    if (lists.size() != 2 || lists[0].size() != sizes.size() || !lists[1].empty()) bad();
-    std::vector<std::pair<double, size_t>> rows;  // (time, row)
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      if (!time_ok(lists[0][i])) {
-        t.notes.add(kBadRowTime);
-        continue;
-      }
-      bool ok = true;
-      for (double v : sizes[i]) ok = ok && byte_count_ok(v);
-      if (!ok) {
-        t.notes.add(kBadRowSize);
-        continue;
-      }
-      rows.emplace_back(lists[0][i], i);
+  return out;
+}
+
+// Puts the kept rows in time order (a stable sort: rows of one time keep
+// theirs), counting those that were out of it.
+void in_time_order(std::vector<std::pair<double, size_t>>& rows, const InputReason& reason,
+                   MemoryTimeline& t) {
+  uint64_t late = 0;
+  for (size_t i = 1; i < rows.size(); ++i) late += rows[i].first < rows[i - 1].first;
+  if (late)
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+  t.notes.add(reason, late);
+}
+
+bool is_sizes(const TimelineLists& in) {
+  return !in.sizes.empty() || (in.lists.size() == 2 && in.lists[0].empty() && in.lists[1].empty());
+}
+
+// [times, [[9 sizes], ...]]: one time point per row.
+void from_sizes(const TimelineLists& in, MemoryTimeline& t) {
+  const auto& [lists, sizes] = in;
+  if (lists.size() != 2 || lists[0].size() != sizes.size() || !lists[1].empty()) not_a_timeline();
+  std::vector<std::pair<double, size_t>> rows;  // (time, row)
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (!time_ok(lists[0][i])) {
+      t.notes.add(kBadRowTime);
+      continue;
     }
-    in_time_order(rows, kUnsortedRows);
-    for (auto [ts, i] : rows) {
-      t.ts.push_back(ts);
-      for (size_t c = 0; c < 8; ++c) t.bytes[c].push_back(static_cast<int64_t>(sizes[i][c + 1]));
+    bool ok = true;
+    for (double v : sizes[i]) ok = ok && byte_count_ok(v);
+    if (!ok) {
+      t.notes.add(kBadRowSize);
+      continue;
     }
-    return t;
+    rows.emplace_back(lists[0][i], i);
   }
-  // Raw records: bytes per category added up, one row per distinct time;
-  // memory that existed before the profile (t < 0: torch writes -1) counts
-  // from the first time.
+  in_time_order(rows, kUnsortedRows, t);
+  for (auto [ts, i] : rows) {
+    t.ts.push_back(ts);
+    for (size_t c = 0; c < 8; ++c) t.bytes[c].push_back(static_cast<int64_t>(sizes[i][c + 1]));
+  }
+}
+
+// The raw records kept, as (time in ns, record), in time order; memory that
+// existed before the profile (t < 0: torch writes -1) counts from the first
+// time.
+std::vector<std::pair<double, size_t>> kept_records(const std::vector<std::vector<double>>& lists,
+                                                    MemoryTimeline& t) {
   for (const auto& rec : lists)
-    if (rec.size() != 4) bad();
+    if (rec.size() != 4) not_a_timeline();
   double t_first = -1;
-  std::vector<std::pair<double, size_t>> recs;  // (time in ns, record)
+  std::vector<std::pair<double, size_t>> recs;
   for (size_t i = 0; i < lists.size(); ++i) {
     const auto& rec = lists[i];
     if (!time_ok(rec[0] / 1000)) {
@@ -138,7 +155,13 @@ MemoryTimeline read_timeline(ByteSource& src) {
   }
   for (auto& [when, i] : recs)
     if (when < 0) when = std::max(0.0, t_first);
-  in_time_order(recs, kUnsortedRecords);
+  in_time_order(recs, kUnsortedRecords, t);
+  return recs;
+}
+
+// Raw records: bytes per category added up, one row per distinct time.
+void from_records(const std::vector<std::vector<double>>& lists, MemoryTimeline& t) {
+  const std::vector<std::pair<double, size_t>> recs = kept_records(lists, t);
   int64_t cur[8] = {};
   uint64_t below_zero = 0, above_limit = 0;
   constexpr auto kMaxBytes = static_cast<int64_t>(kNumberLimit);
@@ -159,6 +182,16 @@ MemoryTimeline read_timeline(ByteSource& src) {
   }
   t.notes.add(kBelowZero, below_zero);
   t.notes.add(kAboveLimit, above_limit);
+}
+
+MemoryTimeline read_timeline(ByteSource& src) {
+  const TimelineLists in = read_lists(src);
+  MemoryTimeline t;
+  t.bytes.assign(8, {});
+  if (is_sizes(in))
+    from_sizes(in, t);
+  else
+    from_records(in.lists, t);
   return t;
 }
 

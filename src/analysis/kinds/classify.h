@@ -50,7 +50,7 @@ struct BlockCategories {
 // When each allocation of a device's trace was made: the half of the
 // classification that the trace alone decides, so that it can be found
 // beside the replay.
-struct PhaseTimeline;  // the runs and passes of one phase they form (categories.cpp)
+struct PhaseTimeline;  // the runs and passes of one phase they form (phase_timeline.h)
 struct AllocPhases {
   struct Alloc {
     uint32_t module = 0;  // as BlockClass::module

@@ -1,0 +1,37 @@
+#pragma once
+// The phase a stack says an allocation was made in (classify.h, rule 3):
+// found once per stack, from bits found once per frame string.
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "analysis/kinds/classify.h"
+
+namespace memsight {
+
+class StackPhases {
+ public:
+  explicit StackPhases(const Snapshot& snap);
+
+  // The phase of stack s (not 0; Unknown for an empty stack) and whether it
+  // accumulates a gradient (AccumulateGrad, with C++ stacks). Asked once
+  // per allocation, so the cached answer is read inline.
+  std::pair<Phase, bool> of(StackId s) {
+    uint8_t& c = stacks_[s];
+    if (c == kNotYet) c = find(s);
+    return {static_cast<Phase>(c & 0x7f), (c & 0x80) != 0};
+  }
+
+ private:
+  static constexpr uint8_t kNotYet = 0xff;
+  uint8_t find(StackId s);  // phase | 0x80 for AccumulateGrad
+  uint8_t bits(std::vector<uint8_t>& cache, StrId s, uint8_t (*of)(std::string_view));
+
+  const Snapshot& snap_;
+  std::vector<uint8_t> stacks_;  // per stack: find()'s answer; kNotYet: not yet
+  // Per string, its bits of the frame rules (bit 7: found), made on first use.
+  std::vector<uint8_t> file_bits_, name_bits_;
+};
+
+}  // namespace memsight
