@@ -14,9 +14,10 @@ namespace memsight {
 // torch's _format_size: "976.6KiB", "2.0MiB", "0.0B". The text tools use
 // it, to print what torch prints.
 std::string format_size(double num);
-// memsight's own reports (summary, OOM diagnosis, profile) and pages: the
-// same style, the unit chosen after rounding, so that one value is never
-// both "1.0TiB" and "1024.0GiB" ("1024.0GiB" is torch's for 1023.96 GiB).
+// memsight's own reports and pages: the same style, the unit chosen after
+// rounding, so that one value is never both "1.0TiB" and "1024.0GiB"
+// ("1024.0GiB" is torch's for 1023.96 GiB). Defined with memsight's other
+// text helpers, in the lowest layer (util/text_format.h).
 std::string format_bytes(double num);
 
 std::string segsum(const Snapshot& snap);           // `stats`

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "memsight/error.h"
 #include "memsight/ranks.h"
+#include "util/text_format.h"
 
 namespace memsight::cli {
 int cmd_ranks(const Args& a) {
@@ -41,7 +42,7 @@ int cmd_ranks(const Args& a) {
     if (a.positional.size() == 1 && a.positional[0] == "-") pages = "none";
     size_t n = write_ranks_page(rep, out, pages, opts);
     std::fprintf(stderr, "wrote %s%s\n", out.c_str(),
-                 n ? (" and " + std::to_string(n) + " rank page" + (n == 1 ? "" : "s") + " in " +
+                 n ? (" and " + count_of(static_cast<int64_t>(n), "rank page") + " in " +
                       rank_pages_folder(out) + "/")
                          .c_str()
                    : "");

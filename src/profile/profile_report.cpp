@@ -2,13 +2,11 @@
 #include <cstdio>
 
 #include "memsight/profile.h"
-#include "memsight/text_tools.h"
 #include "util/json_writer.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
-
-std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 std::string ms(double us) {
   char b[32];
@@ -36,10 +34,10 @@ void op_rows(std::string& out, const std::vector<OpBytes>& rows) {
   for (const OpBytes& o : rows) {
     char b[48];
     if (o.count)
-      std::snprintf(b, sizeof b, "      %10s %6lld x  ", sz(o.bytes).c_str(),
-                    static_cast<long long>(o.count));
+      std::snprintf(b, sizeof b, "      %10s %6s x  ", format_bytes(o.bytes).c_str(),
+                    count_text(o.count).c_str());
     else  // a remainder, not allocations the trace saw
-      std::snprintf(b, sizeof b, "      %10s           ", sz(o.bytes).c_str());
+      std::snprintf(b, sizeof b, "      %10s           ", format_bytes(o.bytes).c_str());
     out += b + o.op;
     if (!o.stack.empty()) out += "  <- " + o.stack;
     out += '\n';
@@ -49,13 +47,11 @@ void op_rows(std::string& out, const std::vector<OpBytes>& rows) {
 void time_rows(std::string& out, const std::vector<NameTime>& rows) {
   for (const NameTime& n : rows) {
     char b[64];
-    std::snprintf(b, sizeof b, "      %12s %7lld x  ", ms(n.total_us).c_str(),
-                  static_cast<long long>(n.count));
+    std::snprintf(b, sizeof b, "      %12s %7s x  ", ms(n.total_us).c_str(),
+                  count_text(n.count).c_str());
     out += b + cut_name(n.name, 120) + '\n';  // kernel names run long: one line each
   }
 }
-
-std::string num(int64_t v) { return std::to_string(v); }
 
 // Times in microseconds to the nanosecond.
 constexpr int kUsDecimals = 3;
@@ -85,7 +81,7 @@ void json_times(JsonWriter& w, const std::vector<NameTime>& rows) {
 }
 
 void json_step_device(JsonWriter& w, const StepDevice& d) {
-  w.key("cuda:" + num(d.device))
+  w.key("cuda:" + std::to_string(d.device))
       .begin_object()
       .field("peak_allocated", d.peak_allocated)
       .field("peak_reserved", d.peak_reserved)
@@ -104,9 +100,8 @@ void json_step_device(JsonWriter& w, const StepDevice& d) {
 }  // namespace
 
 std::string profile_text(const ProfileReport& r) {
-  std::string out = "torch.profiler trace: " + num(r.events) + " events, " +
-                    num(static_cast<int64_t>(r.steps.size())) +
-                    (r.steps.size() == 1 ? " step" : " steps") + "\n";
+  std::string out = "torch.profiler trace: " + count_of(r.events, "event") + ", " +
+                    count_of(static_cast<int64_t>(r.steps.size()), "step") + "\n";
   out += r.notes.text("  input: ");
   if (!r.has_memory)
     out += "  no [memory] events: record with profile_memory=True to see memory per step\n";
@@ -115,9 +110,10 @@ std::string profile_text(const ProfileReport& r) {
   for (const ProfileStep& s : r.steps) {
     out += '\n' + step_title(s) + ": " + ms(s.dur) + "\n";
     for (const StepDevice& d : s.devices) {
-      out += "  " + device_name(r, d.device) + ": peak allocated " + sz(d.peak_allocated) +
-             ", peak reserved " + sz(d.peak_reserved) + "; " + num(d.allocs) + " allocations (" +
-             sz(d.alloc_bytes) + "), " + num(d.frees) + " frees (" + sz(d.free_bytes) + ")\n";
+      out += "  " + device_name(r, d.device) + ": peak allocated " +
+             format_bytes(d.peak_allocated) + ", peak reserved " + format_bytes(d.peak_reserved) +
+             "; " + count_of(d.allocs, "allocation") + " (" + format_bytes(d.alloc_bytes) + "), " +
+             count_of(d.frees, "free") + " (" + format_bytes(d.free_bytes) + ")\n";
       if (!d.live_at_peak.empty()) {
         out += "    live at the peak, by the op that allocated it:\n";
         op_rows(out, d.live_at_peak);

@@ -10,18 +10,12 @@
 #include "memsight/flamegraph.h"
 #include "memsight/html.h"
 #include "report/bundle.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
 
 constexpr size_t kMaxRows = 200;  // site rows on the page
-
-std::string size_of(int64_t v) { return format_size(static_cast<double>(v)); }
-
-std::string signed_size(int64_t v) {
-  if (v == 0) return "0";
-  return (v > 0 ? "+" : "-") + size_of(v > 0 ? v : -v);
-}
 
 std::string td(const std::string& text, const char* cls = nullptr) {
   return std::string("<td") + (cls ? std::string(" class=\"") + cls + "\"" : "") + ">" +
@@ -29,7 +23,7 @@ std::string td(const std::string& text, const char* cls = nullptr) {
 }
 
 std::string change_td(int64_t v) {
-  return td(signed_size(v), v > 0 ? "num up" : v < 0 ? "num down" : "num");
+  return td(signed_bytes(v), v > 0 ? "num up" : v < 0 ? "num down" : "num");
 }
 
 // A bar as wide as |v| is of `scale`.
@@ -49,10 +43,9 @@ std::string moment_line(const char* side, const DiffMoment& m) {
                                                : "at " + m.at;
   std::string entry =
       m.at.starts_with("step:")
-          ? "before trace entry " + std::to_string(m.event + 1) + " of " + std::to_string(m.entries)
-      : m.event < 0
-          ? "before the first trace entry"
-          : "after trace entry " + std::to_string(m.event) + " of " + std::to_string(m.entries);
+          ? "before trace entry " + count_text(m.event + 1) + " of " + count_text(m.entries)
+      : m.event < 0 ? "before the first trace entry"
+                    : "after trace entry " + count_text(m.event) + " of " + count_text(m.entries);
   return std::string("<p><b>") + side + "</b> " + html_escape(m.file) + ", device " +
          std::to_string(m.device) + ", " + html_escape(at) + " (" + entry + ")" +
          (m.note.empty() ? "" : " <span class=\"note\">" + html_escape(m.note) + "</span>") +
@@ -65,18 +58,16 @@ std::string totals_table(const SnapshotDiff& d) {
       "<table><thead><tr><th></th><th class=\"num\">before</th><th class=\"num\">after</th>"
       "<th class=\"num\">change</th></tr></thead><tbody>";
   auto bytes = [&](const char* label, int64_t x, int64_t y) {
-    out += "<tr>" + td(label) + td(size_of(x), "num") + td(size_of(y), "num") + change_td(y - x) +
-           "</tr>";
+    out += "<tr>" + td(label) + td(format_bytes(x), "num") + td(format_bytes(y), "num") +
+           change_td(y - x) + "</tr>";
   };
   bytes("allocated", a.allocated, b.allocated);
   bytes("active", a.active, b.active);
   bytes("reserved", a.reserved, b.reserved);
   bytes("cached free", a.free_bytes, b.free_bytes);
   bytes("largest free block", a.largest_free, b.largest_free);
-  char x[32], y[32];
-  std::snprintf(x, sizeof x, "%.1f%%", a.fragmentation * 100);
-  std::snprintf(y, sizeof y, "%.1f%%", b.fragmentation * 100);
-  out += "<tr>" + td("fragmentation") + td(x, "num") + td(y, "num") + td("", "num") + "</tr>";
+  out += "<tr>" + td("fragmentation") + td(percent(a.fragmentation), "num") +
+         td(percent(b.fragmentation), "num") + td("", "num") + "</tr>";
   return out + "</tbody></table>";
 }
 
@@ -93,8 +84,8 @@ std::string kinds_table(const SnapshotDiff& d) {
     int64_t x = d.before.categories.bytes[c], y = d.after.categories.bytes[c];
     if (!x && !y) continue;
     out += "<tr>" + td(std::string(category_name(static_cast<Category>(c)))) +
-           td(size_of(x), "num") + td(size_of(y), "num") + change_td(y - x) + bar_td(y - x, scale) +
-           "</tr>";
+           td(format_bytes(x), "num") + td(format_bytes(y), "num") + change_td(y - x) +
+           bar_td(y - x, scale) + "</tr>";
   }
   return out + "</tbody></table>";
 }
@@ -107,7 +98,7 @@ std::string modules_table(const SnapshotDiff& d) {
   for (const ModuleChange& m : d.modules) {
     if (m.after == m.before || n++ == 30) continue;
     rows += "<tr>" + td(m.name.empty() ? "(model)" : m.name, "mono") +
-            td(size_of(m.before), "num") + td(size_of(m.after), "num") +
+            td(format_bytes(m.before), "num") + td(format_bytes(m.after), "num") +
             change_td(m.after - m.before) + bar_td(m.after - m.before, scale) + "</tr>";
   }
   if (rows.empty())
@@ -136,21 +127,22 @@ std::string sites_table(const SnapshotDiff& d) {
       }
     if (!n) continue;
     out += "<tr class=\"group\" data-status=\"" + std::string(status) + "\"><td colspan=\"6\">" +
-           std::string(status) + ": " + std::to_string(n) + " site" + (n == 1 ? "" : "s") + ", " +
-           signed_size(total) + "</td></tr>";
+           std::string(status) + ": " + count_of(static_cast<int64_t>(n), "site") + ", " +
+           signed_bytes(total) + "</td></tr>";
     for (const SiteChange& s : d.sites) {
       if (s.status() != status || shown++ >= kMaxRows) continue;
       std::string site = "<details><summary>" + html_escape(s.site) +
                          "</summary><pre class=\"stack\">" +
                          html_escape(s.stack.empty() ? s.site : s.stack) + "</pre></details>";
       out += "<tr class=\"site\">" + change_td(s.change()) + bar_td(s.change(), scale) +
-             td(size_of(s.before), "num") + td(size_of(s.after), "num") +
-             td(std::to_string(s.before_count) + " → " + std::to_string(s.after_count), "num") +
+             td(format_bytes(s.before), "num") + td(format_bytes(s.after), "num") +
+             td(count_text(s.before_count) + " → " + count_text(s.after_count), "num") +
              "<td class=\"mono\">" + site + "</td></tr>";
     }
     if (n > kMaxRows)
-      out += "<tr><td colspan=\"6\" class=\"sub\">" + std::to_string(n - kMaxRows) +
-             " more sites (memsight diff --json lists every one)</td></tr>";
+      out += "<tr><td colspan=\"6\" class=\"sub\">" +
+             count_of(static_cast<int64_t>(n - kMaxRows), "more site") +
+             " (memsight diff --json lists every one)</td></tr>";
   }
   return out + "</tbody></table>";
 }
@@ -185,8 +177,8 @@ std::string diff_html(const SnapshotDiff& d, const std::string& title) {
   body +=
       "<section><h2>By allocation site</h2><p class=\"sub\">The innermost frame of your code; "
       "the changes add up to " +
-      signed_size(sum) + ", the change in allocated memory is " +
-      signed_size(d.after.allocated - d.before.allocated) + ". Click a site for its stack.</p>" +
+      signed_bytes(sum) + ", the change in allocated memory is " +
+      signed_bytes(d.after.allocated - d.before.allocated) + ". Click a site for its stack.</p>" +
       sites_table(d) + "</section>";
   body +=
       "<section><h2>Flamegraph of the difference</h2><p class=\"sub\">Growth under "

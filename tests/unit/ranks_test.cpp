@@ -100,7 +100,7 @@ TEST(Ranks, AnOomIsDifferentOrOnlyFirst) {
   in[3].peak_allocated = 1500 * MiB;
   RanksReport more = merge_ranks(in);
   EXPECT_TRUE(more.oom_verdicts[0].different);
-  EXPECT_NE(more.oom_verdicts[0].text.find("is 500.0MiB (50%) above the other ranks' median"),
+  EXPECT_NE(more.oom_verdicts[0].text.find("is 500.0MiB (50.0%) above the other ranks' median"),
             std::string::npos)
       << more.oom_verdicts[0].text;
 

@@ -5,35 +5,24 @@
 #include "memsight/diff.h"
 #include "util/json_writer.h"
 #include "util/lines.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
 
 constexpr size_t kShown = 10;  // sites listed per group in the text
 
-std::string num(int64_t v) { return std::to_string(v); }
-
-std::string signed_size(int64_t v) {
-  if (v == 0) return "0";
-  return (v > 0 ? "+" : "-") + size_text(v > 0 ? v : -v);
-}
-
-std::string percent(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f%%", v * 100);
-  return b;
-}
-
 std::string moment_text(const DiffMoment& m) {
-  std::string where = m.file + ", device " + num(m.device) + ", ";
-  std::string entry = m.event < 0 ? "before the first trace entry"
-                                  : "after trace entry " + num(m.event) + " of " + num(m.entries);
+  std::string where = m.file + ", device " + std::to_string(m.device) + ", ";
+  std::string entry =
+      m.event < 0 ? "before the first trace entry"
+                  : "after trace entry " + count_text(m.event) + " of " + count_text(m.entries);
   if (m.at == "snapshot") return where + "at the snapshot (" + entry + ")";
   if (m.at == "peak") return where + "at the allocated peak (" + entry + ")";
   if (m.at.starts_with("oom")) return where + "at " + m.at + " (" + entry + ")";
   if (m.at.starts_with("step:"))
     return where + "at the start of step " + m.at.substr(5) + " (before trace entry " +
-           num(m.event + 1) + " of " + num(m.entries) + ")";
+           count_text(m.event + 1) + " of " + count_text(m.entries) + ")";
   return where + entry;
 }
 
@@ -46,7 +35,7 @@ std::string row(const std::string& label, const std::string& a, const std::strin
 }
 
 std::string bytes_row(const std::string& label, int64_t a, int64_t b) {
-  return row(label, size_text(a), size_text(b), signed_size(b - a));
+  return row(label, format_bytes(a), format_bytes(b), signed_bytes(b - a));
 }
 
 void site_groups(std::string& out, const SnapshotDiff& d) {
@@ -67,8 +56,8 @@ void site_groups(std::string& out, const SnapshotDiff& d) {
         total += s.change();
       }
     if (!n) continue;
-    out += "    " + std::string(g.title) + ": " + num(static_cast<int64_t>(n)) + " site" +
-           (n == 1 ? "" : "s") + ", " + signed_size(total) + '\n';
+    out += "    " + std::string(g.title) + ": " + count_of(static_cast<int64_t>(n), "site") + ", " +
+           signed_bytes(total) + '\n';
     for (const SiteChange& s : d.sites) {
       if (s.status() != g.status) continue;
       if (shown++ >= kShown) {
@@ -76,15 +65,15 @@ void site_groups(std::string& out, const SnapshotDiff& d) {
         continue;
       }
       char line[160];
-      std::snprintf(line, sizeof line, "      %11s  %10s -> %-10s %6lld -> %-6lld ",
-                    signed_size(s.change()).c_str(), size_text(s.before).c_str(),
-                    size_text(s.after).c_str(), static_cast<long long>(s.before_count),
-                    static_cast<long long>(s.after_count));
+      std::snprintf(line, sizeof line, "      %11s  %10s -> %-10s %6s -> %-6s ",
+                    signed_bytes(s.change()).c_str(), format_bytes(s.before).c_str(),
+                    format_bytes(s.after).c_str(), count_text(s.before_count).c_str(),
+                    count_text(s.after_count).c_str());
       out += line + (s.stack.empty() ? s.site : s.stack) + '\n';
     }
     if (n > kShown)
-      out += "      " + signed_size(rest) + " in " + num(static_cast<int64_t>(n - kShown)) +
-             " more sites\n";
+      out += "      " + signed_bytes(rest) + " in " +
+             count_of(static_cast<int64_t>(n - kShown), "more site") + '\n';
   }
   size_t same = 0;
   int64_t same_bytes = 0;
@@ -94,8 +83,8 @@ void site_groups(std::string& out, const SnapshotDiff& d) {
       same_bytes += s.after;
     }
   if (same)
-    out += "    unchanged: " + num(static_cast<int64_t>(same)) + " site" + (same == 1 ? "" : "s") +
-           ", " + size_text(same_bytes) + '\n';
+    out += "    unchanged: " + count_of(static_cast<int64_t>(same), "site") + ", " +
+           format_bytes(same_bytes) + '\n';
 }
 
 void json_moment(JsonWriter& w, const DiffMoment& m) {
@@ -137,10 +126,8 @@ std::string diff_text(const SnapshotDiff& d) {
   out += bytes_row("reserved", a.reserved, b.reserved);
   out += bytes_row("cached free", a.free_bytes, b.free_bytes);
   out += bytes_row("largest free block", a.largest_free, b.largest_free);
-  const double df = b.fragmentation - a.fragmentation;
-  out += row(
-      "fragmentation", percent(a.fragmentation), percent(b.fragmentation),
-      df == 0 ? "0" : (df > 0 ? "+" : "") + percent(df).substr(0, percent(df).size() - 1) + " pt");
+  out += row("fragmentation", percent(a.fragmentation), percent(b.fragmentation),
+             percent_points(b.fragmentation - a.fragmentation));
   out += "\n  by kind:\n";
   for (Category c : kAll) {
     int64_t x = a.categories.of(c), y = b.categories.of(c);
@@ -160,10 +147,10 @@ std::string diff_text(const SnapshotDiff& d) {
   site_groups(out, d);
   int64_t sum = 0;
   for (const SiteChange& s : d.sites) sum += s.change();
-  out += "  the sites' changes add up to " + signed_size(sum) +
+  out += "  the sites' changes add up to " + signed_bytes(sum) +
          (sum == b.allocated - a.allocated
               ? ", the change in allocated memory\n"
-              : " (allocated memory changed by " + signed_size(b.allocated - a.allocated) + ")\n");
+              : " (allocated memory changed by " + signed_bytes(b.allocated - a.allocated) + ")\n");
   if (!a.note.empty()) out += wrap_words("note (BEFORE): " + a.note, "  ");
   if (!b.note.empty()) out += wrap_words("note (AFTER): " + b.note, "  ");
   return out;

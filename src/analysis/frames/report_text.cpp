@@ -1,11 +1,8 @@
 #include "analysis/frames/report_text.h"
 
 #include "memsight/input_limits.h"
-#include "memsight/text_tools.h"
 
 namespace memsight {
-
-std::string size_text(int64_t bytes) { return format_size(static_cast<double>(bytes)); }
 
 void json_strings(JsonWriter& w, const std::vector<std::string>& v) {
   w.begin_array();

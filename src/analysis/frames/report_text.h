@@ -1,6 +1,7 @@
 #pragma once
-// Pieces of text and JSON the analyses' reports share (summary, diff,
-// leaks): sizes as torch prints them, stacks as JSON.
+// Pieces of JSON the analyses' reports share (summary, diff, leaks): stacks
+// and lists of strings. Their text writes sizes and counts with
+// util/text_format.h.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,10 +11,6 @@
 
 namespace memsight {
 
-// torch's size format ("1.5GiB"), of an integer count of bytes.
-std::string size_text(int64_t bytes);
-// "trace entry" for one, "trace entries" for any other count.
-inline const char* entries_word(int64_t n) { return n == 1 ? " trace entry" : " trace entries"; }
 // ["a", "b"]
 void json_strings(JsonWriter& w, const std::vector<std::string>& v);
 // The stack's frames, innermost first, long names cut (cut_name):

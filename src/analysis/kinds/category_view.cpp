@@ -10,14 +10,12 @@
 #include "analysis/moments/moment.h"
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
-#include "memsight/text_tools.h"
 #include "util/json_writer.h"
 #include "util/natural_order.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
-
-std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 constexpr size_t kMaxDepth = 64;  // module nesting shown
 
@@ -99,7 +97,7 @@ bool is_number(std::string_view s) {
 std::string source_word(const CategoryTotals& t, size_t c) {
   if (t.tagged[c] == t.bytes[c]) return "tagged";
   if (t.tagged[c] == 0) return "inferred";
-  return sz(t.tagged[c]) + " tagged";
+  return format_bytes(t.tagged[c]) + " tagged";
 }
 
 std::vector<size_t> by_size(const CategoryTotals& t) {
@@ -211,7 +209,7 @@ std::string category_line(const CategoryView& v, size_t max_items) {
       break;
     }
     if (!out.empty()) out += ", ";
-    out += std::string(category_name(kAll[c])) + " " + sz(v.totals.bytes[c]);
+    out += std::string(category_name(kAll[c])) + " " + format_bytes(v.totals.bytes[c]);
     std::string where = kAll[c] == Category::Activation ? module_span(v, kAll[c]) : "";
     std::string src = v.totals.tagged[c] ? source_word(v.totals, c) : "";
     if (!where.empty() || !src.empty())
@@ -225,7 +223,7 @@ std::string category_text(const CategoryView& v, const std::string& indent) {
   std::string out;
   char line[160];
   for (size_t c : by_size(v.totals)) {
-    std::snprintf(line, sizeof line, "%10s  %-18s %s", sz(v.totals.bytes[c]).c_str(),
+    std::snprintf(line, sizeof line, "%10s  %-18s %s", format_bytes(v.totals.bytes[c]).c_str(),
                   std::string(category_name(kAll[c])).c_str(), source_word(v.totals, c).c_str());
     out += indent + line + '\n';
   }
@@ -267,7 +265,7 @@ std::string module_text(const CategoryView& v, const std::string& indent, size_t
   auto line = [&](int64_t bytes, std::string name, const std::string& what) {
     if (name.size() < width) name.resize(width, ' ');
     char size[32];
-    std::snprintf(size, sizeof size, "%10s  ", sz(bytes).c_str());
+    std::snprintf(size, sizeof size, "%10s  ", format_bytes(bytes).c_str());
     return indent + size + name + (what.empty() ? "" : "  " + what) + '\n';
   };
   std::string out;
@@ -279,10 +277,10 @@ std::string module_text(const CategoryView& v, const std::string& indent, size_t
       int64_t rest = 0;
       for (size_t k = children[m].size() - hidden[m]; k < children[m].size(); ++k)
         rest += v.modules[children[m][k]].total;
-      out += line(rest,
-                  std::string(2 * depth[m] + 2, ' ') + "(" + std::to_string(hidden[m]) +
-                      " more submodules)",
-                  "");
+      out += line(
+          rest,
+          std::string(2 * depth[m] + 2, ' ') + "(" + count_of(hidden[m], "more submodule") + ")",
+          "");
     }
   };
   for (size_t i = 0; i < v.modules.size(); ++i) {
@@ -298,8 +296,8 @@ std::string module_text(const CategoryView& v, const std::string& indent, size_t
         split += ", ...";
         break;
       }
-      split +=
-          (split.empty() ? "" : ", ") + std::string(category_name(kAll[c])) + " " + sz(m.bytes[c]);
+      split += (split.empty() ? "" : ", ") + std::string(category_name(kAll[c])) + " " +
+               format_bytes(m.bytes[c]);
     }
     out += line(m.total, std::string(2 * depth[i], ' ') + display(m.name), split);
     if (hidden[i]) stack.push_back(static_cast<int32_t>(i));
@@ -307,7 +305,7 @@ std::string module_text(const CategoryView& v, const std::string& indent, size_t
   close_to(0);
   if (v.unattributed) {
     char size[32];
-    std::snprintf(size, sizeof size, "%10s  ", sz(v.unattributed).c_str());
+    std::snprintf(size, sizeof size, "%10s  ", format_bytes(v.unattributed).c_str());
     out += indent + size + "(outside any module, or not known)\n";
   }
   return out;
@@ -322,8 +320,8 @@ std::vector<std::string> category_remedies(const CategoryView& v) {
   };
   auto holds = [&](Category c) {
     std::string where = module_span(v, c);
-    return std::string(category_name(c)) + " " + sz(v.totals.of(c)) + " of the " + sz(total) +
-           " allocated" + (where.empty() ? "" : " (most in " + where + ")");
+    return std::string(category_name(c)) + " " + format_bytes(v.totals.of(c)) + " of the " +
+           format_bytes(total) + " allocated" + (where.empty() ? "" : " (most in " + where + ")");
   };
   // What to change for each kind, once it holds this share of the memory.
   struct Advice {
@@ -361,13 +359,13 @@ std::vector<std::string> category_remedies(const CategoryView& v) {
 std::string category_sources_text(const CategorySources& s) {
   std::string out;
   if (s.tags_matched)
-    out = "tagged: " + std::to_string(s.tags_matched) +
-          " storages memsight.torch recorded; the rest inferred";
+    out = "tagged: " + count_of(s.tags_matched, "storage") +
+          " memsight.torch recorded; the rest inferred";
   else
     out = "inferred, no memsight.torch tags";
   if (s.allocs)
-    out += "; phase of " + std::to_string(s.phase_allocs) + " of " + std::to_string(s.allocs) +
-           " allocations known" + (s.phase_allocs ? " from " + s.phases : "");
+    out += "; phase of " + count_text(s.phase_allocs) + " of " + count_of(s.allocs, "allocation") +
+           " known" + (s.phase_allocs ? " from " + s.phases : "");
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include "analysis/kinds/classify.h"
 #include "analysis/leaks/leaks_format.h"
 #include "analysis/summary/sites.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
@@ -247,8 +248,8 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   }
   if (n < kMinLeakIterations) {
     rep.verdict = LeakVerdict::TooFewIterations;
-    rep.message = std::to_string(n) + " complete iteration" + (n == 1 ? "" : "s") +
-                  " recorded: at least " + std::to_string(kMinLeakIterations) +
+    rep.message = count_of(static_cast<int64_t>(n), "complete iteration") + " recorded: at least " +
+                  std::to_string(kMinLeakIterations) +
                   " are needed to tell memory that keeps growing from memory made once and kept";
     growth_of(rep, fc, rr);
     return rep;
@@ -264,7 +265,7 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   if (leaks.empty()) {
     rep.verdict = LeakVerdict::None;
     rep.message = "no leak: no allocation site keeps memory from iteration to iteration (" +
-                  std::to_string(checked) + " iterations checked)";
+                  count_of(checked, "iteration") + " checked)";
     growth_of(rep, fc, rr);
     return rep;
   }
@@ -285,9 +286,9 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
   }
   rep.sites = std::move(sorted);
   std::tie(rep.fix_site, rep.fix_stack) = line_to_fix(by_rate, rr, its, checked);
-  rep.message = "leak: " + size_text(rep.bytes_per_iteration) +
+  rep.message = "leak: " + format_bytes(rep.bytes_per_iteration) +
                 " more stays allocated after each iteration, at " +
-                std::to_string(rep.sites.size()) + " site" + (rep.sites.size() == 1 ? "" : "s") +
+                count_of(static_cast<int64_t>(rep.sites.size()), "site") +
                 "; the line to fix: " + rep.fix_site;
   if (rep.sites.size() > kMaxSites) rep.sites.resize(kMaxSites);
   growth_of(rep, fc, rr);

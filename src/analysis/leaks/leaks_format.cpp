@@ -7,21 +7,12 @@
 #include "analysis/frames/report_text.h"
 #include "util/json_writer.h"
 #include "util/lines.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
-
-// "1,234"
-std::string count_text(int64_t v) {
-  std::string digits = std::to_string(v < 0 ? -v : v), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (v < 0 ? "-" : "") + out;
-}
 
 std::string source_text(const FrameClassifier& fc, const Iterations& it) {
   const std::string n = count_text(static_cast<int64_t>(it.starts.size()));
@@ -60,9 +51,9 @@ std::string kind_text(const LeakSite& s) {
 
 void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& r,
                  const DeviceRanges& devices) {
-  out += devices_heading(r.device, devices) + " - " + count_text(static_cast<int64_t>(r.entries)) +
-         entries_word(static_cast<int64_t>(r.entries)) + "; " + source_text(fc, r.iterations) +
-         '\n';
+  out += devices_heading(r.device, devices) + " - " +
+         count_of(static_cast<int64_t>(r.entries), "trace entry", "trace entries") + "; " +
+         source_text(fc, r.iterations) + '\n';
   if (r.verdict != LeakVerdict::Leak) {
     out += wrap_words(r.message, "  ");
     if (r.verdict == LeakVerdict::None)
@@ -72,22 +63,22 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
           "  ");
   } else {
     out +=
-        wrap_words("LEAK: " + size_text(r.bytes_per_iteration) +
+        wrap_words("LEAK: " + format_bytes(r.bytes_per_iteration) +
                        " more stays allocated after each iteration: allocations made in the " +
-                       num(r.measured) +
-                       " iterations checked that are still live at the end of the trace, from "
+                       count_of(r.measured, "iteration") +
+                       " checked that are still live at the end of the trace, from "
                        "every part of the run. By allocation site (innermost frame of your code):",
                    "  ");
     char line[160];
     for (const LeakSite& s : r.sites) {
-      std::snprintf(line, sizeof line, "    %10s/iteration  in %lld of %lld iterations  %s\n",
-                    size_text(s.bytes_per_iteration).c_str(),
-                    static_cast<long long>(s.iterations_grown), static_cast<long long>(r.measured),
-                    kind_text(s).c_str());
+      std::snprintf(line, sizeof line, "    %10s/iteration  in %s of %s  %s\n",
+                    format_bytes(s.bytes_per_iteration).c_str(),
+                    count_text(s.iterations_grown).c_str(),
+                    count_of(r.measured, "iteration").c_str(), kind_text(s).c_str());
       out += line;
       out += "        " + fc.describe(s.stack, 4) + '\n';
       out += "        " + count_text(s.surviving_count) + " still live (" +
-             size_text(s.surviving_bytes) + "); the newest made at trace entr" +
+             format_bytes(s.surviving_bytes) + "); the newest made at trace entr" +
              (s.newest.size() == 1 ? "y " : "ies ");
       for (size_t i = 0; i < s.newest.size(); ++i)
         out += (i ? ", " : "") + count_text(s.newest[i].event) + " (" +
@@ -110,9 +101,9 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
     const auto& live = r.growth[0].live;
     const Iterations& it = r.iterations;
     size_t mid = live.size() / 2, last = live.size() - 1;
-    out += "  allocated at the start of " + step_name(it, 0) + ": " + size_text(live[0]) + ", " +
-           step_name(it, mid) + ": " + size_text(live[mid]) + ", " + step_name(it, last) + ": " +
-           size_text(live[last]) + '\n';
+    out += "  allocated at the start of " + step_name(it, 0) + ": " + format_bytes(live[0]) + ", " +
+           step_name(it, mid) + ": " + format_bytes(live[mid]) + ", " + step_name(it, last) + ": " +
+           format_bytes(live[last]) + '\n';
   }
 }
 

@@ -10,7 +10,7 @@
 
 #include "memsight/error.h"
 #include "memsight/summary.h"
-#include "memsight/text_tools.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
@@ -144,8 +144,8 @@ std::string rank_parts_text(const std::vector<RankPart>& by) {
     for (const RankPart& p : by) {
       if (p.kind != kind) continue;
       if (!items.empty()) items += ", ";
-      items += (p.kind == "module" && p.name.empty() ? "(model)" : p.name) + " " +
-               (p.delta >= 0 ? "+" : "-") + format_size(static_cast<double>(std::llabs(p.delta)));
+      items +=
+          (p.kind == "module" && p.name.empty() ? "(model)" : p.name) + " " + signed_bytes(p.delta);
     }
     if (!items.empty()) out += (out.empty() ? "by " : "; by ") + std::string(kind) + ": " + items;
   }

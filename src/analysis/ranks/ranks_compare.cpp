@@ -3,14 +3,13 @@
 // only first?), and what does not match across the files.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <set>
 #include <unordered_map>
 
 #include "memsight/error.h"
 #include "memsight/ranks.h"
-#include "memsight/text_tools.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
@@ -19,8 +18,6 @@ constexpr RankMetric kMetrics[kRankMetrics] = {RankMetric::PeakAllocated, RankMe
                                                RankMetric::AllocatedNow, RankMetric::ReservedNow,
                                                RankMetric::Fragmentation};
 constexpr size_t kPartsPerKind = 3;
-
-std::string sz(double v) { return format_size(v); }
 
 // The lower median (an actual rank's value: with two ranks, the smaller).
 template <typename T>
@@ -127,12 +124,6 @@ RankDelta delta_of(const RankSummary& r, size_t i, RankMetric m, const RanksRepo
   return d;
 }
 
-std::string percent(double part, double whole) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.0f%%", whole > 0 ? 100.0 * part / whole : 0.0);
-  return b;
-}
-
 RankOomVerdict judge_oom(const RankSummary& r, const RanksReport& rep) {
   RankOomVerdict v{r.rank, false, ""};
   std::vector<int64_t> others, oom_others;
@@ -148,14 +139,15 @@ RankOomVerdict judge_oom(const RankSummary& r, const RanksReport& rep) {
   }
   double med = static_cast<double>(median_of(others)), peak = static_cast<double>(r.peak_allocated);
   double diff = peak - med;
-  std::string also =
-      oom_others.empty() ? "" : " Ranks " + rank_ranges(oom_others) + " ran out of memory too.";
+  std::string also = oom_others.empty() ? ""
+                                        : (oom_others.size() == 1 ? " Rank " : " Ranks ") +
+                                              rank_ranges(oom_others) + " ran out of memory too.";
   const std::string& verdict = r.ooms.front().verdict;
   if (!bytes_differ(peak, med) && (verdict == "limit" || verdict == "other processes")) {
     // The same work on a smaller device: what differs is the device.
     v.text =
-        name + " held what the other ranks hold (its peak " + sz(peak) + ", their median " +
-        sz(med) + "); what differs is its device: " +
+        name + " held what the other ranks hold (its peak " + format_bytes(peak) +
+        ", their median " + format_bytes(med) + "); what differs is its device: " +
         (verdict == "limit" ? "a memory cap inside the process (set_per_process_memory_fraction"
                               " or similar) that the others may not have"
                             : "memory that other processes held on its GPU") +
@@ -164,7 +156,7 @@ RankOomVerdict judge_oom(const RankSummary& r, const RanksReport& rep) {
   }
   if (!bytes_differ(peak, med)) {
     v.text = name + " was not different, only the one that failed: the other ranks' peaks reach " +
-             "as much (median " + sz(med) + ", its own " + sz(peak) +
+             "as much (median " + format_bytes(med) + ", its own " + format_bytes(peak) +
              "), so every rank needs about this memory and a fix must lower all of them." + also;
     return v;
   }
@@ -175,12 +167,12 @@ RankOomVerdict judge_oom(const RankSummary& r, const RanksReport& rep) {
       if (o.rank == r.rank)
         for (const RankDelta& d : o.deltas)
           if (d.metric == RankMetric::PeakAllocated) by = rank_parts_text(d.by);
-    v.text = name + " was different: its peak allocated " + sz(peak) + " is " + sz(diff) + " (" +
-             percent(diff, med) + ") above the other ranks' median " + sz(med) +
-             (by.empty() ? "." : "; " + by + ".") + also;
+    v.text = name + " was different: its peak allocated " + format_bytes(peak) + " is " +
+             format_bytes(diff) + " (" + percent(diff, med) + ") above the other ranks' median " +
+             format_bytes(med) + (by.empty() ? "." : "; " + by + ".") + also;
   } else {
-    v.text = name + " ran out with less than the other ranks hold (its peak " + sz(peak) +
-             ", their median " + sz(med) + "): look at its device (" +
+    v.text = name + " ran out with less than the other ranks hold (its peak " + format_bytes(peak) +
+             ", their median " + format_bytes(med) + "): look at its device (" +
              (r.ooms.front().verdict.empty() ? "see its diagnosis" : r.ooms.front().verdict) +
              ") rather than its work." + also;
   }
@@ -221,7 +213,7 @@ void name_mismatches(RanksReport& rep) {
       ranks,
       [](const RankSummary& r) {
         std::string k = r.origin.device_name;
-        if (r.device_total > 0) k += (k.empty() ? "" : ", ") + sz(double(r.device_total));
+        if (r.device_total > 0) k += (k.empty() ? "" : ", ") + format_bytes(double(r.device_total));
         return k;
       },
       n);

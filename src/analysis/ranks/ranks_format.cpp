@@ -6,8 +6,8 @@
 
 #include "analysis/kinds/classify.h"
 #include "memsight/ranks.h"
-#include "memsight/text_tools.h"
 #include "util/lines.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
@@ -15,15 +15,11 @@ namespace {
 // Above this many ranks the text table lists the notable ones only.
 constexpr size_t kTextRanks = 32;
 
-std::string sz(double v) { return format_size(v); }
-
 std::string fixed(double v, const char* fmt) {
   char b[48];
   std::snprintf(b, sizeof b, fmt, v);
   return b;
 }
-
-std::string pct(double share) { return fixed(100.0 * share, "%.1f%%"); }
 
 std::string pad(std::string s, size_t width, bool right = true) {
   if (s.size() >= width) return s;
@@ -50,12 +46,12 @@ CategoryView view_of(const KindBytes& k) {
 std::string delta_line(const RankDelta& d) {
   double diff = d.value - d.median;
   if (d.metric == RankMetric::Fragmentation)
-    return std::string(rank_metric_name(d.metric)) + " " + pct(d.value) + " against the median " +
-           pct(d.median);
-  std::string out = std::string(rank_metric_name(d.metric)) + " " + sz(d.value) + ", " +
-                    (diff >= 0 ? "+" : "-") + sz(std::abs(diff)) +
-                    (d.median > 0 ? " (" + fixed(100.0 * diff / d.median, "%+.0f%%") + ")" : "") +
-                    " against the median " + sz(d.median);
+    return std::string(rank_metric_name(d.metric)) + " " + percent(d.value) +
+           " against the median " + percent(d.median);
+  std::string out = std::string(rank_metric_name(d.metric)) + " " + format_bytes(d.value) + ", " +
+                    (diff >= 0 ? "+" : "-") + format_bytes(std::abs(diff)) +
+                    (d.median > 0 ? " (" + signed_percent(diff / d.median) + ")" : "") +
+                    " against the median " + format_bytes(d.median);
   if (!d.by.empty()) out += "; " + rank_parts_text(d.by);
   return out;
 }
@@ -64,11 +60,12 @@ std::string table_row(const RanksReport& rep, const RankSummary& r) {
   std::string oom = r.ooms.empty()                   ? ""
                     : r.ooms.front().verdict.empty() ? "OOM"
                                                      : "OOM: " + r.ooms.front().verdict;
-  return pad(std::to_string(r.rank), 6) + "  " + pad(sz(double(r.peak_allocated)), 10) + " " +
-         pad(when(rep, r, r.peak_allocated_event, r.peak_allocated_time_us), 13, false) + " " +
-         pad(sz(double(r.peak_reserved)), 10) + "  " +
-         pad(sz(double(r.allocated_now)) + " / " + sz(double(r.reserved_now)), 21) + "  " +
-         pad(pct(r.fragmentation), 6) + "  " + oom + "\n";
+  return pad(std::to_string(r.rank), 6) + "  " + pad(format_bytes(double(r.peak_allocated)), 10) +
+         " " + pad(when(rep, r, r.peak_allocated_event, r.peak_allocated_time_us), 13, false) +
+         " " + pad(format_bytes(double(r.peak_reserved)), 10) + "  " +
+         pad(format_bytes(double(r.allocated_now)) + " / " + format_bytes(double(r.reserved_now)),
+             21) +
+         "  " + pad(percent(r.fragmentation), 6) + "  " + oom + "\n";
 }
 
 // The ranks the text lists when there are many: OOMs, outliers, the typical
@@ -88,7 +85,7 @@ std::set<int64_t> notable(const RanksReport& rep) {
 
 std::string heading(const RanksReport& rep) {
   size_t ooms = rep.oom_verdicts.size();
-  std::string out = std::to_string(rep.ranks.size()) + " rank" + (rep.ranks.size() == 1 ? "" : "s");
+  std::string out = count_of(static_cast<int64_t>(rep.ranks.size()), "rank");
   std::set<std::pair<std::string, int64_t>> rounds;
   for (const RankSummary& r : rep.ranks)
     if (r.origin.seq >= 0) rounds.emplace(r.origin.tag, r.origin.seq);
@@ -99,7 +96,7 @@ std::string heading(const RanksReport& rep) {
     extra +=
         (extra.empty() ? "" : ", ") + std::string("world size ") + std::to_string(rep.world_size);
   if (!extra.empty()) out += " (" + extra + ")";
-  out += ooms ? ", " + std::to_string(ooms) + (ooms == 1 ? " ran" : " ran") + " out of memory"
+  out += ooms ? ", " + count_text(static_cast<int64_t>(ooms)) + " ran out of memory"
               : ", none ran out of memory";
   return out + "\n";
 }
@@ -127,14 +124,17 @@ std::string ranks_text(const RanksReport& rep) {
   for (const RankSummary& r : rep.ranks)
     if (shown.empty() || shown.count(r.rank)) out += table_row(rep, r);
   if (!shown.empty())
-    out += "   ... " + std::to_string(rep.ranks.size() - shown.size()) +
-           " more ranks (--json or the page lists every rank)\n";
+    out += "   ... " +
+           count_of(static_cast<int64_t>(rep.ranks.size() - shown.size()), "more rank") +
+           " (--json or the page lists every rank)\n";
   const auto& m = rep.median;
   auto med = [&](RankMetric k) { return m[static_cast<size_t>(k)]; };
-  out += "median  " + pad(sz(med(RankMetric::PeakAllocated)), 10) + " " + pad("", 13) + " " +
-         pad(sz(med(RankMetric::PeakReserved)), 10) + "  " +
-         pad(sz(med(RankMetric::AllocatedNow)) + " / " + sz(med(RankMetric::ReservedNow)), 21) +
-         "  " + pad(pct(med(RankMetric::Fragmentation)), 6) + "  (typical: rank " +
+  out += "median  " + pad(format_bytes(med(RankMetric::PeakAllocated)), 10) + " " + pad("", 13) +
+         " " + pad(format_bytes(med(RankMetric::PeakReserved)), 10) + "  " +
+         pad(format_bytes(med(RankMetric::AllocatedNow)) + " / " +
+                 format_bytes(med(RankMetric::ReservedNow)),
+             21) +
+         "  " + pad(percent(med(RankMetric::Fragmentation)), 6) + "  (typical: rank " +
          std::to_string(rep.typical_rank) + ")\n";
 
   for (const RankOomVerdict& v : rep.oom_verdicts) {
@@ -142,9 +142,11 @@ std::string ranks_text(const RanksReport& rep) {
                                          [&](const RankSummary& x) { return x.rank == v.rank; });
     const RankOom& o = r.ooms.front();
     out += "\nOUT OF MEMORY on rank " + std::to_string(r.rank) + ", trace entry " +
-           std::to_string(o.event) + " (" + fixed(seconds(rep, r, o.time_us), "%.3f") +
+           count_text(o.event) + " (" + fixed(seconds(rep, r, o.time_us), "%.3f") +
            " s): " + o.verdict +
-           (r.ooms.size() > 1 ? " (" + std::to_string(r.ooms.size()) + " OOMs, the first)" : "") +
+           (r.ooms.size() > 1
+                ? " (" + count_of(static_cast<int64_t>(r.ooms.size()), "OOM") + ", the first)"
+                : "") +
            "\n";
     out += wrap_words(v.text, "  ");
     out += wrap_words(o.explanation, "  ");
@@ -159,8 +161,8 @@ std::string ranks_text(const RanksReport& rep) {
 
   out += "\nRanks that differ from the median:\n";
   if (rep.outliers.empty())
-    out += "  none: every rank is within " + fixed(100 * kDifferShare, "%.0f%%") + " (and " +
-           sz(double(kDifferBytes)) + ") of the median on every number\n";
+    out += "  none: every rank is within " + percent(kDifferShare) + " (and " +
+           format_bytes(double(kDifferBytes)) + ") of the median on every number\n";
   for (const RankOutlier& o : rep.outliers) {
     std::string lead = "  rank " + std::to_string(o.rank) + ": ";
     for (size_t i = 0; i < o.deltas.size(); ++i) {

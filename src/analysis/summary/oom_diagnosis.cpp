@@ -13,12 +13,10 @@
 
 #include <algorithm>
 
-#include "memsight/text_tools.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
-
-std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
 // The segment a request needs when no cached block fits (torch's sizes).
 int64_t segment_for(int64_t request) {
@@ -67,15 +65,16 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
   bool demand = !fragmentation;
 
   std::string facts =
-      "Requested " + sz(o.requested) + " (" + o.pool + " pool): " + sz(o.allocated) +
-      " was allocated by live tensors, " + sz(o.reserved) + " reserved by PyTorch, of it " +
-      sz(o.cached_free) + " cached but unused (" +
-      (o.largest_free_pool ? "largest free block " + sz(o.largest_free_pool) + " in the "
+      "Requested " + format_bytes(o.requested) + " (" + o.pool +
+      " pool): " + format_bytes(o.allocated) + " was allocated by live tensors, " +
+      format_bytes(o.reserved) + " reserved by PyTorch, of it " + format_bytes(o.cached_free) +
+      " cached but unused (" +
+      (o.largest_free_pool ? "largest free block " + format_bytes(o.largest_free_pool) + " in the "
                            : std::string("no free block in the ")) +
-      o.pool + " pool, " + sz(o.largest_free) + " the largest in any). The device had " +
-      sz(o.device_free) + " free";
-  if (o.device_total > 0) facts += " of " + sz(o.device_total);
-  if (o.limit >= 0) facts += "; the allocator's limit was " + sz(o.limit);
+      o.pool + " pool, " + format_bytes(o.largest_free) + " the largest in any). The device had " +
+      format_bytes(o.device_free) + " free";
+  if (o.device_total > 0) facts += " of " + format_bytes(o.device_total);
+  if (o.limit >= 0) facts += "; the allocator's limit was " + format_bytes(o.limit);
   facts += ".";
 
   o.causes.clear();
@@ -89,7 +88,7 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
     why +=
         " Fragmentation: more than the request sat unused in the cache, but in pieces: no "
         "free block of " +
-        sz(o.requested) + " in the " + o.pool + " pool";
+        format_bytes(o.requested) + " in the " + o.pool + " pool";
     if (o.largest_free > o.largest_free_pool)
       why += " (the larger free blocks are in the other pool, which this request cannot use)";
     why += ". Those segments also hold live tensors, so the allocator could not release them.";
@@ -103,7 +102,7 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
   }
   if (others) {
     o.causes.push_back(OomCause::OtherProcesses);
-    why += " Memory outside this allocator: " + sz(outside) +
+    why += " Memory outside this allocator: " + format_bytes(outside) +
            " of the device was in use but not reserved by PyTorch (other processes, NCCL or "
            "cuBLAS workspaces, the CUDA context, non-PyTorch allocations).";
     remedy(RemedyKind::GpuAlone,
@@ -112,11 +111,12 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
   if (capped) {
     o.causes.push_back(OomCause::Limit);
     if (o.limit >= 0)
-      why += " Memory cap: a new " + sz(need) + " segment would pass the allocator's limit of " +
-             sz(o.limit) + " (torch.cuda.set_per_process_memory_fraction), though the device had " +
-             sz(o.device_free) + " free.";
+      why += " Memory cap: a new " + format_bytes(need) +
+             " segment would pass the allocator's limit of " + format_bytes(o.limit) +
+             " (torch.cuda.set_per_process_memory_fraction), though the device had " +
+             format_bytes(o.device_free) + " free.";
     else
-      why += " Memory cap: the device's free memory was enough for the " + sz(need) +
+      why += " Memory cap: the device's free memory was enough for the " + format_bytes(need) +
              " segment the request needed, so a limit inside the process refused it "
              "(torch.cuda.set_per_process_memory_fraction or a similar cap).";
     remedy(RemedyKind::RaiseCap,
@@ -125,15 +125,15 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
   }
   if (demand) {
     o.causes.push_back(OomCause::Demand);
-    why += " True demand: even with all " + sz(o.cached_free) +
+    why += " True demand: even with all " + format_bytes(o.cached_free) +
            " of unused cache released, the request would not fit";
     why += capped ? " under the limit." : " on the device.";
     remedy(RemedyKind::SmallerBatch, "reduce the batch size or sequence length");
     if (holder.count)
       remedy(RemedyKind::CheckpointSite,
-             "the site holding most at this moment is " + holder.site + " (" + sz(holder.bytes) +
-                 " in " + std::to_string(holder.count) +
-                 " blocks): checkpoint its activations (torch.utils.checkpoint) or "
+             "the site holding most at this moment is " + holder.site + " (" +
+                 format_bytes(holder.bytes) + " in " + count_of(holder.count, "block") +
+                 "): checkpoint its activations (torch.utils.checkpoint) or "
                  "free them earlier");
     remedy(RemedyKind::EmptyCacheBetweenPhases,
            "call torch.cuda.empty_cache() only between phases (e.g. after evaluation), not in the "
@@ -145,12 +145,9 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
 
 namespace {
 
-// The simulation's sentences print sizes as `memsight whatif` does.
-std::string whatif_size(int64_t v) { return format_size(static_cast<double>(v)); }
-
 std::string peak_against_recorded(const SimulatedFix& f, const char* same, const char* other) {
   return f.peak_reserved == f.recorded_peak ? std::string(same)
-                                            : other + whatif_size(f.recorded_peak);
+                                            : other + format_bytes(f.recorded_peak);
 }
 
 std::string fix_sentence(const SimulatedFix& f) {
@@ -160,13 +157,13 @@ std::string fix_sentence(const SimulatedFix& f) {
     case V::FitsNearCapHigh:
       s += "with " + f.settings +
            " this request fits only if the cap was near the top of what the recording allows (" +
-           whatif_size(f.cap_high) + "; not with " + whatif_size(f.cap_low) +
+           format_bytes(f.cap_high) + "; not with " + format_bytes(f.cap_low) +
            "): the snapshot does not record the cap (memsight whatif --memory-fraction F answers "
            "for the exact one).";
       break;
     case V::Fits:
       s += "with " + f.settings + " this request fits: peak reserved " +
-           whatif_size(f.peak_reserved) +
+           format_bytes(f.peak_reserved) +
            peak_against_recorded(f, ", as recorded", " instead of ") + ".";
       break;
     case V::NoneFits:
@@ -175,8 +172,8 @@ std::string fix_sentence(const SimulatedFix& f) {
       break;
   }
   if (f.cap_inferred && f.verdict != V::FitsNearCapHigh)
-    s += " The cap is not recorded: simulated from " + whatif_size(f.cap_low) + " to " +
-         whatif_size(f.cap_high) + ", what the recording allows.";
+    s += " The cap is not recorded: simulated from " + format_bytes(f.cap_low) + " to " +
+         format_bytes(f.cap_high) + ", what the recording allows.";
   if (!f.reproduces)
     s += " The simulation does not reproduce this recording exactly (memsight whatif says how).";
   return s;
@@ -189,14 +186,14 @@ Remedy fix_remedy(const SimulatedFix& f) {
       return {RemedyKind::SimulatedSetting,
               "set PYTORCH_CUDA_ALLOC_CONF=" + f.settings +
                   " may save it: simulated on this history, the request fits with a cap near " +
-                  whatif_size(f.cap_high) + " but not with " + whatif_size(f.cap_low) +
+                  format_bytes(f.cap_high) + " but not with " + format_bytes(f.cap_low) +
                   " (the snapshot does not record the cap)"};
     case V::Fits:
       return {RemedyKind::SimulatedSetting,
               (f.settings == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
                                         : "set PYTORCH_CUDA_ALLOC_CONF=" + f.settings) +
                   " (simulated on this history: the request fits, and reserved memory peaks at " +
-                  whatif_size(f.peak_reserved) +
+                  format_bytes(f.peak_reserved) +
                   peak_against_recorded(f, " as recorded)", " instead of ") +
                   (f.peak_reserved == f.recorded_peak ? "" : ")")};
     case V::NoneFits:

@@ -14,6 +14,7 @@
 #include "analysis/summary/summary_json.h"
 #include "analysis/whatif/whatif.h"
 #include "util/parallel.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
@@ -62,13 +63,13 @@ void judge_exactness(const replay::Result& rr, DeviceSummary& ds) {
   if (ds.history_wrapped == "yes" || ds.history_wrapped == "possibly")
     why = ds.history_wrapped == "yes"
               ? "the history buffer wrapped, so the peaks are those of the recorded window"
-              : "the trace frees " + std::to_string(ds.orphan_frees) +
-                    " allocations it never saw (recording began late or the buffer wrapped): "
+              : "the trace frees " + count_of(ds.orphan_frees, "allocation") +
+                    " it never saw (recording began late or the buffer wrapped): "
                     "the peaks are those of the recorded window, and sizes of those blocks "
                     "are estimated";
   else if (rr.unplaced_allocs || rr.size_mismatches)
-    why = std::to_string(rr.unplaced_allocs + rr.size_mismatches) +
-          " block sizes could not be replayed exactly; those are estimated from the request";
+    why = count_of(rr.unplaced_allocs + rr.size_mismatches, "block size") +
+          " could not be replayed exactly; those are estimated from the request";
   ds.exact = why.empty();
   ds.exactness = why;
 }

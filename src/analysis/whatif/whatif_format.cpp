@@ -6,33 +6,24 @@
 #include "analysis/frames/report_text.h"
 #include "analysis/whatif/whatif.h"
 #include "memsight/error.h"
-#include "memsight/text_tools.h"
 #include "memsight/whatif.h"
 #include "util/json_writer.h"
+#include "util/text_format.h"
 
 namespace memsight::whatif {
 namespace {
 
-std::string sz(int64_t v) { return format_size(static_cast<double>(v)); }
+std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
-std::string percent(int64_t part, int64_t whole) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%",
-                whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
-  return buf;
-}
-
+// now against was, relative: "+12.5%", "same".
 std::string change(int64_t now, int64_t was) {
   if (now == was) return "same";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%",
-                was ? 100.0 * static_cast<double>(now - was) / static_cast<double>(was) : 100.0);
-  return buf;
+  return signed_percent(was ? static_cast<double>(now - was) / static_cast<double>(was) : 1.0);
 }
 
 std::string event(const simulate::SegmentEvent& e) {
   return "a " + sz(e.size) + " " + std::string(action_name(e.action)) + " for trace entry " +
-         std::to_string(e.owner);
+         count_text(e.owner);
 }
 
 // `prefix` then `text` wrapped at 100 columns, later lines indented as far
@@ -62,21 +53,19 @@ std::string check_text(const DeviceReport& d) {
     return "not possible: " + c.incomplete + ". The results below start from an estimated state.";
   std::string peak = sz(c.peak_recorded);
   if (c.ok()) {
-    std::string events = c.events == 0 ? std::string("makes no segment event, as torch did")
-                                       : "makes the " + std::to_string(c.events) +
-                                             " recorded segment events (each size, in order, for "
-                                             "the same request)";
-    std::string blocks = c.allocations == 1
-                             ? std::string("puts its one allocation")
-                             : "puts all " + std::to_string(c.allocations) + " allocations";
+    std::string events = c.events == 0
+                             ? std::string("makes no segment event, as torch did")
+                             : "makes the " + count_of(c.events, "recorded segment event") +
+                                   " (each size, in order, for the same request)";
+    std::string blocks = c.allocations == 1 ? std::string("puts its one allocation")
+                                            : "puts all " + count_of(c.allocations, "allocation");
     return "the simulation under the recorded settings " + events + ", " + blocks +
            " at torch's addresses and peaks at torch's " + peak + " reserved.";
   }
   std::string s = "DIFFERS from the recording.";
   if (c.differs) {
-    s += " The simulation under the recorded settings makes the first " +
-         std::to_string(c.matching) + " of " + std::to_string(c.events) +
-         " recorded segment events; then torch made " +
+    s += " The simulation under the recorded settings makes the first " + count_text(c.matching) +
+         " of " + count_of(c.events, "recorded segment event") + "; then torch made " +
          (c.recorded_missing ? std::string("no more") : event(c.recorded)) + ", the simulation " +
          (c.simulated_missing ? std::string("no more") : event(c.simulated)) + ".";
   }
@@ -84,11 +73,12 @@ std::string check_text(const DeviceReport& d) {
     s += " Its peak reserved is " + sz(c.peak_simulated) + ", torch's " + peak + " (" +
          change(c.peak_simulated, c.peak_recorded) + ").";
   if (c.misplaced)
-    s += " " + std::to_string(c.misplaced) + " of " + std::to_string(c.allocations) +
-         " blocks went elsewhere than torch put them.";
+    s += " " + count_text(c.misplaced) + " of " + count_of(c.allocations, "block") +
+         " went elsewhere than torch put them.";
   if (c.ooms_recorded != c.ooms_simulated)
-    s += " It runs out of memory at " + std::to_string(c.ooms_simulated.size()) +
-         " requests, torch at " + std::to_string(c.ooms_recorded.size()) + ".";
+    s += " It runs out of memory at " +
+         count_of(static_cast<int64_t>(c.ooms_simulated.size()), "request") + ", torch at " +
+         count_text(static_cast<int64_t>(c.ooms_recorded.size())) + ".";
   return s + " The results below may be off by as much.";
 }
 
@@ -112,14 +102,15 @@ std::string memory_text(const simulate::Device& m) {
 }
 
 std::string oom_cell(const DeviceReport& d, const simulate::Result& r) {
-  if (r.stopped_at >= 0) return "new OOM at entry " + std::to_string(r.stopped_at);
+  if (r.stopped_at >= 0) return "new OOM at entry " + count_text(r.stopped_at);
   if (d.recorded_ooms.empty()) return "none";
   size_t k = 0;
   for (int32_t e : d.recorded_ooms)
     k += std::find(r.avoided.begin(), r.avoided.end(), e) != r.avoided.end();
   if (k == d.recorded_ooms.size()) return d.recorded_ooms.size() == 1 ? "avoided" : "all avoided";
   if (k == 0) return "still happens";
-  return "avoided " + std::to_string(k) + " of " + std::to_string(d.recorded_ooms.size());
+  return "avoided " + count_text(static_cast<int64_t>(k)) + " of " +
+         count_text(static_cast<int64_t>(d.recorded_ooms.size()));
 }
 
 // With an inferred cap: the outcome at both ends of its range when they differ.
@@ -137,7 +128,8 @@ std::string oom_cell(const DeviceReport& d, const Outcome& o) {
 std::string layout_caveat(int64_t placed) {
   return "the recording holds no cudaMalloc address (no segment of it came from cudaMalloc, as "
          "when it is recorded with expandable segments): " +
-         (placed >= 0 ? std::to_string(placed) + " segments sit" : std::string("segments sit")) +
+         (placed >= 0 ? count_of(placed, "segment") + (placed == 1 ? " sits" : " sit")
+                      : std::string("segments sit")) +
          " where the model of the driver puts them, with none of the driver's own allocations "
          "between them. Best fit breaks ties between equal free blocks by address, so where CUDA "
          "loads kernels lazily (its default) and places them among the first segments, the real "
@@ -150,22 +142,22 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
   std::string out = "  with " + o.alt.label + " (over the recorded settings):\n";
   char line[256];
   std::snprintf(line, sizeof line,
-                "    peak reserved   %s, after trace entry %d (recorded settings %s, %s)\n",
-                sz(r.peak.reserved).c_str(), r.peak_reserved_event, sz(baseline(d)).c_str(),
-                change(r.peak.reserved, baseline(d)).c_str());
+                "    peak reserved   %s, after trace entry %s (recorded settings %s, %s)\n",
+                sz(r.peak.reserved).c_str(), count_text(r.peak_reserved_event).c_str(),
+                sz(baseline(d)).c_str(), change(r.peak.reserved, baseline(d)).c_str());
   out += line;
   out += "    peak allocated  " + sz(r.peak.allocated) + '\n';
   out += "    at the peak     " + sz(r.unused_at_peak) + " reserved but not allocated (" +
          percent(r.unused_at_peak, r.peak.reserved) + "), largest free block " +
          sz(r.largest_free_at_peak) + '\n';
-  out += "    segments        " + std::to_string(r.segments_created) +
+  out += "    segments        " + count_text(r.segments_created) +
          " created or grown (segment_alloc and segment_map events)\n";
   if (o.alt.device.limit != d.memory.limit && o.alt.device.limit >= 0)
     out += "    memory cap      " + sz(o.alt.device.limit) + '\n';
   std::string oom;
   if (r.stopped_at >= 0) {
     const simulate::Oom& o2 = r.ooms.back();
-    oom = "a new OOM at trace entry " + std::to_string(r.stopped_at) + ": a " + sz(o2.requested) +
+    oom = "a new OOM at trace entry " + count_text(r.stopped_at) + ": a " + sz(o2.requested) +
           " request fails with " + sz(o2.reserved) + " reserved (" + sz(o2.free.bytes) +
           " of it free, largest free block " +
           sz(std::max(o2.free.largest_small, o2.free.largest_large)) + ") under " +
@@ -177,8 +169,8 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
     if (r.stopped_at >= 0 && r.stopped_at < e) break;
     bool first = oom.empty();
     if (!first) oom += ' ';
-    oom += std::string(first ? "the" : "The") + " recorded OOM at trace entry " +
-           std::to_string(e) + " (" + sz(d.recorded_oom_sizes[i]) + ") " +
+    oom += std::string(first ? "the" : "The") + " recorded OOM at trace entry " + count_text(e) +
+           " (" + sz(d.recorded_oom_sizes[i]) + ") " +
            (avoids(o, e)         ? "is avoided: the request fits."
             : avoids(o, e, true) ? "is avoided only if the cap was near the top of what the "
                                    "recording allows (" +
@@ -209,7 +201,7 @@ std::string table_text(const DeviceReport& d) {
   char line[256];
   std::string oom_head = d.recorded_ooms.empty()
                              ? "OOM"
-                             : "OOM at entry " + std::to_string(d.recorded_ooms.front()) +
+                             : "OOM at entry " + count_text(d.recorded_ooms.front()) +
                                    (d.recorded_ooms.size() > 1 ? "..." : "");
   std::snprintf(line, sizeof line, "  %-34s %13s %11s %17s   %s\n", "settings", "peak reserved",
                 "vs recorded", "unused at peak", oom_head.c_str());
@@ -239,12 +231,12 @@ std::string table_text(const DeviceReport& d) {
 // One device's text after its heading.
 std::string device_text(const DeviceReport& d, bool table) {
   std::string out =
-      " - " + std::to_string(d.entries) + entries_word(d.entries) + "; recorded settings: " +
+      " - " + count_of(d.entries, "trace entry", "trace entries") + "; recorded settings: " +
       (d.recorded_conf.empty() ? std::string("torch's defaults") : d.recorded_conf) + '\n';
   out += hang("  self-check  ", check_text(d));
   out += hang("  memory      ", memory_text(d.memory));
   for (size_t i = 0; i < d.recorded_ooms.size(); ++i)
-    out += "  recorded OOM at trace entry " + std::to_string(d.recorded_ooms[i]) + ": " +
+    out += "  recorded OOM at trace entry " + count_text(d.recorded_ooms[i]) + ": " +
            sz(d.recorded_oom_sizes[i]) + " requested\n";
   out += '\n';
   if (table)

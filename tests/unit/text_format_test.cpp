@@ -1,0 +1,95 @@
+// util/text_format.h: the one way memsight's text reports write sizes,
+// percents, counts and nouns, and torch's size rule kept apart for the text
+// tools that must match torch byte for byte.
+#include "util/text_format.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "memsight/text_tools.h"
+
+namespace memsight {
+namespace {
+
+constexpr double KiB = 1024.0, GiB = KiB * KiB * KiB;
+
+TEST(TextFormat, SizeUnitChosenAfterRounding) {
+  EXPECT_EQ(format_bytes(0), "0.0B");
+  EXPECT_EQ(format_bytes(1), "1.0B");
+  EXPECT_EQ(format_bytes(1023), "1023.0B");
+  EXPECT_EQ(format_bytes(1024), "1.0KiB");
+  EXPECT_EQ(format_bytes(1023.9 * KiB), "1023.9KiB");
+  // From 1023.95 up the value rounds to 1024.0: it prints as the next unit.
+  EXPECT_EQ(format_bytes(1023.95 * KiB), "1.0MiB");
+  EXPECT_EQ(format_bytes(1023.96 * GiB), "1.0TiB");
+  EXPECT_EQ(format_bytes(1.5 * GiB), "1.5GiB");
+}
+
+TEST(TextFormat, TorchRuleKeepsItsBoundary) {
+  // torch's _format_size, for the text tools byte-compared with torch.
+  EXPECT_EQ(format_size(1023.96 * GiB), "1024.0GiB");
+  EXPECT_EQ(format_size(1023.95 * KiB), "1024.0KiB");
+  EXPECT_EQ(format_size(1024 * KiB), "1.0MiB");
+  EXPECT_EQ(format_size(0), "0.0B");
+}
+
+TEST(TextFormat, NegativeSizes) {
+  EXPECT_EQ(format_bytes(-2 * GiB), "-2.0GiB");
+  EXPECT_EQ(format_bytes(-1023.95 * KiB), "-1.0MiB");
+}
+
+TEST(TextFormat, SignedBytes) {
+  EXPECT_EQ(signed_bytes(0), "0");
+  EXPECT_EQ(signed_bytes(1536), "+1.5KiB");
+  EXPECT_EQ(signed_bytes(-1536), "-1.5KiB");
+  EXPECT_EQ(signed_bytes(-1048524), "-1023.9KiB");  // 1023.9492 KiB
+  EXPECT_EQ(signed_bytes(-1048525), "-1.0MiB");     // 1023.9502 KiB
+  EXPECT_EQ(signed_bytes(std::numeric_limits<int64_t>::min()), "-8.0EiB");
+}
+
+TEST(TextFormat, Percent) {
+  EXPECT_EQ(percent(0.0), "0.0%");
+  EXPECT_EQ(percent(1.0), "100.0%");
+  EXPECT_EQ(percent(0.1234), "12.3%");
+  EXPECT_EQ(percent(0.1236), "12.4%");
+  EXPECT_EQ(percent(0.9996), "100.0%");
+  // A share that rounds to zero has no sign.
+  EXPECT_EQ(percent(-0.0001), "0.0%");
+  EXPECT_EQ(percent(1, 4), "25.0%");
+  EXPECT_EQ(percent(1, 3), "33.3%");
+  EXPECT_EQ(percent(5, 0), "0.0%");
+}
+
+TEST(TextFormat, SignedPercentAndPoints) {
+  EXPECT_EQ(signed_percent(0.05), "+5.0%");
+  EXPECT_EQ(signed_percent(-0.5), "-50.0%");
+  EXPECT_EQ(signed_percent(0.00001), "0.0%");
+  EXPECT_EQ(percent_points(0), "0");
+  EXPECT_EQ(percent_points(0.015), "+1.5 pt");
+  EXPECT_EQ(percent_points(-0.2), "-20.0 pt");
+  EXPECT_EQ(percent_points(-0.0001), "0.0 pt");
+}
+
+TEST(TextFormat, ThousandsSeparators) {
+  EXPECT_EQ(count_text(0), "0");
+  EXPECT_EQ(count_text(999), "999");
+  EXPECT_EQ(count_text(1000), "1,000");
+  EXPECT_EQ(count_text(856152), "856,152");
+  EXPECT_EQ(count_text(1000000), "1,000,000");
+  EXPECT_EQ(count_text(-1234567), "-1,234,567");
+  EXPECT_EQ(count_text(std::numeric_limits<int64_t>::min()), "-9,223,372,036,854,775,808");
+}
+
+TEST(TextFormat, CountWithNoun) {
+  EXPECT_EQ(count_of(0, "block"), "0 blocks");
+  EXPECT_EQ(count_of(1, "block"), "1 block");
+  EXPECT_EQ(count_of(2, "block"), "2 blocks");
+  EXPECT_EQ(count_of(1000, "block"), "1,000 blocks");
+  EXPECT_EQ(count_of(1, "trace entry", "trace entries"), "1 trace entry");
+  EXPECT_EQ(count_of(2, "trace entry", "trace entries"), "2 trace entries");
+}
+
+}  // namespace
+}  // namespace memsight
