@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "util/float_chars.h"
+#include "util/text_format.h"
 
 namespace memsight::flame {
 
@@ -27,21 +28,8 @@ std::string with_commas(uint64_t v) {
   return out;
 }
 
-// torch.cuda._memory_viz._format_size. Local on purpose: memsight::format_size
-// lives in src/analysis and this file must link without it.
-std::string torch_format_size(double num) {
-  static constexpr const char* kUnits[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi"};
-  std::string out;
-  for (const char* unit : kUnits) {
-    if (std::fabs(num) < 1024.0) {
-      append_fixed(out, num, 1);  // "%3.1f": never shorter than 3 characters anyway
-      return out + unit + "B";
-    }
-    num /= 1024.0;
-  }
-  append_fixed(out, num, 1);
-  return out + "YiB";
-}
+// torch.cuda._memory_viz._format_size: the unit changes at 1024.
+std::string torch_format_size(double num) { return binary_size(num, 1024.0); }
 
 std::string clean_utf8(std::string_view s, size_t* cps) {
   static constexpr char kReplacement[] = "\xEF\xBF\xBD";

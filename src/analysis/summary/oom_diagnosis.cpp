@@ -54,16 +54,30 @@ std::vector<std::string> remedy_texts(const std::vector<Remedy>& remedies) {
   return out;
 }
 
-void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments) {
-  const int64_t need = expandable_segments ? o.requested : segment_for(o.requested);
-  const int64_t GiB = int64_t{1} << 30;
-  bool fragmentation = o.cached_free >= o.requested && o.largest_free_pool < o.requested;
-  bool capped = o.limit >= 0 ? o.reserved + need > o.limit : need <= o.device_free;
-  int64_t outside = o.device_total > 0 ? o.device_total - o.device_free - o.reserved : -1;
-  bool others = !capped && need > o.device_free && o.device_total > 0 &&
-                outside > std::max<int64_t>(GiB, o.device_total / 20);
-  bool demand = !fragmentation;
+namespace {
 
+// Which causes hold, from the allocator's numbers at the OOM.
+struct Causes {
+  int64_t need = 0;     // the new memory the request needed: a segment, or the request itself
+  int64_t outside = 0;  // device memory in use but not reserved by this allocator (-1: unknown)
+  bool fragmentation = false, others = false, capped = false, demand = false;
+};
+
+Causes find_causes(const OomReport& o, bool expandable_segments) {
+  Causes c;
+  c.need = expandable_segments ? o.requested : segment_for(o.requested);
+  const int64_t GiB = int64_t{1} << 30;
+  c.fragmentation = o.cached_free >= o.requested && o.largest_free_pool < o.requested;
+  c.capped = o.limit >= 0 ? o.reserved + c.need > o.limit : c.need <= o.device_free;
+  c.outside = o.device_total > 0 ? o.device_total - o.device_free - o.reserved : -1;
+  c.others = !c.capped && c.need > o.device_free && o.device_total > 0 &&
+             c.outside > std::max<int64_t>(GiB, o.device_total / 20);
+  c.demand = !c.fragmentation;
+  return c;
+}
+
+// The request and the allocator's state then, in a sentence or two.
+std::string request_facts(const OomReport& o) {
   std::string facts =
       "Requested " + format_bytes(o.requested) + " (" + o.pool +
       " pool): " + format_bytes(o.allocated) + " was allocated by live tensors, " +
@@ -75,72 +89,87 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
       format_bytes(o.device_free) + " free";
   if (o.device_total > 0) facts += " of " + format_bytes(o.device_total);
   if (o.limit >= 0) facts += "; the allocator's limit was " + format_bytes(o.limit);
-  facts += ".";
+  return facts + ".";
+}
 
+void remedy(OomReport& o, RemedyKind kind, std::string text) {
+  o.remedies.push_back({kind, std::move(text)});
+}
+
+// Each cause that holds adds its sentence to `why` and its remedies.
+void explain_fragmentation(OomReport& o, std::string& why) {
+  o.causes.push_back(OomCause::Fragmentation);
+  why +=
+      " Fragmentation: more than the request sat unused in the cache, but in pieces: no "
+      "free block of " +
+      format_bytes(o.requested) + " in the " + o.pool + " pool";
+  if (o.largest_free > o.largest_free_pool)
+    why += " (the larger free blocks are in the other pool, which this request cannot use)";
+  why += ". Those segments also hold live tensors, so the allocator could not release them.";
+  remedy(o, RemedyKind::ExpandableSegments,
+         "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, so segments grow in place and "
+         "free space is not stranded between live tensors");
+  remedy(o, RemedyKind::FewerTemporaries,
+         "avoid many odd-sized or short-lived temporaries that pin segments (reuse buffers, "
+         "allocate fixed sizes); PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N keeps large blocks "
+         "from being split");
+}
+
+void explain_others(OomReport& o, const Causes& c, std::string& why) {
+  o.causes.push_back(OomCause::OtherProcesses);
+  why += " Memory outside this allocator: " + format_bytes(c.outside) +
+         " of the device was in use but not reserved by PyTorch (other processes, NCCL or "
+         "cuBLAS workspaces, the CUDA context, non-PyTorch allocations).";
+  remedy(o, RemedyKind::GpuAlone,
+         "check what else runs on the GPU (nvidia-smi) and give this job the device alone");
+}
+
+void explain_cap(OomReport& o, const Causes& c, std::string& why) {
+  o.causes.push_back(OomCause::Limit);
+  if (o.limit >= 0)
+    why += " Memory cap: a new " + format_bytes(c.need) +
+           " segment would pass the allocator's limit of " + format_bytes(o.limit) +
+           " (torch.cuda.set_per_process_memory_fraction), though the device had " +
+           format_bytes(o.device_free) + " free.";
+  else
+    why += " Memory cap: the device's free memory was enough for the " + format_bytes(c.need) +
+           " segment the request needed, so a limit inside the process refused it "
+           "(torch.cuda.set_per_process_memory_fraction or a similar cap).";
+  remedy(o, RemedyKind::RaiseCap,
+         "raise the cap (torch.cuda.set_per_process_memory_fraction) if it is "
+         "lower than the job needs");
+}
+
+void explain_demand(OomReport& o, const Causes& c, const SiteStat& holder, std::string& why) {
+  o.causes.push_back(OomCause::Demand);
+  why += " True demand: even with all " + format_bytes(o.cached_free) +
+         " of unused cache released, the request would not fit";
+  why += c.capped ? " under the limit." : " on the device.";
+  remedy(o, RemedyKind::SmallerBatch, "reduce the batch size or sequence length");
+  if (holder.count)
+    remedy(o, RemedyKind::CheckpointSite,
+           "the site holding most at this moment is " + holder.site + " (" +
+               format_bytes(holder.bytes) + " in " + count_of(holder.count, "block") +
+               "): checkpoint its activations (torch.utils.checkpoint) or "
+               "free them earlier");
+  remedy(o, RemedyKind::EmptyCacheBetweenPhases,
+         "call torch.cuda.empty_cache() only between phases (e.g. after evaluation), not in the "
+         "training loop");
+}
+
+}  // namespace
+
+void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments) {
+  const Causes c = find_causes(o, expandable_segments);
   o.causes.clear();
   o.remedies.clear();
-  auto remedy = [&](RemedyKind kind, std::string text) {
-    o.remedies.push_back({kind, std::move(text)});
-  };
   std::string why;
-  if (fragmentation) {
-    o.causes.push_back(OomCause::Fragmentation);
-    why +=
-        " Fragmentation: more than the request sat unused in the cache, but in pieces: no "
-        "free block of " +
-        format_bytes(o.requested) + " in the " + o.pool + " pool";
-    if (o.largest_free > o.largest_free_pool)
-      why += " (the larger free blocks are in the other pool, which this request cannot use)";
-    why += ". Those segments also hold live tensors, so the allocator could not release them.";
-    remedy(RemedyKind::ExpandableSegments,
-           "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, so segments grow in place and "
-           "free space is not stranded between live tensors");
-    remedy(RemedyKind::FewerTemporaries,
-           "avoid many odd-sized or short-lived temporaries that pin segments (reuse buffers, "
-           "allocate fixed sizes); PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:N keeps large blocks "
-           "from being split");
-  }
-  if (others) {
-    o.causes.push_back(OomCause::OtherProcesses);
-    why += " Memory outside this allocator: " + format_bytes(outside) +
-           " of the device was in use but not reserved by PyTorch (other processes, NCCL or "
-           "cuBLAS workspaces, the CUDA context, non-PyTorch allocations).";
-    remedy(RemedyKind::GpuAlone,
-           "check what else runs on the GPU (nvidia-smi) and give this job the device alone");
-  }
-  if (capped) {
-    o.causes.push_back(OomCause::Limit);
-    if (o.limit >= 0)
-      why += " Memory cap: a new " + format_bytes(need) +
-             " segment would pass the allocator's limit of " + format_bytes(o.limit) +
-             " (torch.cuda.set_per_process_memory_fraction), though the device had " +
-             format_bytes(o.device_free) + " free.";
-    else
-      why += " Memory cap: the device's free memory was enough for the " + format_bytes(need) +
-             " segment the request needed, so a limit inside the process refused it "
-             "(torch.cuda.set_per_process_memory_fraction or a similar cap).";
-    remedy(RemedyKind::RaiseCap,
-           "raise the cap (torch.cuda.set_per_process_memory_fraction) if it is "
-           "lower than the job needs");
-  }
-  if (demand) {
-    o.causes.push_back(OomCause::Demand);
-    why += " True demand: even with all " + format_bytes(o.cached_free) +
-           " of unused cache released, the request would not fit";
-    why += capped ? " under the limit." : " on the device.";
-    remedy(RemedyKind::SmallerBatch, "reduce the batch size or sequence length");
-    if (holder.count)
-      remedy(RemedyKind::CheckpointSite,
-             "the site holding most at this moment is " + holder.site + " (" +
-                 format_bytes(holder.bytes) + " in " + count_of(holder.count, "block") +
-                 "): checkpoint its activations (torch.utils.checkpoint) or "
-                 "free them earlier");
-    remedy(RemedyKind::EmptyCacheBetweenPhases,
-           "call torch.cuda.empty_cache() only between phases (e.g. after evaluation), not in the "
-           "training loop");
-  }
+  if (c.fragmentation) explain_fragmentation(o, why);
+  if (c.others) explain_others(o, c, why);
+  if (c.capped) explain_cap(o, c, why);
+  if (c.demand) explain_demand(o, c, holder, why);
   o.verdict = o.causes.front();
-  o.explanation = facts + why;
+  o.explanation = request_facts(o) + why;
 }
 
 namespace {
