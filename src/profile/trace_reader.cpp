@@ -124,6 +124,64 @@ void read_args(json::Reader& r, Event& e) {
   }
 }
 
+// A [memory] event, kept when its numbers are in range.
+void file_memory(ProfileTrace& t, const Event& e) {
+  bool cuda = e.device_type == 1;
+  if (!byte_change_ok(e.bytes) || !byte_count_ok(e.total_allocated) ||
+      !byte_count_ok(e.total_reserved))
+    t.notes.add(kBadBytes);
+  else if (!(e.addr >= 0 && e.addr < 18446744073709551616.0) || e.addr != std::floor(e.addr))
+    t.notes.add(kBadAddr);
+  else if (cuda && !(e.device >= 0 && e.device < 2147483648.0))
+    t.notes.add(kBadDevice);
+  else  // an address above 2^63 keeps its bits, as the int64 it is in C++
+    t.mems.push_back({e.tid, e.ts, static_cast<int64_t>(e.bytes),
+                      static_cast<int64_t>(static_cast<uint64_t>(e.addr)),
+                      static_cast<int64_t>(e.total_allocated),
+                      static_cast<int64_t>(e.total_reserved),
+                      cuda ? static_cast<int>(e.device) : -1});
+}
+
+// An event read: into the list of its category, or a note when a number is
+// out of range; events of other categories are dropped.
+void file_event(ProfileTrace& t, Event& e) {
+  // torch.profiler without Kineto (the legacy exporter) writes no "cat":
+  // its steps and ops are plain duration events.
+  if (!e.has_cat && e.dur > 0)
+    e.cat = e.name.starts_with("ProfilerStep#") ? Cat::Annotation : Cat::CpuOp;
+  if (e.cat == Cat::Other) return;
+  if (!time_ok(e.ts)) return t.notes.add(kBadTime);
+  if (e.cat != Cat::Instant && e.cat != Cat::Launch && !duration_ok(e.dur))
+    return t.notes.add(kBadDuration);
+  switch (e.cat) {
+    case Cat::CpuOp:
+      t.ops.push_back({e.tid, e.ts, e.dur, t.names.intern(e.name)});
+      break;
+    case Cat::Annotation:
+      t.annotations.push_back({e.tid, e.ts, e.dur, t.names.intern(e.name)});
+      break;
+    case Cat::Python:
+      t.pycalls.push_back({e.tid, e.ts, e.dur, t.names.intern(e.name), e.py_id, e.py_parent});
+      break;
+    case Cat::Instant:
+      if (e.name == "[memory]") file_memory(t, e);
+      break;
+    case Cat::Kernel: {
+      bool known = e.device >= 0 && e.device < 2147483648.0;
+      t.kernels.push_back({e.ts, e.dur, t.names.intern(e.name), e.correlation,
+                           known ? static_cast<int>(e.device) : -1});
+      break;
+    }
+    case Cat::Launch:
+      if (e.correlation >= 0) t.launches.emplace_back(e.correlation, e.ts);
+      break;
+    default:
+      break;
+  }
+}
+
+// One event: its fields by a switch on the key's first letter, kept inline
+// (every event of the trace passes here), then its filing.
 void read_event(json::Reader& r, ProfileTrace& t, Event& e, std::string& tmp) {
   e = Event{};
   if (r.peek() != json::Kind::Object) {
@@ -183,54 +241,7 @@ void read_event(json::Reader& r, ProfileTrace& t, Event& e, std::string& tmp) {
     r.skip();
   }
   ++t.events;
-  // torch.profiler without Kineto (the legacy exporter) writes no "cat":
-  // its steps and ops are plain duration events.
-  if (!e.has_cat && e.dur > 0)
-    e.cat = e.name.starts_with("ProfilerStep#") ? Cat::Annotation : Cat::CpuOp;
-  if (e.cat == Cat::Other) return;
-  if (!time_ok(e.ts)) return t.notes.add(kBadTime);
-  if (e.cat != Cat::Instant && e.cat != Cat::Launch && !duration_ok(e.dur))
-    return t.notes.add(kBadDuration);
-  switch (e.cat) {
-    case Cat::CpuOp:
-      t.ops.push_back({e.tid, e.ts, e.dur, t.names.intern(e.name)});
-      break;
-    case Cat::Annotation:
-      t.annotations.push_back({e.tid, e.ts, e.dur, t.names.intern(e.name)});
-      break;
-    case Cat::Python:
-      t.pycalls.push_back({e.tid, e.ts, e.dur, t.names.intern(e.name), e.py_id, e.py_parent});
-      break;
-    case Cat::Instant: {
-      if (e.name != "[memory]") break;
-      bool cuda = e.device_type == 1;
-      if (!byte_change_ok(e.bytes) || !byte_count_ok(e.total_allocated) ||
-          !byte_count_ok(e.total_reserved))
-        t.notes.add(kBadBytes);
-      else if (!(e.addr >= 0 && e.addr < 18446744073709551616.0) || e.addr != std::floor(e.addr))
-        t.notes.add(kBadAddr);
-      else if (cuda && !(e.device >= 0 && e.device < 2147483648.0))
-        t.notes.add(kBadDevice);
-      else  // an address above 2^63 keeps its bits, as the int64 it is in C++
-        t.mems.push_back({e.tid, e.ts, static_cast<int64_t>(e.bytes),
-                          static_cast<int64_t>(static_cast<uint64_t>(e.addr)),
-                          static_cast<int64_t>(e.total_allocated),
-                          static_cast<int64_t>(e.total_reserved),
-                          cuda ? static_cast<int>(e.device) : -1});
-      break;
-    }
-    case Cat::Kernel: {
-      bool known = e.device >= 0 && e.device < 2147483648.0;
-      t.kernels.push_back({e.ts, e.dur, t.names.intern(e.name), e.correlation,
-                           known ? static_cast<int>(e.device) : -1});
-      break;
-    }
-    case Cat::Launch:
-      if (e.correlation >= 0) t.launches.emplace_back(e.correlation, e.ts);
-      break;
-    default:
-      break;
-  }
+  file_event(t, e);
 }
 
 void read_device_properties(json::Reader& r, ProfileTrace& t, std::string& key, std::string& tmp) {

@@ -109,71 +109,74 @@ bool is_html_view(std::string_view v) {
          v == "pools" || v == "flamegraph" || v == "settings" || v == "leaks";
 }
 
-std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
+namespace {
+
+// The view asked for, checked.
+std::string page_view(const HtmlOptions& opts) {
   std::string view = opts.view.empty() ? "overview" : opts.view;
   if (!is_html_view(view))
     throw Error("unknown view '" + view +
                 "' (overview, timeline, segments-timeline, state, pools, flamegraph, settings, "
                 "leaks)");
-  std::string title = opts.title.empty() ? "memsight" : opts.title;
+  return view;
+}
 
-  PhaseTimer phase;
-  // A device with no events and no segments is left out of the page (its
-  // columns, about 60 header entries, and its metadata would cost kilobytes
-  // each, and a snapshot can list 100,000 empty device traces): the page
-  // knows them from meta.deviceCount. So are devices with data past the
-  // kPageDevices busiest (meta.devicesWithData counts them). The default
-  // device is packed whatever it holds, so that an all-empty snapshot still
-  // has a device to show.
-  std::vector<size_t> packed = page_devices(snap, opts.device);
-  const size_t default_device = packed.front();
-  // The overview shows `memsight summary` of the devices the page holds;
-  // callers that computed it pass it in. Its names are cut already, piece
-  // by piece (a site joins a cut name to a file and line: cut again as a
-  // whole, it would lose the length the first cut said). First, with the
-  // leaks, so that their replays' memory is free again before the page's
-  // data is built (the standalone viewer's engine has at most 4 GiB).
-  std::string summary =
+// What the page's metadata carries besides the snapshot's own numbers.
+struct PageParts {
+  std::string view, summary, leaks;
+  size_t default_device = 0;
+  std::vector<std::string> devices;  // each packed device's metadata
+};
+
+// The overview shows `memsight summary` of the devices the page holds;
+// callers that computed it pass it in. Its names are cut already, piece by
+// piece (a site joins a cut name to a file and line: cut again as a whole,
+// it would lose the length the first cut said). The leaks view shows
+// `memsight leaks --json`. Both come first, so that their replays' memory
+// is free again before the page's data is built (the standalone viewer's
+// engine has at most 4 GiB).
+void overview_and_leaks(PageParts& parts, const Snapshot& snap, const HtmlOptions& opts,
+                        const std::vector<size_t>& packed, PhaseTimer& phase) {
+  parts.summary =
       opts.summary_json.empty()
           ? page_summary_json(snap, summarize(snap, {.user_code = opts.user_code}), packed)
           : opts.summary_json;
   phase("summary");
-  // The leaks view shows `memsight leaks --json`.
-  std::string leaks = page_leaks(snap, opts.user_code, packed);
+  parts.leaks = page_leaks(snap, opts.user_code, packed);
   phase("leaks");
-  report::Annotated ann = report::annotate(snap);
-  phase("annotate");
-  PagePacker packer;
-  if (opts.column_sink) packer.set_sink(opts.column_sink);
-  PageTables tables(snap, opts.user_code);
-  std::vector<size_t> in_order = packed;
+}
+
+// The devices' columns, in device order, then the shared tables'.
+void pack_devices(PageParts& parts, PagePacker& packer, PageTables& tables, const Snapshot& snap,
+                  const report::Annotated& ann, std::vector<size_t> in_order, PhaseTimer& phase) {
   std::sort(in_order.begin(), in_order.end());
   report::DeviceColumns columns(packer, in_order.size());
-  std::vector<std::string> devices;
-  size_t devices_bytes = 0;
-  for (size_t d : in_order) {
-    devices.push_back(pack_device(columns, tables, snap, ann, d, phase));
-    devices_bytes += devices.back().size() + 1;
-  }
+  for (size_t d : in_order)
+    parts.devices.push_back(pack_device(columns, tables, snap, ann, d, phase));
   columns.finish();
   tables.pack(packer);
-  phase("page data");
+}
 
+// The page's metadata: the blob's JSON beside its columns.
+std::string page_meta(const Snapshot& snap, const HtmlOptions& opts, const PageParts& parts,
+                      const report::Annotated& ann, const PageTables& tables) {
+  size_t devices_bytes = 0;
+  for (const std::string& d : parts.devices) devices_bytes += d.size() + 1;
   std::string meta;
-  meta.reserve(devices_bytes + summary.size() + leaks.size() + 4096);
+  meta.reserve(devices_bytes + parts.summary.size() + parts.leaks.size() + 4096);
   JsonWriter w(meta);
   w.begin_document()
-      .field("title", title)
-      .field("view", view)
+      .field("title", opts.title.empty() ? "memsight" : opts.title)
+      .field("view", parts.view)
       .field("generator", named_version())
       .field("sourceName", opts.source_name)
       .field("sourceBytes", opts.source_bytes)
-      .field("defaultDevice", default_device)
+      .field("defaultDevice", parts.default_device)
       .field("deviceCount", ann.devices)
       .field("devicesWithData", devices_with_data(snap))
       .key("devices")
       .begin_array();
-  for (const std::string& d : devices) w.raw(d);
+  for (const std::string& d : parts.devices) w.raw(d);
   w.end_array().key("streams").begin_array();
   for (auto stream : ann.stream_raw) w.value(std::to_string(stream));
   w.end_array().key("settings");
@@ -182,8 +185,8 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
   else
     w.null();
   const PyValue* notes = snap.top("external_annotations");
-  w.raw_field("summary", summary)
-      .raw_field("leaks", leaks)
+  w.raw_field("summary", parts.summary)
+      .raw_field("leaks", parts.leaks)
       .field("entries", snap.trace.rows())
       .field("segments", snap.segments.size())
       .field("blocks", snap.blocks.size())
@@ -196,10 +199,37 @@ std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
       .begin_array();
   for (const std::string& k : snap.top_keys) w.value(k);
   w.end_array().end_object();
+  return meta;
+}
+
+}  // namespace
+
+std::string render_page_data(const Snapshot& snap, const HtmlOptions& opts) {
+  PageParts parts;
+  parts.view = page_view(opts);
+  PhaseTimer phase;
+  // A device with no events and no segments is left out of the page (its
+  // columns, about 60 header entries, and its metadata would cost kilobytes
+  // each, and a snapshot can list 100,000 empty device traces): the page
+  // knows them from meta.deviceCount. So are devices with data past the
+  // kPageDevices busiest (meta.devicesWithData counts them). The default
+  // device is packed whatever it holds, so that an all-empty snapshot still
+  // has a device to show.
+  std::vector<size_t> packed = page_devices(snap, opts.device);
+  parts.default_device = packed.front();
+  overview_and_leaks(parts, snap, opts, packed, phase);
+  report::Annotated ann = report::annotate(snap);
+  phase("annotate");
+  PagePacker packer;
+  if (opts.column_sink) packer.set_sink(opts.column_sink);
+  PageTables tables(snap, opts.user_code);
+  pack_devices(parts, packer, tables, snap, ann, std::move(packed), phase);
+  phase("page data");
+  std::string meta = page_meta(snap, opts, parts, ann, tables);
   phase("meta");
-  std::vector<std::string>().swap(devices);  // held by meta now
-  std::string().swap(summary);
-  std::string().swap(leaks);
+  std::vector<std::string>().swap(parts.devices);  // held by meta now
+  std::string().swap(parts.summary);
+  std::string().swap(parts.leaks);
   std::string raw = packer.finish(meta);
   std::string().swap(meta);
   phase("pack");

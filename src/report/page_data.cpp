@@ -128,22 +128,30 @@ Annotated annotate(const Snapshot& snap) {
   return ann;
 }
 
-Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t device, bool segments,
-                        uint32_t interval) {
-  const DeviceEvents& ev = ann.events[device];
+namespace {
+
+// An element of process_alloc_data's scan, in MemoryViz's element order
+// (tidx).
+struct ScanElement {
+  ElementKind kind;
+  int32_t src, end;
+  double size;
+};
+
+struct Scan {
+  std::vector<ScanElement> el;
+  std::vector<uint32_t> initial;                  // in the order MemoryViz collects them
+  std::unordered_map<int64_t, uint32_t> pending;  // address -> allocation not freed yet
+};
+
+// process_alloc_data's scan over the device's events: an allocation and its
+// free make one element; a free with no allocation, one live from the start.
+Scan scan_events(const Snapshot& snap, const DeviceEvents& ev, bool segments) {
   const TraceTable& t = snap.trace;
   const size_t n = ev.row.size();
   const PageAction alloc_action = segments ? PageAction::SegmentAlloc : PageAction::Alloc;
-
-  // process_alloc_data's scan, in MemoryViz's element order (tidx).
-  struct Tmp {
-    ElementKind kind;
-    int32_t src, end;
-    double size;
-  };
-  std::vector<Tmp> el;
-  std::vector<uint32_t> initial;  // in the order MemoryViz collects them
-  std::unordered_map<int64_t, uint32_t> pending;
+  Scan scan;
+  auto& [el, initial, pending] = scan;
   for (size_t i = 0; i < n; ++i) {
     PageAction a = ev.action[i];
     bool is_free = segments ? a == PageAction::SegmentFree
@@ -163,7 +171,13 @@ Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t devic
       el.push_back({ElementKind::FreeOnly, ei, ei, static_cast<double>(t.size[r])});
     }
   }
-  // What the snapshot holds that the trace never allocated.
+  return scan;
+}
+
+// What the snapshot holds that the trace never allocated.
+void add_snapshot_live(Scan& scan, const Snapshot& snap, const Annotated& ann, size_t device,
+                       bool segments) {
+  auto& [el, initial, pending] = scan;
   for (uint32_t si : ann.segments[device]) {
     const Segment& s = snap.segments[si];
     if (segments) {
@@ -181,9 +195,13 @@ Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t devic
                     static_cast<double>(blk.requested_size)});
     }
   }
+}
 
-  // Stacking order: the initially live ones bottom up in reverse collection
-  // order (MemoryViz reverses the list), then the allocations in trace order.
+// Stacking order: the initially live ones bottom up in reverse collection
+// order (MemoryViz reverses the list), then the allocations in trace order.
+Timeline stack_elements(const Scan& scan) {
+  const auto& el = scan.el;
+  const auto& initial = scan.initial;
   Timeline tl;
   const size_t m = el.size();
   tl.kind.reserve(m);
@@ -202,17 +220,25 @@ Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t devic
   tl.initial = static_cast<uint32_t>(initial.size());
   for (uint32_t k = 0; k < m; ++k)
     if (el[k].kind == ElementKind::Alloc) push(k);
+  return tl;
+}
 
-  // Level of detail: MemoryViz draws the largest elements (ties: lower index
-  // first, its sort being stable) and sums up the rest in one band.
+// Level of detail: MemoryViz draws the largest elements (ties: lower index
+// first, its sort being stable) and sums up the rest in one band.
+void order_by_size(Timeline& tl) {
+  const size_t m = tl.kind.size();
   tl.by_size.resize(m);
   for (uint32_t i = 0; i < m; ++i) tl.by_size[i] = i;
   std::sort(tl.by_size.begin(), tl.by_size.end(), [&](uint32_t a, uint32_t b) {
     if (tl.size[a] != tl.size[b]) return tl.size[a] > tl.size[b];
     return tl.tidx[a] < tl.tidx[b];
   });
+}
 
-  // Replay: which event starts or ends which element.
+// Replay: which event starts or ends which element; the running total, its
+// peak and envelope, and the live elements at each checkpoint.
+void replay_timeline(Timeline& tl, size_t n, uint32_t interval) {
+  const size_t m = tl.kind.size();
   std::vector<int32_t> code(n, 0);  // id+1: starts; -(id+1): ends
   for (uint32_t id = 0; id < m; ++id) {
     if (tl.kind[id] == ElementKind::Alloc) code[tl.src[id]] = static_cast<int32_t>(id) + 1;
@@ -274,6 +300,18 @@ Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t devic
     }
   }
   tl.final_total = total;
+}
+
+}  // namespace
+
+Timeline build_timeline(const Snapshot& snap, const Annotated& ann, size_t device, bool segments,
+                        uint32_t interval) {
+  const DeviceEvents& ev = ann.events[device];
+  Scan scan = scan_events(snap, ev, segments);
+  add_snapshot_live(scan, snap, ann, device, segments);
+  Timeline tl = stack_elements(scan);
+  order_by_size(tl);
+  replay_timeline(tl, ev.row.size(), interval);
   return tl;
 }
 

@@ -53,18 +53,22 @@ void pack_flame(DeviceColumns& p, PageTables& tables, const std::string& pre,
   p.ints_of(pre + "value", t.value);
 }
 
-}  // namespace
+// What the device's metadata says of its events.
+struct EventsMeta {
+  int64_t t0 = 0;
+  bool has_time = false;
+  size_t ooms = 0;
+};
 
-std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& snap,
-                        const report::Annotated& ann, size_t d, PhaseTimer& phase) {
-  p.begin_device();
+// The event columns. One column at a time: ten columns of n int64 at once
+// would cost 80 bytes an event, more than the model itself. (With one device
+// each is packed and freed as it comes; with more, DeviceColumns gathers
+// them.)
+EventsMeta pack_events(DeviceColumns& p, PageTables& tables, const Snapshot& snap,
+                       const report::Annotated& ann, size_t d) {
   const report::DeviceEvents& ev = ann.events[d];
   const TraceTable& t = snap.trace;
   const size_t n = ev.row.size();
-
-  // One column at a time: ten columns of n int64 at once would cost 80
-  // bytes an event, more than the model itself. (With one device each is
-  // packed and freed as it comes; with more, DeviceColumns gathers them.)
   const uint32_t first_row = d < snap.device_count() ? snap.device_rows(d).first : 0;
   auto pack_column = [&](const char* name, auto value) {
     std::vector<int64_t> col(n);
@@ -82,11 +86,12 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
   p.ints_of("ev.version", ev.version);
   // Times only move forward on the page (the allocator's clock is an
   // approximation); the tooltip shows the page time.
-  int64_t t0 = n ? t.time_us[ev.row[0]] : 0, prev = t0;
-  bool has_time = false;
+  EventsMeta meta;
+  meta.t0 = n ? t.time_us[ev.row[0]] : 0;
+  int64_t prev = meta.t0;
   pack_column("ev.dt", [&](size_t, uint32_t r) {
     int64_t now = t.time_us[r];
-    if (now) has_time = true;
+    if (now) meta.has_time = true;
     // Within 2^53 µs, the page adds the steps up exactly (in doubles).
     int64_t dt = std::clamp<int64_t>(now - prev, 0, int64_t{1} << 53);
     prev = std::max(prev, now);
@@ -96,16 +101,31 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
               [&](size_t, uint32_t r) { return int64_t{tables.str(t.compile_context[r])}; });
   pack_column("ev.meta",
               [&](size_t, uint32_t r) { return int64_t{tables.str(t.user_metadata[r])}; });
-  size_t ooms = 0;
   pack_column("ev.other", [&](size_t i, uint32_t r) -> int64_t {
-    if (ev.action[i] == report::PageAction::Oom) ++ooms;
+    if (ev.action[i] == report::PageAction::Oom) ++meta.ooms;
     if (ev.action[i] != report::PageAction::Other) return 0;
     auto it = t.action_name.find(r);
     return it == t.action_name.end() ? 0 : tables.str(it->second);
   });
-  phase("events");
+  return meta;
+}
 
-  // Snapshot segments and blocks of this device (block ranges made device-relative).
+// Sources of timeline and state elements are snapshot-global indices in
+// the engine; the page wants them device-relative.
+struct LocalIndex {
+  std::unordered_map<int64_t, int32_t> seg, blk;
+  size_t blocks = 0;
+};
+
+void localize(std::vector<int32_t>& src, const std::unordered_map<int64_t, int32_t>& m) {
+  for (int32_t& s : src)
+    if (s < 0) s = ~m.at(~s);
+}
+
+// Snapshot segments and blocks of this device (block ranges made
+// device-relative).
+LocalIndex pack_segments(DeviceColumns& p, PageTables& tables, const Snapshot& snap,
+                         const report::Annotated& ann, size_t d) {
   const auto& segs = ann.segments[d];
   std::vector<double> saddr, baddr;
   std::vector<int64_t> ssize, sstream, sver, sstack, spool0, spool1, sexp, stype, salloc, sactive,
@@ -163,32 +183,21 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
   p.ints("blk.version", std::move(bver));
   p.ints("blk.stack", std::move(bstack));
 
-  // Sources of timeline and state elements are snapshot-global indices in
-  // the engine; the page wants them device-relative.
-  std::unordered_map<int64_t, int32_t> seg_local, blk_local;
-  for (size_t i = 0; i < sglobal.size(); ++i) seg_local[sglobal[i]] = static_cast<int32_t>(i);
-  for (size_t i = 0; i < bglobal.size(); ++i) blk_local[bglobal[i]] = static_cast<int32_t>(i);
-  auto localize = [](std::vector<int32_t>& src, const std::unordered_map<int64_t, int32_t>& m) {
-    for (int32_t& s : src)
-      if (s < 0) s = ~m.at(~s);
-  };
+  LocalIndex local;
+  for (size_t i = 0; i < sglobal.size(); ++i) local.seg[sglobal[i]] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < bglobal.size(); ++i) local.blk[bglobal[i]] = static_cast<int32_t>(i);
+  local.blocks = blocks;
+  return local;
+}
 
-  phase("segments");
-  report::Timeline tl = report::build_timeline(snap, ann, d, false);
-  const std::string categories = pack_categories(p, snap, ann, d, tl);
-  localize(tl.src, blk_local);
-  phase("timeline");
-  pack_timeline(p, "tl.", tl);
-  phase("pack tl");
-  report::Timeline st = report::build_timeline(snap, ann, d, true);
-  localize(st.src, seg_local);
-  pack_timeline(p, "st.", st);
-  phase("segments tl");
-
-  report::StateCheckpoints sc =
-      report::build_state_checkpoints(snap, ann, d, report::checkpoint_interval(n));
-  localize(sc.seg_src, seg_local);
-  localize(sc.blk_src, blk_local);
+// The allocator state at each checkpoint (the state view's starting points).
+report::StateCheckpoints pack_state(DeviceColumns& p, const Snapshot& snap,
+                                    const report::Annotated& ann, size_t d,
+                                    const LocalIndex& local) {
+  report::StateCheckpoints sc = report::build_state_checkpoints(
+      snap, ann, d, report::checkpoint_interval(ann.events[d].row.size()));
+  localize(sc.seg_src, local.seg);
+  localize(sc.blk_src, local.blk);
   p.ints_of("sc.soff", sc.seg_off);
   p.f64("sc.saddr", std::move(sc.seg_addr));
   p.f64("sc.ssize", std::move(sc.seg_size));
@@ -196,18 +205,45 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
   p.ints_of("sc.boff", sc.blk_off);
   p.ints_of("sc.bsrc", sc.blk_src);
   p.ints_of("sc.bflag", sc.blk_flag);
-  phase("state cps");
+  return sc;
+}
 
-  pack_flame(p, tables, "fm.", report::build_flame_tree(snap, ann, d, false));
-  pack_flame(p, tables, "fs.", report::build_flame_tree(snap, ann, d, true));
-
-  // record_function scopes and other annotations, drawn on the timelines.
+// record_function scopes and other annotations, drawn on the timelines;
+// returns how many.
+size_t pack_annotations(DeviceColumns& p, PageTables& tables, const Snapshot& snap, size_t d) {
   report::AnnotationRanges an = report::annotation_ranges(snap, d);
   std::vector<int64_t> an_name(an.name.size());
   for (size_t i = 0; i < an.name.size(); ++i) an_name[i] = tables.text(an.name[i]);
   p.ints("an.name", std::move(an_name));
   p.ints("an.start", std::move(an.start));
   p.ints("an.end", std::move(an.end));
+  return an.name.size();
+}
+
+}  // namespace
+
+std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& snap,
+                        const report::Annotated& ann, size_t d, PhaseTimer& phase) {
+  p.begin_device();
+  EventsMeta events = pack_events(p, tables, snap, ann, d);
+  phase("events");
+  LocalIndex local = pack_segments(p, tables, snap, ann, d);
+  phase("segments");
+  report::Timeline tl = report::build_timeline(snap, ann, d, false);
+  const std::string categories = pack_categories(p, snap, ann, d, tl);
+  localize(tl.src, local.blk);
+  phase("timeline");
+  pack_timeline(p, "tl.", tl);
+  phase("pack tl");
+  report::Timeline st = report::build_timeline(snap, ann, d, true);
+  localize(st.src, local.seg);
+  pack_timeline(p, "st.", st);
+  phase("segments tl");
+  report::StateCheckpoints sc = pack_state(p, snap, ann, d, local);
+  phase("state cps");
+  pack_flame(p, tables, "fm.", report::build_flame_tree(snap, ann, d, false));
+  pack_flame(p, tables, "fs.", report::build_flame_tree(snap, ann, d, true));
+  size_t annotations = pack_annotations(p, tables, snap, d);
 
   size_t free_only = 0;
   for (auto k : tl.kind) free_only += k == report::ElementKind::FreeOnly;
@@ -217,15 +253,15 @@ std::string pack_device(DeviceColumns& p, PageTables& tables, const Snapshot& sn
   JsonWriter w(out);
   w.begin_object()
       .field("index", d)
-      .field("events", n)
+      .field("events", ann.events[d].row.size())
       .field("entries", re - rb)
-      .field("segments", segs.size())
-      .field("blocks", blocks)
-      .field("t0", t0)
-      .field("hasTime", has_time)
-      .field("ooms", ooms)
+      .field("segments", ann.segments[d].size())
+      .field("blocks", local.blocks)
+      .field("t0", events.t0)
+      .field("hasTime", events.has_time)
+      .field("ooms", events.ooms)
       .field("freeOnly", free_only)
-      .field("annotations", an.name.size());
+      .field("annotations", annotations);
   timeline_meta(w, "tl", tl);
   w.raw_field("cat", categories);
   timeline_meta(w, "st", st);

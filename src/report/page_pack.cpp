@@ -79,10 +79,105 @@ size_t PagePacker::store(std::string bytes) {
   return at;
 }
 
+namespace {
+
+// Dictionary: few distinct values (addresses and sizes repeat a lot in an
+// allocator's trace) stored once, rows hold small indices.
+struct Dictionary {
+  std::vector<int64_t> values;
+  std::vector<uint16_t> index;  // indices below kMaxDict
+  size_t cost = std::numeric_limits<size_t>::max();
+};
+
+template <class T>
+Dictionary dictionary(std::span<const T> v, const char* plain) {
+  constexpr size_t kMaxDict = 65536;
+  const size_t n = v.size();
+  auto at = [&](size_t i) { return static_cast<int64_t>(v[i]); };
+  Dictionary dict;
+  if (n >= 64 && type_size(plain) > 1) {
+    std::unordered_map<int64_t, uint32_t> ids;
+    ids.reserve(1024);
+    dict.index.resize(n);
+    for (size_t i = 0; i < n && dict.values.size() <= kMaxDict; ++i) {
+      auto [it, inserted] = ids.try_emplace(at(i), static_cast<uint32_t>(dict.values.size()));
+      if (inserted) dict.values.push_back(at(i));
+      dict.index[i] = static_cast<uint16_t>(it->second);
+    }
+    if (dict.values.size() > kMaxDict) {
+      dict.values.clear();
+      std::vector<uint16_t>().swap(dict.index);
+    }
+  }
+  if (!dict.values.empty())
+    dict.cost = n * (dict.values.size() <= 256 ? 1 : 2) + dict.values.size() * type_size(plain);
+  return dict;
+}
+
+// Small values with rare large ones (time deltas): a narrow column whose
+// top value marks an exception, listed separately.
+struct Exceptions {
+  size_t cost = std::numeric_limits<size_t>::max();
+  const char* type = nullptr;
+  size_t count = 0;
+};
+
+template <class T>
+Exceptions exceptions(std::span<const T> v, int64_t lo, const char* plain) {
+  const size_t n = v.size();
+  auto at = [&](size_t i) { return static_cast<int64_t>(v[i]); };
+  Exceptions exc;
+  if (lo >= 0 && type_size(plain) > 1) {
+    size_t over8 = 0, over16 = 0;
+    for (size_t i = 0; i < n; ++i) {
+      over8 += at(i) >= 0xff;
+      over16 += at(i) >= 0xffff;
+    }
+    size_t c8 = n + over8 * 12, c16 = 2 * n + over16 * 12;
+    if (c8 <= c16) {
+      exc = {c8, "u8", over8};
+    } else {
+      exc = {c16, "u16", over16};
+    }
+  }
+  return exc;
+}
+
+// The narrow column (exceptions at the top value), the exceptions' rows and
+// their values.
+struct ExceptionColumns {
+  std::vector<uint16_t> small;
+  std::vector<int64_t> where, value;
+};
+
+template <class T>
+ExceptionColumns split_exceptions(std::span<const T> v, const Exceptions& exc) {
+  const size_t n = v.size();
+  auto at = [&](size_t i) { return static_cast<int64_t>(v[i]); };
+  const int64_t top = std::string_view(exc.type) == "u8" ? 0xff : 0xffff;
+  ExceptionColumns c;
+  c.small.resize(n);
+  c.where.reserve(exc.count);
+  c.value.reserve(exc.count);
+  for (size_t i = 0; i < n; ++i) {
+    if (at(i) >= top) {
+      c.small[i] = static_cast<uint16_t>(top);
+      c.where.push_back(static_cast<int64_t>(i));
+      c.value.push_back(at(i));
+    } else {
+      c.small[i] = static_cast<uint16_t>(at(i));
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+// The cheapest of a constant, a dictionary, a narrow column with exceptions
+// and the narrowest plain type holding every value.
 template <class T>
 void PagePacker::ints(const std::string& name, std::span<const T> v) {
   const size_t n = v.size();
-  auto at = [&](size_t i) { return static_cast<int64_t>(v[i]); };
   int64_t lo = 0, hi = 0;
   if (n) {
     auto [a, b] = std::minmax_element(v.begin(), v.end());
@@ -92,84 +187,29 @@ void PagePacker::ints(const std::string& name, std::span<const T> v) {
   if (!n || lo == hi) return entry(name, {"const", static_cast<int64_t>(n), lo});
   const char* plain = plain_type(lo, hi);
   size_t best = n * type_size(plain);
+  Dictionary dict = dictionary(v, plain);
+  Exceptions exc = exceptions(v, lo, plain);
 
-  // Dictionary: few distinct values (addresses and sizes repeat a lot in an
-  // allocator's trace) stored once, rows hold small indices.
-  constexpr size_t kMaxDict = 65536;
-  std::vector<int64_t> dict;
-  std::vector<uint16_t> index;  // indices below kMaxDict
-  if (n >= 64 && type_size(plain) > 1) {
-    std::unordered_map<int64_t, uint32_t> ids;
-    ids.reserve(1024);
-    index.resize(n);
-    for (size_t i = 0; i < n && dict.size() <= kMaxDict; ++i) {
-      auto [it, inserted] = ids.try_emplace(at(i), static_cast<uint32_t>(dict.size()));
-      if (inserted) dict.push_back(at(i));
-      index[i] = static_cast<uint16_t>(it->second);
-    }
-    if (dict.size() > kMaxDict) {
-      dict.clear();
-      std::vector<uint16_t>().swap(index);
-    }
-  }
-  size_t dict_cost = std::numeric_limits<size_t>::max();
-  const char* dict_type = nullptr;
-  if (!dict.empty()) {
-    dict_type = plain_type(lo, hi);
-    dict_cost = n * (dict.size() <= 256 ? 1 : 2) + dict.size() * type_size(dict_type);
-  }
-
-  // Small values with rare large ones (time deltas): a narrow column whose
-  // top value marks an exception, listed separately.
-  size_t exc_cost = std::numeric_limits<size_t>::max();
-  const char* exc_type = nullptr;
-  size_t exc_count = 0;
-  if (lo >= 0 && type_size(plain) > 1) {
-    size_t over8 = 0, over16 = 0;
-    for (size_t i = 0; i < n; ++i) {
-      over8 += at(i) >= 0xff;
-      over16 += at(i) >= 0xffff;
-    }
-    size_t c8 = n + over8 * 12, c16 = 2 * n + over16 * 12;
-    if (c8 <= c16) {
-      exc_cost = c8, exc_type = "u8", exc_count = over8;
-    } else {
-      exc_cost = c16, exc_type = "u16", exc_count = over16;
-    }
-  }
-
-  if (dict_cost < best && dict_cost <= exc_cost) {
+  if (dict.cost < best && dict.cost <= exc.cost) {
     // Separate statements: the order of the arrays in the blob stays fixed.
     Spec spec{"dict", static_cast<int64_t>(n)};
-    Spec index_spec = column(dict.size() <= 256 ? "u8" : "u16", std::span<const uint16_t>(index));
-    Spec values_spec = column(dict_type, std::span<const int64_t>(dict));
+    Spec index_spec =
+        column(dict.values.size() <= 256 ? "u8" : "u16", std::span<const uint16_t>(dict.index));
+    Spec values_spec = column(plain, std::span<const int64_t>(dict.values));
     spec.insert(spec.end(), index_spec.begin(), index_spec.end());
     spec.insert(spec.end(), values_spec.begin(), values_spec.end());
-    spec.push_back(static_cast<int64_t>(dict.size()));
+    spec.push_back(static_cast<int64_t>(dict.values.size()));
     return entry(name, std::move(spec));
   }
-  std::vector<uint16_t>().swap(index);
-  if (exc_cost < best) {
-    const int64_t top = std::string_view(exc_type) == "u8" ? 0xff : 0xffff;
-    std::vector<uint16_t> small(n);
-    std::vector<int64_t> where, value;
-    where.reserve(exc_count);
-    value.reserve(exc_count);
-    for (size_t i = 0; i < n; ++i) {
-      if (at(i) >= top) {
-        small[i] = static_cast<uint16_t>(top);
-        where.push_back(static_cast<int64_t>(i));
-        value.push_back(at(i));
-      } else {
-        small[i] = static_cast<uint16_t>(at(i));
-      }
-    }
+  std::vector<uint16_t>().swap(dict.index);
+  if (exc.cost < best) {
+    ExceptionColumns c = split_exceptions(v, exc);
     Spec spec{"exc", static_cast<int64_t>(n)};
-    for (Spec part : {column(exc_type, std::span<const uint16_t>(small)),
-                      column("u32", std::span<const int64_t>(where)),
-                      column("f64", std::span<const int64_t>(value))})
+    for (Spec part : {column(exc.type, std::span<const uint16_t>(c.small)),
+                      column("u32", std::span<const int64_t>(c.where)),
+                      column("f64", std::span<const int64_t>(c.value))})
       spec.insert(spec.end(), part.begin(), part.end());
-    spec.push_back(static_cast<int64_t>(exc_count));
+    spec.push_back(static_cast<int64_t>(exc.count));
     return entry(name, std::move(spec));
   }
   Spec spec = column(plain, v);

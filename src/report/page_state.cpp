@@ -23,17 +23,13 @@ struct Blk {
   uint8_t flag;
 };
 
-}  // namespace
+using SegMap = std::map<int64_t, Seg>;
+using BlkMap = std::map<int64_t, Blk>;
 
-StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& ann, size_t device,
-                                         uint32_t interval) {
-  const DeviceEvents& ev = ann.events[device];
-  const TraceTable& t = snap.trace;
-  const size_t n = ev.row.size();
-  StateCheckpoints cp;
-  cp.cp_interval = interval;
-  std::map<int64_t, Seg> segs;
-  std::map<int64_t, Blk> blocks;
+// The state after the last event: the snapshot's segments and its active
+// blocks on this device.
+void snapshot_state(const Snapshot& snap, const Annotated& ann, size_t device, SegMap& segs,
+                    BlkMap& blocks) {
   for (uint32_t si : ann.segments[device]) {
     const Segment& s = snap.segments[si];
     segs[s.address] = {s.total_size, ~static_cast<int32_t>(si), s.stream};
@@ -44,85 +40,95 @@ StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& 
                                static_cast<uint8_t>(blk.state == BlockState::ActivePendingFree)};
     }
   }
-  // Checkpoint k holds the state after event (k+1)*interval-1, for those
-  // before the last event (the state after the last one is the snapshot).
-  size_t count = n > 1 ? (n - 1) / interval : 0;
-  struct Saved {
-    std::vector<double> seg_addr, seg_size;
-    std::vector<int32_t> seg_src, blk_src;
-    std::vector<uint8_t> blk_flag;
-  };
-  std::vector<Saved> saved(count);
-  for (size_t i = n; i-- > 0;) {
-    if ((i + 1) % interval == 0 && (i + 1) / interval - 1 < count) {
-      Saved& s = saved[(i + 1) / interval - 1];
-      for (const auto& [addr, seg] : segs) {
-        s.seg_addr.push_back(static_cast<double>(addr));
-        s.seg_size.push_back(static_cast<double>(seg.size));
-        s.seg_src.push_back(seg.src);
-      }
-      for (const auto& [addr, blk] : blocks) {
-        s.blk_src.push_back(blk.src);
-        s.blk_flag.push_back(blk.flag);
-      }
-    }
-    uint32_t r = ev.row[i];
-    int64_t addr = t.addr[r], size = t.size[r];
-    auto src = static_cast<int32_t>(i);
-    switch (ev.action[i]) {
-      case PageAction::Free:
-        blocks[addr] = {src, 0};
-        break;
-      case PageAction::FreeRequested:
-        if (auto it = blocks.find(addr); it != blocks.end()) it->second.flag = 0;
-        break;
-      case PageAction::FreeCompleted:
-        blocks[addr] = {src, 1};
-        break;
-      case PageAction::Alloc:
-        blocks.erase(addr);
-        break;
-      case PageAction::SegmentFree:
-        segs[addr] = {size, src, t.stream[r]};
-        break;
-      case PageAction::SegmentAlloc:
-        segs.erase(addr);
-        break;
-      case PageAction::SegmentUnmap: {
-        // The range comes back, joined to its mapped neighbours of the same stream.
-        auto it = segs.insert_or_assign(addr, Seg{size, src, t.stream[r]}).first;
-        if (auto next = std::next(it); next != segs.end() &&
-                                       next->first == addr + it->second.size &&
-                                       next->second.stream == it->second.stream) {
-          it->second.size += next->second.size;
-          segs.erase(next);
-        }
-        if (it != segs.begin()) {
-          auto prev = std::prev(it);
-          if (prev->first + prev->second.size == addr && prev->second.stream == it->second.stream) {
-            prev->second.size += it->second.size;
-            segs.erase(it);
-          }
-        }
-        break;
-      }
-      case PageAction::SegmentMap: {
-        // The range goes away: cut it out of the segment holding it.
-        auto it = segs.upper_bound(addr);
-        if (it == segs.begin()) break;
-        --it;
-        int64_t base = it->first, end = base + it->second.size;
-        if (addr >= end) break;
-        Seg seg = it->second;
-        segs.erase(it);
-        if (addr > base) segs[base] = {addr - base, seg.src, seg.stream};
-        if (addr + size < end) segs[addr + size] = {end - (addr + size), seg.src, seg.stream};
-        break;
-      }
-      default:
-        break;
+}
+
+// One checkpoint's state, in address order.
+struct Saved {
+  std::vector<double> seg_addr, seg_size;
+  std::vector<int32_t> seg_src, blk_src;
+  std::vector<uint8_t> blk_flag;
+};
+
+void save(Saved& s, const SegMap& segs, const BlkMap& blocks) {
+  for (const auto& [addr, seg] : segs) {
+    s.seg_addr.push_back(static_cast<double>(addr));
+    s.seg_size.push_back(static_cast<double>(seg.size));
+    s.seg_src.push_back(seg.src);
+  }
+  for (const auto& [addr, blk] : blocks) {
+    s.blk_src.push_back(blk.src);
+    s.blk_flag.push_back(blk.flag);
+  }
+}
+
+// Undoing an unmap: the range comes back, joined to its mapped neighbours of
+// the same stream.
+void undo_unmap(SegMap& segs, int64_t addr, Seg seg) {
+  auto it = segs.insert_or_assign(addr, seg).first;
+  if (auto next = std::next(it); next != segs.end() && next->first == addr + it->second.size &&
+                                 next->second.stream == it->second.stream) {
+    it->second.size += next->second.size;
+    segs.erase(next);
+  }
+  if (it != segs.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second.size == addr && prev->second.stream == it->second.stream) {
+      prev->second.size += it->second.size;
+      segs.erase(it);
     }
   }
+}
+
+// Undoing a map: the range goes away, cut out of the segment holding it.
+void undo_map(SegMap& segs, int64_t addr, int64_t size) {
+  auto it = segs.upper_bound(addr);
+  if (it == segs.begin()) return;
+  --it;
+  int64_t base = it->first, end = base + it->second.size;
+  if (addr >= end) return;
+  Seg seg = it->second;
+  segs.erase(it);
+  if (addr > base) segs[base] = {addr - base, seg.src, seg.stream};
+  if (addr + size < end) segs[addr + size] = {end - (addr + size), seg.src, seg.stream};
+}
+
+// The state before event i, from the state after it.
+void undo(SegMap& segs, BlkMap& blocks, const TraceTable& t, const DeviceEvents& ev, size_t i) {
+  uint32_t r = ev.row[i];
+  int64_t addr = t.addr[r], size = t.size[r];
+  auto src = static_cast<int32_t>(i);
+  switch (ev.action[i]) {
+    case PageAction::Free:
+      blocks[addr] = {src, 0};
+      break;
+    case PageAction::FreeRequested:
+      if (auto it = blocks.find(addr); it != blocks.end()) it->second.flag = 0;
+      break;
+    case PageAction::FreeCompleted:
+      blocks[addr] = {src, 1};
+      break;
+    case PageAction::Alloc:
+      blocks.erase(addr);
+      break;
+    case PageAction::SegmentFree:
+      segs[addr] = {size, src, t.stream[r]};
+      break;
+    case PageAction::SegmentAlloc:
+      segs.erase(addr);
+      break;
+    case PageAction::SegmentUnmap:
+      undo_unmap(segs, addr, Seg{size, src, t.stream[r]});
+      break;
+    case PageAction::SegmentMap:
+      undo_map(segs, addr, size);
+      break;
+    default:
+      break;
+  }
+}
+
+// The checkpoints one after another, with their offsets.
+void append_checkpoints(StateCheckpoints& cp, std::vector<Saved>& saved) {
   cp.seg_off.push_back(0);
   cp.blk_off.push_back(0);
   for (Saved& s : saved) {
@@ -134,6 +140,29 @@ StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& 
     cp.seg_off.push_back(static_cast<uint32_t>(cp.seg_src.size()));
     cp.blk_off.push_back(static_cast<uint32_t>(cp.blk_src.size()));
   }
+}
+
+}  // namespace
+
+StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& ann, size_t device,
+                                         uint32_t interval) {
+  const DeviceEvents& ev = ann.events[device];
+  const size_t n = ev.row.size();
+  StateCheckpoints cp;
+  cp.cp_interval = interval;
+  SegMap segs;
+  BlkMap blocks;
+  snapshot_state(snap, ann, device, segs, blocks);
+  // Checkpoint k holds the state after event (k+1)*interval-1, for those
+  // before the last event (the state after the last one is the snapshot).
+  size_t count = n > 1 ? (n - 1) / interval : 0;
+  std::vector<Saved> saved(count);
+  for (size_t i = n; i-- > 0;) {
+    if ((i + 1) % interval == 0 && (i + 1) / interval - 1 < count)
+      save(saved[(i + 1) / interval - 1], segs, blocks);
+    undo(segs, blocks, snap.trace, ev, i);
+  }
+  append_checkpoints(cp, saved);
   return cp;
 }
 

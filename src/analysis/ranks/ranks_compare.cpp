@@ -281,13 +281,11 @@ std::string twice(const RankSummary& a, const RankSummary& b) {
          "; give the files of one dump round (e.g. " + hint + ")";
 }
 
-}  // namespace
-
-RanksReport merge_ranks(std::vector<RankSummary> ranks) {
-  RanksReport rep;
-  // A rank twice is an error, unless both files hold the same dump (the OOM
-  // snapshot and its name in the round). Ranks no file names are numbered in
-  // argument order, with the numbers left.
+// A rank twice is an error, unless both files hold the same dump (the OOM
+// snapshot and its name in the round). Ranks no file names are numbered in
+// argument order, with the numbers left. Sorts rep.ranks by rank and returns
+// the ranks it numbered.
+std::vector<int64_t> number_ranks(RanksReport& rep, std::vector<RankSummary> ranks) {
   std::set<int64_t> taken;
   std::map<int64_t, size_t> seen;  // rank -> index in kept
   std::vector<RankSummary> kept;
@@ -304,26 +302,27 @@ RanksReport merge_ranks(std::vector<RankSummary> ranks) {
     }
     kept.push_back(std::move(r));
   }
-  ranks = std::move(kept);
   if (!same.empty())
     rep.notes.push_back(
         "the same dump under two names, read once: " + same.front() +
         (same.size() > 1 ? " and " + std::to_string(same.size() - 1) + " more" : ""));
   std::vector<int64_t> numbered;
   int64_t next = 0;
-  for (RankSummary& r : ranks) {
+  for (RankSummary& r : kept) {
     if (r.rank >= 0) continue;
     while (taken.count(next)) ++next;
     r.rank = next++;
     r.rank_from = "argument order";
     numbered.push_back(r.rank);
   }
-  std::sort(ranks.begin(), ranks.end(),
+  std::sort(kept.begin(), kept.end(),
             [](const RankSummary& a, const RankSummary& b) { return a.rank < b.rank; });
-  rep.ranks = std::move(ranks);
-  const auto& rs = rep.ranks;
-  if (rs.empty()) return rep;
+  rep.ranks = std::move(kept);
+  return numbered;
+}
 
+void take_medians(RanksReport& rep) {
+  const auto& rs = rep.ranks;
   for (RankMetric m : kMetrics) {
     std::vector<double> v;
     for (const RankSummary& r : rs) v.push_back(rank_metric(r, m));
@@ -338,9 +337,12 @@ RanksReport merge_ranks(std::vector<RankSummary> ranks) {
     rep.median_kinds_peak[c] = median_of(peak);
     rep.median_kinds_now[c] = median_of(now);
   }
-  // The typical rank: nearest the medians of the byte numbers, relatively.
+}
+
+// The typical rank: nearest the medians of the byte numbers, relatively.
+void pick_typical_rank(RanksReport& rep) {
   double best = 0;
-  for (const RankSummary& r : rs) {
+  for (const RankSummary& r : rep.ranks) {
     double dist = 0;
     for (RankMetric m : kMetrics) {
       if (m == RankMetric::Fragmentation) continue;
@@ -352,7 +354,12 @@ RanksReport merge_ranks(std::vector<RankSummary> ranks) {
       rep.typical_rank = r.rank;
     }
   }
+}
 
+// The per-rank rows: each rank's numbers that differ from the median, with
+// the modules and sites behind the difference.
+void find_outliers(RanksReport& rep) {
+  const auto& rs = rep.ranks;
   Lists lists;
   std::vector<bool> modules_cut, sites_cut;
   for (const RankSummary& r : rs) {
@@ -373,27 +380,45 @@ RanksReport merge_ranks(std::vector<RankSummary> ranks) {
         o.deltas.push_back(delta_of(rs[i], i, m, rep, lists));
     if (!o.deltas.empty()) rep.outliers.push_back(std::move(o));
   }
-  for (const RankSummary& r : rs)
-    if (!r.ooms.empty()) rep.oom_verdicts.push_back(judge_oom(r, rep));
+}
 
+// One clock for the job when every rank's times are wall-clock times.
+void take_time_base(RanksReport& rep) {
   bool wall = true;
   rep.time_base_us = INT64_MAX;
-  for (const RankSummary& r : rs) {
+  for (const RankSummary& r : rep.ranks) {
     if (!r.entries) continue;
     wall = wall && r.first_time_us >= int64_t{1'000'000'000'000'000};  // after 2001-09-09
     rep.time_base_us = std::min(rep.time_base_us, r.first_time_us);
   }
   rep.job_clock = wall && rep.time_base_us != INT64_MAX;
   if (!rep.job_clock) rep.time_base_us = 0;
+}
 
-  name_mismatches(rep);
-  if (rep.world_size > 0) {
-    for (int64_t k = 0, i = 0; k < rep.world_size; ++k) {
-      while (i < static_cast<int64_t>(rs.size()) && rs[static_cast<size_t>(i)].rank < k) ++i;
-      if (i >= static_cast<int64_t>(rs.size()) || rs[static_cast<size_t>(i)].rank != k)
-        rep.missing.push_back(k);
-    }
+// The ranks below the world size that no file holds.
+void find_missing(RanksReport& rep) {
+  const auto& rs = rep.ranks;
+  for (int64_t k = 0, i = 0; k < rep.world_size; ++k) {
+    while (i < static_cast<int64_t>(rs.size()) && rs[static_cast<size_t>(i)].rank < k) ++i;
+    if (i >= static_cast<int64_t>(rs.size()) || rs[static_cast<size_t>(i)].rank != k)
+      rep.missing.push_back(k);
   }
+}
+
+}  // namespace
+
+RanksReport merge_ranks(std::vector<RankSummary> ranks) {
+  RanksReport rep;
+  std::vector<int64_t> numbered = number_ranks(rep, std::move(ranks));
+  if (rep.ranks.empty()) return rep;
+  take_medians(rep);
+  pick_typical_rank(rep);
+  find_outliers(rep);
+  for (const RankSummary& r : rep.ranks)
+    if (!r.ooms.empty()) rep.oom_verdicts.push_back(judge_oom(r, rep));
+  take_time_base(rep);
+  name_mismatches(rep);
+  if (rep.world_size > 0) find_missing(rep);
   add_notes(rep, numbered);
   return rep;
 }

@@ -236,62 +236,60 @@ void add_annotations(Dump& d, const List& list) {
 std::mutex dumps_mutex;
 std::unordered_map<const memsight_raw_snapshot*, std::unique_ptr<Dump>> dumps;
 
-Dump* take(bool symbolize) {
-  auto dump = std::make_unique<Dump>();
-  Dump& d = *dump;
-  double t0 = now();
-  A::SnapshotInfo snap = snapshot_of(true, 0);
-  double t1 = now();
-
-  // Every context, in the order torch symbolizes them; -1 where none.
-  Tracebacks tbs;
-  std::vector<uint32_t> seg_tb, block_tb, entry_tb;
+// Every context, in the order torch symbolizes them; -1 where none.
+void gather_contexts(const A::SnapshotInfo& snap, Tracebacks& tbs, std::vector<uint32_t>& seg_tb,
+                     std::vector<uint32_t>& block_tb, std::vector<uint32_t>& entry_tb) {
   for (const auto& s : snap.segments) {
     seg_tb.push_back(tbs.add(s.context_when_allocated));
     for (const auto& b : s.blocks) block_tb.push_back(tbs.add(b.context_when_allocated));
   }
   for (const auto& dev : snap.device_traces)
     for (const auto& e : dev) entry_tb.push_back(tbs.add(e.context_));
-  double t2 = now();
+}
 
-  // Symbolize each unique traceback once; intern frames and whole stacks.
-  std::vector<uint32_t> stack_of_tb(tbs.unique.size(), 0);
-  if (symbolize && !tbs.unique.empty()) {
-    torch::SymbolizedTracebacks st;
-    {
-      std::lock_guard<std::mutex> lock(symbolize_mutex);
-      st = torch::symbolize(tbs.unique);
-    }
-    std::vector<uint32_t> frame_id(st.all_frames.size());
-    std::unordered_map<std::string, uint32_t> frame_index;  // "name\0file\0line" -> id
-    std::string key;
-    for (size_t i = 0; i < st.all_frames.size(); ++i) {
-      const auto& f = st.all_frames[i];
-      msr_frame mf{d.strings.intern(f.funcname), d.strings.intern(f.filename),
-                   static_cast<int64_t>(f.lineno)};
-      key.assign(reinterpret_cast<const char*>(&mf), sizeof mf);
-      auto [it, fresh] = frame_index.try_emplace(key, static_cast<uint32_t>(d.frames.size()));
-      if (fresh) d.frames.push_back(mf);
-      frame_id[i] = it->second;
-    }
-    std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> stack_index;
-    std::vector<uint32_t> ids;
-    for (size_t t = 0; t < st.tracebacks.size(); ++t) {
-      ids.clear();
-      for (uint64_t f : st.tracebacks[t]) ids.push_back(frame_id[f]);
-      if (ids.empty()) continue;  // stack 0
-      auto [it, fresh] =
-          stack_index.try_emplace(ids, static_cast<uint32_t>(d.stack_offsets.size() - 1));
-      if (fresh) {
-        d.stack_frames.insert(d.stack_frames.end(), ids.begin(), ids.end());
-        d.stack_offsets.push_back(static_cast<uint32_t>(d.stack_frames.size()));
-      }
-      stack_of_tb[t] = it->second;
-    }
+// Symbolize each unique traceback once; intern frames and whole stacks.
+void symbolize_stacks(Dump& d, Tracebacks& tbs, std::vector<uint32_t>& stack_of_tb) {
+  torch::SymbolizedTracebacks st;
+  {
+    std::lock_guard<std::mutex> lock(symbolize_mutex);
+    st = torch::symbolize(tbs.unique);
   }
-  double t3 = now();
-  auto stack = [&](uint32_t tb) { return tb == UINT32_MAX ? 0u : stack_of_tb[tb]; };
+  std::vector<uint32_t> frame_id(st.all_frames.size());
+  std::unordered_map<std::string, uint32_t> frame_index;  // "name\0file\0line" -> id
+  std::string key;
+  for (size_t i = 0; i < st.all_frames.size(); ++i) {
+    const auto& f = st.all_frames[i];
+    msr_frame mf{d.strings.intern(f.funcname), d.strings.intern(f.filename),
+                 static_cast<int64_t>(f.lineno)};
+    key.assign(reinterpret_cast<const char*>(&mf), sizeof mf);
+    auto [it, fresh] = frame_index.try_emplace(key, static_cast<uint32_t>(d.frames.size()));
+    if (fresh) d.frames.push_back(mf);
+    frame_id[i] = it->second;
+  }
+  std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> stack_index;
+  std::vector<uint32_t> ids;
+  for (size_t t = 0; t < st.tracebacks.size(); ++t) {
+    ids.clear();
+    for (uint64_t f : st.tracebacks[t]) ids.push_back(frame_id[f]);
+    if (ids.empty()) continue;  // stack 0
+    auto [it, fresh] =
+        stack_index.try_emplace(ids, static_cast<uint32_t>(d.stack_offsets.size() - 1));
+    if (fresh) {
+      d.stack_frames.insert(d.stack_frames.end(), ids.begin(), ids.end());
+      d.stack_offsets.push_back(static_cast<uint32_t>(d.stack_frames.size()));
+    }
+    stack_of_tb[t] = it->second;
+  }
+}
 
+// The stack of a traceback index; stack 0 (empty) where there is none.
+uint32_t stack_of(const std::vector<uint32_t>& stack_of_tb, uint32_t tb) {
+  return tb == UINT32_MAX ? 0u : stack_of_tb[tb];
+}
+
+void add_segments(Dump& d, const A::SnapshotInfo& snap, const std::vector<uint32_t>& seg_tb,
+                  const std::vector<uint32_t>& block_tb, const std::vector<uint32_t>& stack_of_tb) {
+  auto stack = [&](uint32_t tb) { return stack_of(stack_of_tb, tb); };
   size_t bi = 0;
   for (size_t si = 0; si < snap.segments.size(); ++si) {
     const auto& s = snap.segments[si];
@@ -324,6 +322,11 @@ Dump* take(bool symbolize) {
     ms.block_end = static_cast<uint32_t>(d.blocks.size());
     d.segments.push_back(ms);
   }
+}
+
+void add_entries(Dump& d, const A::SnapshotInfo& snap, const std::vector<uint32_t>& entry_tb,
+                 const std::vector<uint32_t>& stack_of_tb) {
+  auto stack = [&](uint32_t tb) { return stack_of(stack_of_tb, tb); };
   size_t ei = 0;
   for (const auto& dev : snap.device_traces) {
     for (const auto& e : dev) {
@@ -342,6 +345,23 @@ Dump* take(bool symbolize) {
     }
     d.device_offsets.push_back(d.entries.size());
   }
+}
+
+Dump* take(bool symbolize) {
+  auto dump = std::make_unique<Dump>();
+  Dump& d = *dump;
+  double t0 = now();
+  A::SnapshotInfo snap = snapshot_of(true, 0);
+  double t1 = now();
+  Tracebacks tbs;
+  std::vector<uint32_t> seg_tb, block_tb, entry_tb;
+  gather_contexts(snap, tbs, seg_tb, block_tb, entry_tb);
+  double t2 = now();
+  std::vector<uint32_t> stack_of_tb(tbs.unique.size(), 0);
+  if (symbolize && !tbs.unique.empty()) symbolize_stacks(d, tbs, stack_of_tb);
+  double t3 = now();
+  add_segments(d, snap, seg_tb, block_tb, stack_of_tb);
+  add_entries(d, snap, entry_tb, stack_of_tb);
   using Entry = std::decay_t<decltype(snap.device_traces[0][0])>;
   d.raw.has_compile_context = has_compile_context<Entry>(0);
   d.raw.has_user_metadata = has_user_metadata<Entry>(0);
