@@ -72,6 +72,7 @@ def test_every_rank_writes_its_snapshot_of_the_round(tmp_path, snapshots):
         assert snap == snapshots[rank]  # torch's keys as they were, memsight's beside them
     manifest = json.loads(open(rnd.manifest).read())
     assert os.path.basename(rnd.manifest) == "manual_1_manifest.json"
+    assert next(iter(manifest)) == "schema" and manifest["schema"] == 1
     assert manifest["memsight_rank_dumps"] == 1 and manifest["seq"] == 1 and manifest["world_size"] == 3
     assert [(e["rank"], os.path.basename(e["file"])) for e in manifest["ranks"]] == [
         (0, "manual_1_rank0.pickle"), (1, "manual_1_rank1.pickle"), (2, "manual_1_rank2.pickle")]

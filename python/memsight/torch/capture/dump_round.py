@@ -56,7 +56,7 @@ def write_manifest(rnd: DumpRound, folder: str, limit: float) -> str | None:
         return os.path.relpath(f, here) if os.path.dirname(f) == here else f
 
     manifest = {
-        "memsight_rank_dumps": 1, "seq": rnd.seq, "tag": rnd.tag, "reason": rnd.reason,
+        "schema": 1, "memsight_rank_dumps": 1, "seq": rnd.seq, "tag": rnd.tag, "reason": rnd.reason,
         "origin_rank": rnd.origin_rank, "world_size": rnd.world_size, "timeout_s": limit,
         "waited_s": rnd.waited, "written_at": time.time(),
         "ranks": [{"rank": r, "file": rel(f)} for r, f in sorted(rnd.files.items())],
