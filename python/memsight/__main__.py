@@ -53,10 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     env[_GUARD] = "1"
     try:
-        return subprocess.call([exe, *args], env=env)
+        rc = subprocess.call([exe, *args], env=env)
     except OSError as e:
         print(f"memsight: cannot run {exe}: {e}", file=sys.stderr)
         return 2
+    # A child killed by a signal (SIGPIPE when the reader of a pipe has
+    # gone) ends this process with the shell's status for it, 128 + N.
+    return 128 - rc if rc < 0 else rc
 
 
 if __name__ == "__main__":

@@ -119,6 +119,7 @@ void write_stdout(std::string_view content) {
   if (!ok || std::fflush(stdout) != 0 || std::ferror(stdout)) {
     int err = errno;
     std::clearerr(stdout);
+    if (err == EPIPE) throw ClosedPipe{};
     throw Error(std::string("standard output: write failed: ") +
                 (err ? std::strerror(err) : "unknown error"));
   }

@@ -46,6 +46,13 @@ Snapshot load(const std::string& path, ReadScope scope = ReadScope::Everything);
 void write_output(const std::string& path, const std::string& content);
 // Writes to standard output and flushes; throws Error if either fails.
 void write_stdout(std::string_view content);
+// Thrown by write_stdout when the reader of standard output has gone (a
+// closed pipe: `memsight trace X | head`). Not an error: the command ends
+// quietly with kClosedPipeStatus, as a writer killed by SIGPIPE does (the
+// executable dies of SIGPIPE before it gets here; the Python module, whose
+// interpreter ignores SIGPIPE, comes here).
+struct ClosedPipe {};
+inline constexpr int kClosedPipeStatus = 128 + 13;
 // "8G", "512M", "1048576": a byte count for `option`. Throws Error.
 uint64_t parse_size(const std::string& option, const std::string& text);
 bool ends_with(const std::string& s, const std::string& suffix);

@@ -21,6 +21,8 @@ int print_help(const std::string& text) {
   try {
     memsight::cli::write_stdout(text);
     return 0;
+  } catch (const memsight::cli::ClosedPipe&) {
+    return memsight::cli::kClosedPipeStatus;
   } catch (const memsight::Error& e) {
     std::fprintf(stderr, "memsight: %s\n", e.what());
     return 2;
@@ -72,6 +74,8 @@ int memsight::cli_main(const std::vector<std::string>& args) {
   } expansion_scope;
   try {
     return run(*c, rest);
+  } catch (const ClosedPipe&) {
+    return kClosedPipeStatus;
   } catch (const memsight::Error& e) {
     std::fprintf(stderr, "memsight %s: %s\n", first.c_str(), e.what());
     return 2;

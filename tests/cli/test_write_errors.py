@@ -58,3 +58,34 @@ def test_full_output_file_is_an_error(run, cmd):
     assert r.returncode == 2, r.stderr
     expected = f"memsight {cmd[0]}: /dev/full: write failed: No space left on device\n"
     assert r.stderr.decode() == expected
+
+
+def closed_pipe_run(cmd: list[str], **kw) -> tuple[int, str]:
+    """Runs `cmd` with standard output into a pipe whose reader has gone."""
+    import subprocess
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        p = subprocess.run(cmd, stdout=write, stderr=subprocess.PIPE, timeout=120, **kw)
+    finally:
+        os.close(write)
+    return p.returncode, p.stderr.decode()
+
+
+@pytest.mark.parametrize("args", [["trace", SNAP], ["summary", "--json", SNAP], ["--help"]])
+def test_closed_pipe_ends_quietly(memsight_bin, args):
+    # The executable dies of SIGPIPE, as `cat` would: no message.
+    rc, err = closed_pipe_run([memsight_bin, *map(str, args)])
+    assert rc == -13 and err == ""
+
+
+@pytest.mark.parametrize("args", [["trace", SNAP], ["--help"]])
+def test_closed_pipe_through_python_ends_quietly(memsight_bin, args):
+    # `python -m memsight` runs the CLI in-process, where the interpreter
+    # ignores SIGPIPE: the write fails with EPIPE, and the command still
+    # ends without a word, with the shell's status for a SIGPIPE (141).
+    import sys
+    root = Path(__file__).parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root / "python"), MEMSIGHT_EXE=memsight_bin)
+    rc, err = closed_pipe_run([sys.executable, "-m", "memsight", *map(str, args)], env=env)
+    assert (rc, err) == (141, "")
