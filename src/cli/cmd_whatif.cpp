@@ -12,6 +12,12 @@ int cmd_whatif(const Args& a) {
     set += (set.empty() ? "" : ",") + value;
   }
   expect_positional(a, 1);
+  // The output's name chooses text or JSON as for every report (refused
+  // before anything is read when it names what whatif does not write).
+  const bool json = a.has("--json");
+  const std::string out = a.get("--output", "-");
+  const bool as_json = output_format("whatif", out, {"text", "json"}, json ? "json" : "text",
+                                     {.flag = json ? "--json" : nullptr}) == "json";
   whatif::Options opts;
   opts.set = set;
   if (a.has("--device-memory"))
@@ -28,7 +34,7 @@ int cmd_whatif(const Args& a) {
   }
   Snapshot snap = load(a.positional[0]);
   whatif::Report r = whatif::run(snap, opts);
-  write_output(a.get("--output", "-"), a.has("--json") ? whatif::json(r) : whatif::text(r));
+  write_output(out, as_json ? whatif::json(r) : whatif::text(r));
   return 0;
 }
 

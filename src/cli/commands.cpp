@@ -160,8 +160,8 @@ constexpr Option kWhatifOptions[] = {
      "torch.cuda.set_per_process_memory_fraction (snapshots do\n"
      "not record it): every simulation's cap; by default one\n"
      "inferred from a recorded OOM under a cap"},
-    {"--json", "", Takes::Nothing, "--json", "machine-readable output"},
-    kOutput,
+    {"--json", "", Takes::Nothing, "--json", "machine-readable output (or -o NAME.json)"},
+    {"--output", "-o", Takes::Value, "-o FILE", ".txt or .json (default: standard output)"},
 };
 constexpr Syntax kWhatif{
     "whatif", kWhatifForms,

@@ -334,3 +334,20 @@ def test_alike_devices_are_simulated_into_one_report(run, tmp_path):
     text = run("whatif", f).stdout.decode()
     heads = [line.split(" - ")[0] for line in text.splitlines() if line.startswith("Device")]
     assert heads == ["Devices 0-6, 8-39 (39 alike)", "Device 7"]
+
+
+def test_output_name_chooses_the_format(run, tmp_path):
+    # As for every report: .json writes JSON, .txt text, a page's name is
+    # refused before anything is read, and --json with a text name too.
+    snap = DATA / "mlp_train.pickle"
+    out = tmp_path / "w.json"
+    assert run("whatif", snap, "-o", out).returncode == 0
+    assert json.loads(out.read_text())["schema"] == 1
+    txt = tmp_path / "w.txt"
+    assert run("whatif", snap, "-o", txt).returncode == 0
+    assert txt.read_text() == run("whatif", snap).stdout.decode()
+    for args in (["-o", tmp_path / "w.html"], ["--json", "-o", tmp_path / "e.txt"]):
+        r = run("whatif", snap, *args)
+        assert r.returncode == 2 and len(r.stderr.decode().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "w.html").exists() and not (tmp_path / "e.txt").exists()
+    assert "-o FILE" in run("whatif", "--help").stdout.decode()
