@@ -41,6 +41,12 @@ struct WhatifRequest {
   double memory_fraction = 0;  // what the job passed to set_per_process_memory_fraction; 0: unknown
 };
 
+// The device's memory as a user gives it (`--device-memory`, the Python
+// API's device_memory): a size with a unit ("80G", "80GiB") or bytes.
+// Throws Error naming `what` for anything else and below 1 MiB, where a unit
+// was surely left out ("80" is 80 bytes; no GPU is that small).
+int64_t parse_device_memory(const std::string& text, const std::string& what);
+
 // The report as the CLI prints it: (text, JSON). Throws Error for settings
 // that cannot be simulated.
 std::pair<std::string, std::string> whatif_text_and_json(const Snapshot& snap,

@@ -218,7 +218,7 @@ class Snapshot:
         return Summary(json.loads(js), text)
 
     # -- allocator settings -------------------------------------------------------
-    def whatif(self, *settings: str, device_memory: int | None = None,
+    def whatif(self, *settings: str, device_memory: int | str | None = None,
                memory_fraction: float | None = None) -> Summary:
         """``memsight whatif``: each device's recorded requests through a simulation
         of torch's caching allocator under other settings.
@@ -229,8 +229,10 @@ class Snapshot:
         ``"per_process_memory_fraction:0.5"``; ``"defaults"`` starts from torch's
         defaults), together one alternative applied over the recorded settings;
         none: the standard alternatives, sorted by peak reserved.
-        ``device_memory``: the device's memory in bytes
-        (``torch.cuda.mem_get_info()[1]``) where the snapshot does not say;
+        ``device_memory``: the device's memory (``torch.cuda.mem_get_info()[1]``)
+        where the snapshot does not say: bytes, or a size with a unit as the
+        CLI takes it (``"80G"``, ``"80GiB"``); below 1 MiB is refused (a unit
+        left out);
         ``memory_fraction``: what the job passed to
         ``torch.cuda.set_per_process_memory_fraction`` (snapshots do not record it).
 
@@ -246,15 +248,15 @@ class Snapshot:
         for s in settings:
             if not isinstance(s, str) or not s.strip():
                 raise ValueError(f"a setting is a 'KEY:VALUE' string such as 'expandable_segments:True', not {s!r}")
-        if device_memory is not None and (isinstance(device_memory, bool) or not isinstance(device_memory, int)
-                                          or device_memory <= 0):
-            raise ValueError(f"device_memory must be a positive number of bytes, not {device_memory!r}")
+        if device_memory is not None and (isinstance(device_memory, bool)
+                                          or not isinstance(device_memory, (int, str))):
+            raise ValueError(f"device_memory must be bytes or a size such as '80G', not {device_memory!r}")
         if memory_fraction is not None and (isinstance(memory_fraction, bool)
                                             or not isinstance(memory_fraction, (int, float))
                                             or not 0 < memory_fraction <= 1):
             raise ValueError(f"memory_fraction must be a number in (0, 1], not {memory_fraction!r}")
         text, js = self._snap.whatif_text_and_json(
-            ",".join(settings), -1 if device_memory is None else device_memory,
+            ",".join(settings), "" if device_memory is None else str(device_memory),
             0.0 if memory_fraction is None else float(memory_fraction))
         return Summary(json.loads(js), text)
 

@@ -81,9 +81,12 @@ void bind_leaks_and_whatif(SnapshotClass& snapshot) {
           py::arg("user_code") = "", "`memsight leaks`: (text, json).")
       .def(
           "whatif_text_and_json",
-          [](const Snapshot& s, const std::string& set, int64_t device_memory,
+          [](const Snapshot& s, const std::string& set, const std::string& device_memory,
              double memory_fraction) {
-            WhatifRequest req{set, device_memory, memory_fraction};
+            // The CLI's rule for a size ("80G", bytes, at least 1 MiB).
+            const int64_t bytes =
+                device_memory.empty() ? -1 : parse_device_memory(device_memory, "device_memory");
+            WhatifRequest req{set, bytes, memory_fraction};
             std::pair<std::string, std::string> out;
             {
               py::gil_scoped_release nogil;
@@ -91,7 +94,7 @@ void bind_leaks_and_whatif(SnapshotClass& snapshot) {
             }
             return py::make_tuple(text(out.first), text(out.second));
           },
-          py::arg("set") = "", py::arg("device_memory") = -1, py::arg("memory_fraction") = 0.0,
+          py::arg("set") = "", py::arg("device_memory") = "", py::arg("memory_fraction") = 0.0,
           "`memsight whatif`: (text, json).");
 }
 

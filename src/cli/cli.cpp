@@ -12,6 +12,7 @@
 #include "cli/command_table.h"
 #include "memsight/error.h"
 #include "memsight/reader.h"
+#include "util/text_format.h"
 
 namespace memsight::cli {
 
@@ -126,25 +127,10 @@ void write_stdout(std::string_view content) {
 }
 
 uint64_t parse_size(const std::string& option, const std::string& text) {
-  // Digits with an optional binary suffix: 512M, 8G, 1T, or plain bytes.
-  size_t end = 0;
-  uint64_t n = 0;
-  try {
-    if (text.empty() || text[0] == '-') throw std::invalid_argument(text);
-    n = std::stoull(text, &end);
-  } catch (const std::exception&) {
+  uint64_t bytes = 0;
+  if (!memsight::parse_size(text, bytes))
     throw Error("option " + option + " needs a size such as 8G, got '" + text + "'");
-  }
-  std::string suffix = text.substr(end);
-  int shift = suffix.empty() || suffix == "B"                     ? 0
-              : suffix == "K" || suffix == "k" || suffix == "KiB" ? 10
-              : suffix == "M" || suffix == "MiB"                  ? 20
-              : suffix == "G" || suffix == "GiB"                  ? 30
-              : suffix == "T" || suffix == "TiB"                  ? 40
-                                                                  : -1;
-  if (shift < 0 || n == 0 || n > (UINT64_MAX >> shift))
-    throw Error("option " + option + " needs a size such as 8G, got '" + text + "'");
-  return n << shift;
+  return bytes;
 }
 
 void write_output(const std::string& path, const std::string& content) {

@@ -1,6 +1,7 @@
 #include "analysis/whatif/whatif.h"
 #include "cli/cli.h"
 #include "memsight/error.h"
+#include "memsight/whatif.h"
 
 namespace memsight::cli {
 
@@ -21,8 +22,7 @@ int cmd_whatif(const Args& a) {
   whatif::Options opts;
   opts.set = set;
   if (a.has("--device-memory"))
-    opts.device_memory =
-        static_cast<int64_t>(parse_size("--device-memory", a.get("--device-memory")));
+    opts.device_memory = parse_device_memory(a.get("--device-memory"), "option --device-memory");
   if (a.has("--memory-fraction")) {
     alloc::Settings probe;
     probe.apply("per_process_memory_fraction:" + a.get("--memory-fraction"));

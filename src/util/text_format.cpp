@@ -68,4 +68,24 @@ std::string count_of(int64_t n, std::string_view singular, std::string_view plur
   return out.append(plural);
 }
 
+bool parse_size(std::string_view text, uint64_t& bytes) {
+  size_t i = 0;
+  uint64_t n = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (n > (UINT64_MAX - 9) / 10) return false;
+    n = n * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  if (i == 0) return false;
+  const std::string_view unit = text.substr(i);
+  const int shift = unit.empty() || unit == "B"                   ? 0
+                    : unit == "K" || unit == "k" || unit == "KiB" ? 10
+                    : unit == "M" || unit == "MiB"                ? 20
+                    : unit == "G" || unit == "GiB"                ? 30
+                    : unit == "T" || unit == "TiB"                ? 40
+                                                                  : -1;
+  if (shift < 0 || n == 0 || n > (UINT64_MAX >> shift)) return false;
+  bytes = n << shift;
+  return true;
+}
+
 }  // namespace memsight

@@ -35,4 +35,9 @@ std::string count_text(int64_t n);
 // plural is the singular with an "s" unless given.
 std::string count_of(int64_t n, std::string_view singular, std::string_view plural = {});
 
+// A size as a user types it: digits and an optional binary unit ("512M",
+// "8G", "80GiB", "1T", "4096" or "4096B" for bytes). False for anything
+// else, for zero and past 2^64.
+bool parse_size(std::string_view text, uint64_t& bytes);
+
 }  // namespace memsight

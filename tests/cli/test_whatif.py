@@ -262,6 +262,7 @@ def test_one_entry_is_counted_in_the_singular(run):
     (["--set", "per_process_memory_fraction:0.5"], "--device-memory"),
     (["--memory-fraction", "2"], "per_process_memory_fraction must be in"),
     (["--device-memory", "lots"], "--device-memory needs a size"),
+    (["--device-memory", "80"], "--device-memory 80 is 80 bytes, less than any GPU has: give its unit"),
     (["--set"], "--set needs a value"),
 ])
 def test_bad_options_are_one_line_errors(run, args, needle):

@@ -53,8 +53,11 @@ def test_bad_settings_are_refused_before_any_simulation():
     for bad in (0, -1, 1.5, True, "0.5"):
         with pytest.raises(ValueError, match="memory_fraction"):
             snap.whatif(memory_fraction=bad)
-    for bad in (0, -5, 1.5, True):
+    for bad in (0, -5, 1.5, True, 80, "80", "lots", "-1G"):
         with pytest.raises(ValueError, match="device_memory"):
             snap.whatif(device_memory=bad)
+    # A size with a unit reads as the CLI reads it.
+    by_unit, by_bytes = snap.whatif(device_memory="80G"), snap.whatif(device_memory=80 << 30)
+    assert str(by_unit) == str(by_bytes) and by_unit == by_bytes
     with pytest.raises(memsight.MemsightError, match="trace=False"):
         memsight.load(DATA / "oom.pickle", trace=False).whatif()

@@ -91,5 +91,22 @@ TEST(TextFormat, CountWithNoun) {
   EXPECT_EQ(count_of(2, "trace entry", "trace entries"), "2 trace entries");
 }
 
+TEST(TextFormat, ParsesSizes) {
+  uint64_t b = 0;
+  EXPECT_TRUE(parse_size("80G", b));
+  EXPECT_EQ(b, uint64_t{80} << 30);
+  EXPECT_TRUE(parse_size("80GiB", b));
+  EXPECT_EQ(b, uint64_t{80} << 30);
+  EXPECT_TRUE(parse_size("512M", b));
+  EXPECT_EQ(b, uint64_t{512} << 20);
+  EXPECT_TRUE(parse_size("4096", b));
+  EXPECT_EQ(b, 4096u);
+  EXPECT_TRUE(parse_size("1k", b));
+  EXPECT_EQ(b, 1024u);
+  for (const char* bad :
+       {"", "0", "0G", "-1G", "+8G", " 8G", "8 G", "8X", "G", "16777216T", "99999999999999999999"})
+    EXPECT_FALSE(parse_size(bad, b)) << bad;
+}
+
 }  // namespace
 }  // namespace memsight

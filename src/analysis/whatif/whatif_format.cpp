@@ -266,6 +266,16 @@ std::string text(const Report& r) {
 
 namespace memsight {
 
+int64_t parse_device_memory(const std::string& text, const std::string& what) {
+  uint64_t bytes = 0;
+  if (!parse_size(text, bytes) || bytes > static_cast<uint64_t>(INT64_MAX))
+    throw Error(what + " needs a size such as 80G, got '" + text + "'");
+  if (bytes < (uint64_t{1} << 20))
+    throw Error(what + " " + text + " is " + count_of(static_cast<int64_t>(bytes), "byte") +
+                ", less than any GPU has: give its unit, such as " + text + "G");
+  return static_cast<int64_t>(bytes);
+}
+
 std::pair<std::string, std::string> whatif_text_and_json(const Snapshot& snap,
                                                          const WhatifRequest& req) {
   whatif::Options opts;
