@@ -60,19 +60,27 @@ JsonWriter& JsonWriter::key(std::string_view k) {
   return *this;
 }
 
-JsonWriter& JsonWriter::integer(int64_t v) {
-  separate();
+namespace {
+
+// An integer's exact digits.
+template <class Int>
+void append_integer(std::string& out, Int v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out_.append(buf, r.ptr);
+  out.append(buf, r.ptr);
+}
+
+}  // namespace
+
+JsonWriter& JsonWriter::integer(int64_t v) {
+  separate();
+  append_integer(out_, v);
   return *this;
 }
 
 JsonWriter& JsonWriter::unsigned_integer(uint64_t v) {
   separate();
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out_.append(buf, r.ptr);
+  append_integer(out_, v);
   return *this;
 }
 
