@@ -5,6 +5,7 @@
 #include "binding.h"
 #include "memsight/flamegraph.h"
 #include "memsight/text_tools.h"
+#include "util/text_format.h"
 
 namespace memsight::py_binding {
 namespace {
@@ -113,6 +114,16 @@ void bind_torch_text(py::module_& m, SnapshotClass& snapshot) {
         "torch._memory_viz._format_size, as the text tools print sizes.");
   m.def("format_bytes", &format_bytes, py::arg("num"),
         "Sizes as memsight's reports print them: the unit chosen after rounding.");
+  m.def(
+      "parse_size",
+      [](const std::string& text) {
+        uint64_t bytes = 0;
+        if (!parse_size(text, bytes))
+          throw py::value_error("'" + text +
+                                "' is not a size: digits and an optional unit (512M, 8G, 80GiB, 4096)");
+        return bytes;
+      },
+      py::arg("text"), "A size as the CLI reads it (\"512M\", \"80GiB\", \"4096\"): bytes.");
 }
 
 }  // namespace memsight::py_binding

@@ -3,7 +3,8 @@ Composer's metric names (``memory/current_allocated_mem``, ...).
 
 It writes no files and records no history, so it never touches the
 recording state of OOMObserver or MemorySnapshot. Metrics go to
-``log_fn(metrics, batch)`` when given (a Lightning adapter logs them through
+``log_fn(metrics, batch)``, a TensorBoard ``SummaryWriter`` and a Weights &
+Biases run when given (loggers.py; a Lightning adapter also logs them through
 ``pl_module.log_dict``), and are kept in ``latest`` and ``history``.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from .._util.cuda import torch_module
 from .callback import Callback
+from .loggers import send, sinks
 from .state import TrainState
 
 log = logging.getLogger("memsight")
@@ -107,6 +109,10 @@ class MemoryMonitor(Callback):
             collective: every rank must run the monitor).
         log_fn: called as ``log_fn(metrics, batch)``.
         keep_history: keep every batch's metrics in ``history``.
+        tensorboard: a ``torch.utils.tensorboard.SummaryWriter`` (or anything
+            with ``add_scalar(name, value, step)``): each metric, at the batch.
+        wandb: a Weights & Biases run (``wandb.init()``): the metrics, with
+            ``memory/step`` as their x axis.
     """
 
     def __init__(
@@ -116,6 +122,8 @@ class MemoryMonitor(Callback):
         *,
         log_fn: Callable[[dict[str, float | int], int], None] | None = None,
         keep_history: bool = True,
+        tensorboard: Any = None,
+        wandb: Any = None,
     ) -> None:
         super().__init__()
         self.memory_keys = dict(memory_keys) if memory_keys is not None else None
@@ -123,6 +131,7 @@ class MemoryMonitor(Callback):
             raise ValueError("dist_aggregate_batch_interval must be a positive number of batches or None")
         self.dist_aggregate_batch_interval = dist_aggregate_batch_interval
         self.log_fn = log_fn
+        self._sinks = sinks(log_fn, tensorboard, wandb)
         self.keep_history = keep_history
         self.latest: dict[str, float | int] = {}
         self.history: list[tuple[int, dict[str, float | int]]] = []
@@ -151,5 +160,4 @@ class MemoryMonitor(Callback):
         self.latest = metrics
         if self.keep_history:
             self.history.append((state.batch, metrics))
-        if self.log_fn is not None:
-            self.log_fn(metrics, state.batch)
+        send(self._sinks, metrics, state.batch)
