@@ -14,11 +14,13 @@ from .memory_monitor import to_gigabytes
 KINDS = ("parameter", "gradient", "optimizer_state", "buffer")
 
 
-def kind_report(model: Any, optimizer: Any = None, allocated: int | None = None) -> dict[str, float]:
+def kind_report(model: Any, optimizer: Any = None, allocated: int | None = None,
+                device_type: str | None = "cuda") -> dict[str, float]:
     """``{kind}_mem`` for each of :data:`KINDS` and, given the allocated bytes
-    now, ``other_mem`` (what the four leave): decimal GB, as MemoryMonitor's."""
+    now, ``other_mem`` (what the four leave): decimal GB, as MemoryMonitor's.
+    Tensors on ``device_type`` devices count (None: all)."""
     sizes = dict.fromkeys(KINDS, 0)
-    for tag in storage_tags(model, optimizer):
+    for tag in storage_tags(model, optimizer, device_type):
         sizes[tag["category"]] += int(tag["size"])
     report = {f"{kind}_mem": to_gigabytes(n) for kind, n in sizes.items()}
     if allocated is not None:
