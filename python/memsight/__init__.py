@@ -39,7 +39,8 @@ from .snapshot import (
 
 
 def load_ipython_extension(ipython: object) -> None:
-    """``%load_ext memsight``: registers the ``%mlrun`` / ``%%mlrun`` line-profiler magics."""
+    """``%load_ext memsight``: registers the ``%mlrun`` / ``%%mlrun`` line-profiler
+    magics and ``%%memsight`` (records a cell, shows the summary and the page)."""
     from ._magics import load_ipython_extension as load
 
     load(ipython)

@@ -1,4 +1,5 @@
-"""IPython magics: ``%load_ext memsight`` registers ``%mlrun`` and ``%%mlrun``.
+"""IPython magics: ``%load_ext memsight`` registers ``%mlrun`` and ``%%mlrun``
+(the line profiler, here) and ``%%memsight`` (recording a cell, _record_magic.py).
 
     %mlrun -f train_step train_step(batch)
     %%mlrun -f forward -c active_bytes.all.allocated -g 1
@@ -112,7 +113,10 @@ def run_mlrun(line: str, cell: str | None, global_ns: dict[str, Any], local_ns: 
 
 def load_ipython_extension(ipython: Any) -> None:
     from IPython.core.error import UsageError
-    from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope
+    from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, needs_local_scope
+    from IPython.display import HTML, display
+
+    from ._record_magic import run_memsight
 
     @magics_class
     class MemsightMagics(Magics):
@@ -122,6 +126,17 @@ def load_ipython_extension(ipython: Any) -> None:
             """Run a statement (or the cell) under memsight's line profiler. See memsight._magics."""
             try:
                 return run_mlrun(line, cell, self.shell.user_global_ns, local_ns)
+            except MagicUsageError as e:
+                raise UsageError(str(e)) from None
+
+        @cell_magic
+        @needs_local_scope
+        def memsight(self, line: str = "", cell: str = "", local_ns: Any = None) -> Any:
+            """Record the CUDA allocator while the cell runs; show the summary and the page.
+            See memsight._record_magic."""
+            try:
+                run_memsight(line, cell, self.shell.user_global_ns, local_ns,
+                             show=lambda snap: display(HTML(snap._repr_html_())))
             except MagicUsageError as e:
                 raise UsageError(str(e)) from None
 

@@ -112,6 +112,10 @@ class FoldedStacks:
     def to_svg(self, path: PathLike, title: str | None = None, width: int = 1200) -> str:
         return _write_text(path, self.svg(title=title, width=width))
 
+    def _repr_svg_(self) -> str | None:
+        """A notebook's form: the flamegraph (nothing for no stacks: the text shows)."""
+        return self.svg() if len(self) else None
+
 
 class Summary(dict):
     """The engine's summary (peaks, top allocation sites, OOM diagnosis, ...)

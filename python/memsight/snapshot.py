@@ -12,6 +12,7 @@ import pickle
 import threading
 from typing import Any
 
+from . import _notebook
 from ._engine import core
 from ._errors import MemsightError
 # The names below are memsight.snapshot's as well (memsight/__init__ and the
@@ -66,6 +67,14 @@ class Snapshot:
             f"<memsight.Snapshot{where}: {self.device_count} device(s), "
             f"{self.segment_count} segments, {self.trace_entry_count} trace entries>"
         )
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        """IPython's plain-text form: the summary's text."""
+        p.text(_notebook.pretty_text(self))
+
+    def _repr_html_(self) -> str | None:
+        """A notebook's form: the page inline, sandboxed (see memsight._notebook)."""
+        return _notebook.page_html(self)
 
     @property
     def has_trace(self) -> bool:
