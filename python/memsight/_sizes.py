@@ -21,5 +21,6 @@ def parse_size(value: int | str, what: str = "size") -> int:
         raise ValueError(f"{what}: {value!r} is not a size such as '2 GiB'")
     try:
         return int(core().parse_size(re.sub(r"^(\d+)\s+", r"\1", value.strip())))
-    except ValueError as e:
-        raise ValueError(f"{what}: {e}") from None
+    except ValueError:
+        raise ValueError(f"{what}: {value!r} is not a size: digits and an optional unit "
+                         "(512M, 8G, '2 GiB', 4096)") from None
