@@ -13,6 +13,7 @@ PKGS=(
   python3 python3-dev python3-pytest python3-pybind11 pybind11-dev python3-yaml
   python3-boto3 python3-fsspec                     # uploads (s3://, other schemes)
   python3-torch python3-ipython                    # CPU tests of the torch tools and the magics
+  python3-nbformat python3-nbclient python3-ipykernel  # the notebook run headlessly (tests/python/test_notebook.py)
   python3-pandas                                   # reference for the line profiler's tables
   python3-mypy                                     # scripts/lint_python.sh (ruff comes from npm, below)
   nodejs chromium                                  # viewer tests

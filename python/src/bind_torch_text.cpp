@@ -119,8 +119,8 @@ void bind_torch_text(py::module_& m, SnapshotClass& snapshot) {
       [](const std::string& text) {
         uint64_t bytes = 0;
         if (!parse_size(text, bytes))
-          throw py::value_error("'" + text +
-                                "' is not a size: digits and an optional unit (512M, 8G, 80GiB, 4096)");
+          throw py::value_error(
+              "'" + text + "' is not a size: digits and an optional unit (512M, 8G, 80GiB, 4096)");
         return bytes;
       },
       py::arg("text"), "A size as the CLI reads it (\"512M\", \"80GiB\", \"4096\"): bytes.");

@@ -303,4 +303,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["MemsightCallback", "MemsightHooks", "callback_class", "trainer_callback_base"]
+__all__ = ["MemsightCallback", "MemsightHooks", "callback_class", "trainer_callback_base"]  # noqa: F822 - built on first use

@@ -19,12 +19,12 @@ goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Dict, Union
 
 log = logging.getLogger("memsight")
 
-Metrics = Mapping[str, "float | int"]
+Metrics = Dict[str, Union[float, int]]
 Sink = Callable[[Metrics, int], None]
 
 #: The x axis of memsight's charts in Weights & Biases.
@@ -55,7 +55,8 @@ def wandb_sink(run: Any) -> Sink:
                 run.define_metric("memory/*", step_metric=WANDB_STEP)
             except Exception as e:  # an older wandb: the run's own step is the x axis
                 log.debug("memsight: wandb define_metric failed: %s", e)
-        run.log({**metrics, WANDB_STEP: step})
+        data: dict[str, Any] = {**metrics, WANDB_STEP: step}
+        run.log(data)
 
     return sink
 
