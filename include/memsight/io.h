@@ -26,7 +26,19 @@ void set_max_expanded(uint64_t bytes);
 // The calling thread's setting (0: the defaults), to hand to helper threads.
 uint64_t max_expanded_setting();
 
-// Writes `content` to `path` atomically (temp file + rename). Throws Error.
+// Writes `content` to `path` whole or not at all: into a temporary beside
+// it (".NAME.memsight-tmp-PID-TAG"), then renamed over it. A replaced file
+// keeps its permissions, a new one gets the umask's; a read-only file is
+// refused unless set_replace_read_only(true); a link is written through; a
+// device or pipe is written in place. Temporaries that a killed writer left
+// for the same name are removed first. Throws Error.
 void write_file_atomic(const std::string& path, std::string_view content);
+// Whether write_file_atomic replaces read-only files (the CLI's --force), for
+// every thread of the process; off by default.
+void set_replace_read_only(bool allow);
+// For an executable (a host such as Python owns its signals): SIGINT,
+// SIGTERM and SIGHUP remove the temporaries being written, then end the
+// process as they would have. A signal already ignored stays ignored.
+void remove_temporaries_on_signals();
 
 }  // namespace memsight

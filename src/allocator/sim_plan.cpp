@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "allocator/simulate.h"
+#include "util/text_format.h"
 
 namespace memsight::simulate {
 namespace {
@@ -181,8 +182,8 @@ std::string incomplete(const Snapshot& snap, const Plan& p) {
   if (wrapped(snap))
     return "the history buffer wrapped: the simulation starts from an estimated state";
   if (p.trace.start.estimated)
-    return "the trace frees " + std::to_string(p.trace.start.estimated) +
-           " blocks it never saw allocated (recording began late or the buffer wrapped): "
+    return "the trace frees " + count_of(p.trace.start.estimated, "block") +
+           " it never saw allocated (recording began late or the buffer wrapped): "
            "their sizes are estimated";
   return "";
 }

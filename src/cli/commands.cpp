@@ -175,14 +175,17 @@ constexpr Syntax kWhatif{
     "not, it says so and by how much.\n",
     kWhatifOptions, 21};
 
-constexpr sv kViewForms[] = {"SNAPSHOT [-o FILE] [--view NAME]"};
+constexpr sv kViewForms[] = {"SNAPSHOT [-o FILE] [--view NAME] [--device N]"};
 constexpr Option kViewOptions[] = {
     kOutput,
     {"--view", "", Takes::Value, "--view NAME",
      "first view: overview, timeline, segments-timeline, state,\n"
      "pools, flamegraph, settings, leaks (trace-plot: timeline;\n"
      "segment-plot: state)"},
-    {"--device", "-d", Takes::Value},
+    {"--device", "-d", Takes::Value, "--device N",
+     "the device the page opens on (default: the one with\n"
+     "the most trace entries); a page holds at most 64\n"
+     "devices, and always this one"},
     {"--user-code", "", Takes::Value, "--user-code PATS",
      "what counts as your code, as for `summary` (the page\n"
      "can change it too)"},
@@ -341,6 +344,9 @@ constexpr Command kCommands[] = {
 };
 
 constexpr Option kCommonOptions[] = {
+    {"--force", "", Takes::Nothing, "--force",
+     "replace an output file that is read-only (a file's\n"
+     "permissions carry over to the one that replaces it)"},
     {"--max-expanded", "", Takes::Value, "--max-expanded SIZE",
      "the most bytes a compressed snapshot may expand\n"
      "to (8G, 512M, ...). Default: 100 times the\n"

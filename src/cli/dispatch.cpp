@@ -11,6 +11,7 @@
 #include "cli/command_table.h"
 #include "memsight/cli.h"
 #include "memsight/error.h"
+#include "memsight/io.h"
 #include "memsight/reader.h"
 #include "util/version.h"
 
@@ -40,6 +41,7 @@ int run(const memsight::cli::Command& c, const std::vector<std::string>& argv) {
   Args a = parse_args(std::string(c.name), argv, c.syntax->options, common_options());
   for (const std::string& size : a.all("--max-expanded"))
     memsight::set_max_expanded(parse_size("--max-expanded", size));
+  memsight::set_replace_read_only(a.has("--force"));
   int rc = c.run(a);
   write_stdout("");  // whatever went to standard output must have reached it
   return rc;
@@ -67,11 +69,14 @@ int memsight::cli_main(const std::vector<std::string>& args) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   for (const auto& a : rest)
     if (asks_help(a)) return print_help(command_help(*c));
-  // Restores the default expansion limit when the command ends: the Python
-  // module runs commands in-process, one after another.
-  struct ExpansionScope {
-    ~ExpansionScope() { memsight::set_max_expanded(0); }
-  } expansion_scope;
+  // Restores the default expansion limit and --force when the command ends:
+  // the Python module runs commands in-process, one after another.
+  struct SettingsScope {
+    ~SettingsScope() {
+      memsight::set_max_expanded(0);
+      memsight::set_replace_read_only(false);
+    }
+  } settings_scope;
   try {
     return run(*c, rest);
   } catch (const ClosedPipe&) {

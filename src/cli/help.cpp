@@ -30,7 +30,7 @@ constexpr GroupText kGroups[] = {
     {Group::Beyond, "Beyond torch:\n", ""},
 };
 
-constexpr std::string_view kCommonHeading = "Options of every command that reads a snapshot:\n";
+constexpr std::string_view kCommonHeading = "Options of every command:\n";
 
 constexpr std::string_view kOutro = R"(
 A file given to the wrong command is named with the command that reads it
@@ -116,6 +116,9 @@ std::string command_help(const Command& c) {
   for (const Option& o : s.options)
     if (!o.label.empty()) append_option_row(out, o, s.column);
   out += s.after;
+  out += '\n';
+  out += kCommonHeading;
+  for (const Option& o : common_options()) append_overview_row(out, o.label, o.help);
   return out;
 }
 

@@ -54,6 +54,32 @@ bool ends_with_nocase(std::string_view s, std::string_view ext) {
              [](char e, char c) { return std::tolower(static_cast<unsigned char>(c)) == e; });
 }
 
+// Names of kinds of files no command writes: without this, `-o x.png` wrote
+// a text report under a picture's name, as any unknown name gets the
+// command's default. Names memsight knows nothing about (.log, .out) still do.
+struct Foreign {
+  std::string_view exts[9];
+  const char* label;
+};
+
+constexpr Foreign kForeign[] = {
+    {{".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".ico"}, "an image"},
+    {{".pdf", ".ps", ".eps", ".doc", ".docx", ".odt", ".rtf"}, "a document"},
+    {{".csv", ".tsv", ".xls", ".xlsx", ".ods", ".parquet"}, "a table"},
+    {{".yaml", ".yml", ".xml", ".toml"}, "structured data"},
+    {{".zip", ".tar", ".tgz", ".7z", ".rar"}, "an archive"},
+    {{".pt", ".pth", ".safetensors", ".npy", ".npz", ".ckpt"}, "tensors or a checkpoint"},
+};
+
+// "an image (.png)" for a name ending in one of kForeign's extensions, else "".
+std::string foreign_kind(std::string_view base) {
+  for (const Foreign& f : kForeign)
+    for (std::string_view ext : f.exts)
+      if (!ext.empty() && ends_with_nocase(base, ext))
+        return std::string(f.label) + " (" + std::string(ext) + ")";
+  return "";
+}
+
 }  // namespace
 
 std::string named_format(const std::string& path) {
@@ -80,6 +106,10 @@ std::string output_format(const std::string& command, const std::string& path,
     throw Error("-o " + path + ": only `memsight convert` writes compressed files; `memsight " +
                 command + "` writes " + what + " (compress it afterwards)");
   std::string asked = named_format(path);
+  if (std::string kind = foreign_kind(without_compression_suffix(path));
+      asked.empty() && !kind.empty())
+    throw Error("-o " + path + " names " + kind + ", which `memsight " + command +
+                "` does not write: it writes " + what);
   if (asked.empty()) return std::string(fallback);
   if (std::find(writes.begin(), writes.end(), asked) == writes.end()) {
     const Format* f = format_named(asked);

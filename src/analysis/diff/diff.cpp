@@ -17,6 +17,7 @@
 #include "analysis/moments/moment.h"
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
@@ -33,12 +34,13 @@ std::string note_of(const replay::Result& rr) {
   int64_t off = rr.unplaced_allocs + rr.size_mismatches;
   std::string note;
   if (rr.estimated_blocks)
-    note = std::to_string(rr.estimated_blocks) +
-           " blocks were freed in the trace but allocated before it (the history began late or "
+    note = count_of(rr.estimated_blocks, "block") + (rr.estimated_blocks == 1 ? " was" : " were") +
+           " freed in the trace but allocated before it (the history began late or "
            "wrapped): their sizes are estimated";
   if (off)
-    note += (note.empty() ? "" : "; ") + std::to_string(off) +
-            " block sizes could not be replayed exactly and are estimated from the request";
+    note += (note.empty() ? "" : "; ") + count_of(off, "block size") +
+            " could not be replayed exactly and " + (off == 1 ? "is" : "are") +
+            " estimated from the request";
   return note;
 }
 

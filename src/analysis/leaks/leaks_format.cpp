@@ -15,22 +15,23 @@ namespace {
 std::string num(int64_t v) { return std::to_string(v); }
 
 std::string source_text(const FrameClassifier& fc, const Iterations& it) {
-  const std::string n = count_text(static_cast<int64_t>(it.starts.size()));
+  const int64_t n = static_cast<int64_t>(it.starts.size());
   auto steps = [&] {
     return it.numbers.empty()
                ? std::string()
                : ", steps " + num(it.numbers.front()) + " to " + num(it.numbers.back());
   };
   if (it.source == "memsight steps")
-    return n + " steps marked by memsight.torch.mark_step()" + steps();
-  if (it.source == "profiler steps") return n + " torch.profiler steps (ProfilerStep#N)" + steps();
+    return count_of(n, "step") + " marked by memsight.torch.mark_step()" + steps();
+  if (it.source == "profiler steps")
+    return count_of(n, "torch.profiler step") + " (ProfilerStep#N)" + steps();
   if (it.source == "optimizer steps")
-    return n + " optimizer steps (torch's Optimizer.step annotations)";
+    return count_of(n, "optimizer step") + " (torch's Optimizer.step annotations)";
   if (it.source == "repeating allocations") {
     char every[64];
     std::snprintf(every, sizeof every, "%.0f", it.period);
-    return n + " iterations of a repeating pattern: the allocation at " + fc.site_label(it.marker) +
-           " recurs every ~" + every + " allocations";
+    return count_of(n, "iteration") + " of a repeating pattern: the allocation at " +
+           fc.site_label(it.marker) + " recurs every ~" + every + " allocations";
   }
   return "no iterations";
 }

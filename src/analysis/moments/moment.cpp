@@ -5,6 +5,7 @@
 
 #include "memsight/error.h"
 #include "memsight/leaks.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
@@ -30,11 +31,15 @@ int64_t step_event(const Snapshot& snap, size_t device, std::string_view at) {
                 "'s trace has no iterations to name by step (no memsight.torch.mark_step(), "
                 "profiler or optimizer step annotations, no repeating allocations)");
   auto pos = std::find(it.numbers.begin(), it.numbers.end(), step);
-  if (pos == it.numbers.end())
+  if (pos == it.numbers.end()) {
+    const std::string first = std::to_string(it.numbers.front());
+    const std::string which =
+        it.numbers.size() == 1 ? "is step " + first
+                               : "are steps " + first + " to " + std::to_string(it.numbers.back());
     throw Error("device " + std::to_string(device) + " has no step " + std::string(n) + " (its " +
-                std::to_string(it.starts.size()) + " iterations, " + it.source + ", are steps " +
-                std::to_string(it.numbers.front()) + " to " + std::to_string(it.numbers.back()) +
-                ")");
+                count_of(static_cast<int64_t>(it.starts.size()), "iteration") + ", " + it.source +
+                ", " + which + ")");
+  }
   return it.starts[static_cast<size_t>(pos - it.numbers.begin())] - 1;
 }
 
