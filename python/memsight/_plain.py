@@ -8,7 +8,7 @@ that contains itself, or nesting deeper than the engine reads.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ._errors import MemsightError
 
@@ -69,7 +69,7 @@ def explain(data: Any) -> MemsightError | None:
         on_path.add(id(value))
         exits.append(id(value))
         todo.append((None, -1, depth))
-        items = value.items() if isinstance(value, dict) else enumerate(value)
+        items = value.items() if isinstance(value, dict) else enumerate(cast("list[Any]", value))
         for key, item in items:
             if type(value) is dict and type(key) not in _SCALARS:
                 return MemsightError(
