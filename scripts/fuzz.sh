@@ -13,12 +13,13 @@ TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
   TARGETS=(unpickler snapshot source roundtrip shares)
   [ -x build/fuzz/fuzz_profile ] && TARGETS+=(profile)
+  [ -x build/fuzz/fuzz_pickle_python ] && TARGETS+=(pickle_python)
 fi
 for t in "${TARGETS[@]}"; do
   case "$t" in
     source) dict=tests/fuzz/dict/source.dict; seeds=tests/fuzz/corpus/source ;;
     profile) dict=tests/fuzz/dict/profile.dict; seeds=tests/fuzz/corpus/profile ;;
-    roundtrip) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/snapshot ;;
+    roundtrip | pickle_python) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/snapshot ;;
     shares) dict=tests/fuzz/dict/shares.dict; seeds=tests/fuzz/corpus/shares ;;
     *) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/$t ;;
   esac

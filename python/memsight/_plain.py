@@ -8,11 +8,13 @@ that contains itself, or nesting deeper than the engine reads.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ._errors import MemsightError
 
 MAX_DEPTH = 1000  # the engine's limit on nested values
+# Exact types: a subclass (an OrderedDict, an IntEnum) pickles as a call to
+# its class, which the engine refuses to run, so it is named as its type.
 _SCALARS = (type(None), bool, int, float, str, bytes)
 _CONTAINERS = (dict, list, tuple)
 
@@ -45,7 +47,7 @@ def explain(data: Any) -> MemsightError | None:
         if value is None and at < 0:
             on_path.discard(exits.pop())
             continue
-        if isinstance(value, str):
+        if type(value) is str:
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as e:
@@ -53,12 +55,12 @@ def explain(data: Any) -> MemsightError | None:
                     f"{_where(chain, at)} is a str with a lone surrogate at index {e.start}: "
                     "a snapshot's text must be valid Unicode")
             continue
-        if isinstance(value, _SCALARS):
+        if type(value) in _SCALARS:
             continue
-        if not isinstance(value, _CONTAINERS):
+        if type(value) not in _CONTAINERS:
             return MemsightError(
                 f"{_where(chain, at)} is of type {type(value).__name__}: a snapshot holds only "
-                "dicts, lists, tuples, str, bytes, int, float, bool and None")
+                "dicts, lists, tuples, str, bytes, int, float, bool and None, not subclasses of them")
         if id(value) in on_path:
             return MemsightError(f"{_where(chain, at)} contains itself: a snapshot is a tree")
         if depth >= MAX_DEPTH:
@@ -67,14 +69,14 @@ def explain(data: Any) -> MemsightError | None:
         on_path.add(id(value))
         exits.append(id(value))
         todo.append((None, -1, depth))
-        items = value.items() if isinstance(value, dict) else enumerate(value)
+        items = value.items() if isinstance(value, dict) else enumerate(cast("list[Any]", value))
         for key, item in items:
-            if isinstance(value, dict) and not isinstance(key, _SCALARS):
+            if type(value) is dict and type(key) not in _SCALARS:
                 return MemsightError(
                     f"{_where(chain, at)} has a key of type {type(key).__name__}")
             chain.append((at, key))
             todo.append((item, len(chain) - 1, depth + 1))
-            if isinstance(value, dict) and isinstance(key, str):
+            if type(value) is dict and type(key) is str:
                 chain.append((at, key))
                 todo.append((key, len(chain) - 1, depth + 1))
     return None

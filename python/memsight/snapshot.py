@@ -400,7 +400,7 @@ def from_dict(data: Any) -> Snapshot:
     """
     try:
         data_bytes = pickle.dumps(data, protocol=4)
-    except (TypeError, AttributeError, RecursionError, pickle.PicklingError) as e:
+    except Exception as e:  # noqa: BLE001 - an object's __reduce__ may raise anything
         raise explain(data) or MemsightError(f"cannot pickle the snapshot: {e}") from None
     # Cheap checks first; the full walk runs only on what the engine refuses
     # or on text the engine would keep but not encode.

@@ -33,8 +33,26 @@ void Unpickler::convert_node(Val container, Val compact) {
   }
 }
 
+// A change to a container a memo read has handed out: with a hook, what it
+// converted may hold the container as it was (see NeedsExactRead).
+void Unpickler::shared_change() {
+  if (hook_) throw NeedsExactRead{};
+  ++shared_changes_;
+}
+
+// APPEND or SETITEM on `target`, which is not a list or a dict. With a hook
+// it may be one that was converted (a frames list into a stack, a dict into
+// a row or a frame) and then reached again: a read without conversions tells.
+void Unpickler::changed_after_use(Val target, const char* what) const {
+  Val::Tag t = target.tag();
+  bool converted = target.is_node() ? nodes_[target.idx()].is_converted
+                                    : t == Val::Row || t == Val::FrameRef || t == Val::StackRef;
+  if (hook_ && converted) throw NeedsExactRead{};
+  fail(what);
+}
+
 void Unpickler::append_items(Node& list, const Val* v, size_t n) {
-  if (list.gets) ++shared_changes_;
+  if (list.gets) shared_change();
   size_t i = 0;
   if (list.items.empty()) {
     // Extend the row range while the items are the next rows.
@@ -58,7 +76,7 @@ void Unpickler::append_items(Node& list, const Val* v, size_t n) {
 void Unpickler::add_pairs(Node& d, const Val* kv, size_t n) {
   // Later keys replace earlier equal ones, as in a Python dict. Only scalar
   // keys can be compared cheaply; small dicts are checked, big ones trusted.
-  if (d.gets) ++shared_changes_;
+  if (d.gets) shared_change();
   for (size_t i = 0; i + 1 < n; i += 2) {
     bool replaced = false;
     if (d.items.size() <= 64) {
@@ -107,9 +125,10 @@ void Unpickler::set_items(size_t from) {
   for (size_t i = from; i < stack_.size(); i += 2)
     if (!hashable(stack_[i], 0)) fail("a dict key is a list or a dict, which Python refuses");
   Val target = stack_[from - 1];
-  if (target.tag() != Val::Dict) fail("SETITEM on something that is not a dict");
+  if (target.tag() != Val::Dict)
+    changed_after_use(target, "SETITEM on something that is not a dict");
   Node* d = &nodes_[target.idx()];
-  if (d->is_converted) fail("dict updated after it was read (split SETITEMS are not supported)");
+  if (d->is_converted) changed_after_use(target, "SETITEM on something that is not a dict");
   if (d->items.empty() && hook_ && d->gets == 0 && n > 0) {
     Val out;
     if (hook_->convert_dict(*this, {stack_.data() + from, n}, out)) {

@@ -230,6 +230,9 @@ Val Unpickler::run() {
         break;
       case DUP:
         if (stack_.empty()) fail("DUP on an empty stack");
+        // A second holder, as a memo read makes one: the node is not
+        // recycled when converted, and a change to it counts as shared.
+        if (stack_.back().is_node()) ++nodes_[stack_.back().idx()].gets;
         stack_.push_back(stack_.back());
         break;
       case NONE:
@@ -356,7 +359,7 @@ Val Unpickler::run() {
         if (stack_.size() < 2) fail("APPEND with too few items on the stack");
         Val list = stack_[stack_.size() - 2];
         if (list.tag() != T::List || nodes_[list.idx()].is_converted)
-          fail("APPEND to something that is not a list");
+          changed_after_use(list, "APPEND to something that is not a list");
         append_items(nodes_[list.idx()], &stack_.back(), 1);
         stack_.pop_back();
         break;
@@ -366,7 +369,7 @@ Val Unpickler::run() {
         if (from == 0) fail("APPENDS without a list");
         Val list = stack_[from - 1];
         if (list.tag() != T::List || nodes_[list.idx()].is_converted)
-          fail("APPENDS to something that is not a list");
+          changed_after_use(list, "APPENDS to something that is not a list");
         append_items(nodes_[list.idx()], stack_.data() + from, stack_.size() - from);
         stack_.resize(from);
         break;

@@ -106,6 +106,16 @@ extern std::atomic<uint64_t> parallel_walks;
 // gives the answer, or the error, for the input as it is.
 struct NeedsFullRead {};
 
+// Thrown when a read that converts values as they stream in (a trace entry
+// into a row, a frame dict into a frame, a frames list into a stack) meets a
+// change to a container that may already have been used: a list or dict
+// changed after a memo read of it, or one already converted. pickle.loads
+// shows the change to every holder; a conversion made earlier would not.
+// Python's pickler never writes such a change (it fills each container
+// before any memo read of it), so real snapshots never see this: the caller
+// reads the input again with no conversion until the pickle has ended.
+struct NeedsExactRead {};
+
 // A trace entry decoded by the row lane: its keys in order, what each is,
 // and the values.
 struct RowFields {
@@ -182,7 +192,8 @@ class Unpickler {
   uint64_t offset() const;  // byte offset of the next unread byte
   // Counts changes to containers that were read through the memo (and so
   // may be held elsewhere too): a copy of one made before the count moved
-  // may be out of date.
+  // may be out of date. With a hook, such a change ends the read instead
+  // (NeedsExactRead), so only a read without one counts any.
   uint64_t shared_changes() const { return shared_changes_; }
 
  private:
@@ -197,6 +208,8 @@ class Unpickler {
   void memo_put(uint64_t idx);
   Val memo_get(uint64_t idx);
   void set_items(size_t from);  // SETITEM(S) / DICT helper
+  void shared_change();
+  [[noreturn]] void changed_after_use(Val target, const char* what) const;
   bool hashable(Val v, int depth) const;
   void add_pairs(Node& d, const Val* kv, size_t n);
   void append_items(Node& list, const Val* v, size_t n);

@@ -15,5 +15,7 @@ Snapshot read_snapshot_named(const OpenSource& open, const std::string& name,
                              const Progress& progress, ReadScope scope);
 
 // A full read decodes a big trace on several threads (parallel_decode.cpp).
-Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope);
+// An exact one (`exact`) converts nothing until the pickle has ended: for
+// the rare pickle that changes a container after using it (NeedsExactRead).
+Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope, bool exact);
 }  // namespace memsight

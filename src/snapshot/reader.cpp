@@ -125,15 +125,17 @@ void Builder::finish(Unpickler& vm, Val root) {
 
 }  // namespace build
 
-Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope) {
+Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scope, bool exact) {
   Snapshot snap;
   build::Builder builder(snap);
-  Unpickler vm(src, snap.strings, &builder, progress);
-  vm.enable_fast_path(&snap.frames, build::kName);
-  bool skip = scope == ReadScope::SegmentsOnly;
+  // The exact read converts nothing while the pickle streams in: every
+  // container is a node until STOP, then converted as it is then.
+  Unpickler vm(src, snap.strings, exact ? nullptr : &builder, progress);
+  bool skip = scope == ReadScope::SegmentsOnly && !exact;
+  if (!exact) vm.enable_fast_path(&snap.frames, build::kName);
   if (skip)
     vm.skip_value_of(build::kDeviceTraces);
-  else
+  else if (!exact)
     vm.decode_in_parallel(build::kDeviceTraces, build::kFilename, build::kLine);
   if (src.total() > 0 && src.compression().empty()) {
     // Reserved, not touched: untouched pages cost no memory, and tables that
@@ -154,17 +156,30 @@ Snapshot read_snapshot(ByteSource& src, const Progress& progress, ReadScope scop
 }
 
 namespace {
+// The segments-only read, the full read, and the exact read (NeedsExactRead),
+// each tried when the one before cannot vouch for the input. `open` gives
+// the input anew each time.
 template <typename Open>
 Snapshot read_with_fallback(Open open, const Progress& progress, ReadScope scope) {
+  bool exact = false;
   if (scope == ReadScope::SegmentsOnly) {
     try {
       auto src = open();
-      return read_snapshot(*src, progress, scope);
+      return read_snapshot(*src, progress, scope, false);
     } catch (const NeedsFullRead&) {
+    } catch (const NeedsExactRead&) {
+      exact = true;
+    }
+  }
+  if (!exact) {
+    try {
+      auto src = open();
+      return read_snapshot(*src, progress, ReadScope::Everything, false);
+    } catch (const NeedsExactRead&) {
     }
   }
   auto src = open();
-  return read_snapshot(*src, progress, ReadScope::Everything);
+  return read_snapshot(*src, progress, ReadScope::Everything, true);
 }
 }  // namespace
 
@@ -185,9 +200,20 @@ Snapshot read_snapshot_named(const OpenSource& open, const std::string& name,
 }
 
 Snapshot read_snapshot_file(const std::string& path, const Progress& progress, ReadScope scope) {
-  // Standard input cannot be read twice, so it is always read in full.
-  if (path == "-") scope = ReadScope::Everything;
-  return read_snapshot_named([&] { return open_source(path); }, path, progress, scope);
+  // Standard input cannot be read twice, so it is always read in full, and
+  // a pickle that needs the exact read (NeedsExactRead) is refused there.
+  if (path != "-")
+    return read_snapshot_named([&] { return open_source(path); }, path, progress, scope);
+  bool opened = false;
+  auto open_once = [&] {
+    if (opened)
+      throw Error(
+          "this pickle changes a list or dict after using it, which memsight reads only from a "
+          "file (it reads such a pickle twice): save it to a file first");
+    opened = true;
+    return open_source(path);
+  };
+  return read_snapshot_named(open_once, path, progress, ReadScope::Everything);
 }
 
 Snapshot read_snapshot_bytes(std::string_view data, ReadScope scope) {

@@ -36,11 +36,32 @@ def generator() -> Any:
     yield 1
 
 
+class RaisingReduce:
+    def __reduce__(self) -> Any:
+        raise ValueError("not today")
+
+
+class DictSubclass(dict):  # type: ignore[type-arg]
+    pass
+
+
+class IntSubclass(int):
+    pass
+
+
 @pytest.mark.parametrize("value, needle", [
     (self_containing(), "data['x']['x'] contains itself"),
     (object(), "data['x'] is of type object"),
     (generator(), "data['x'] is of type generator"),
     ({1, 2}, "data['x'] is of type set"),
+    # Issue 34, item 9: an object whose __reduce__ raises (pickle's own
+    # ValueError came out raw), and subclasses of plain types, which pickle
+    # writes as a call to their class (the engine's "refusing to run code:
+    # ... STACK_GLOBAL" came out).
+    ([0, RaisingReduce()], "data['x'][1] is of type RaisingReduce"),
+    ({"k": DictSubclass(a=1)}, "data['x']['k'] is of type DictSubclass"),
+    ((IntSubclass(3),), "data['x'][0] is of type IntSubclass"),
+    ({IntSubclass(3): 1}, "data['x'] has a key of type IntSubclass"),
     (deep_list(200_000), "is nested deeper than 1000 levels"),
     ([1, "f\udc80"], "data['x'][1] is a str with a lone surrogate at index 1"),
     ({"k\udcff": 1}, "is a str with a lone surrogate at index 1"),

@@ -1,0 +1,137 @@
+// libFuzzer target, differential against CPython's pickle.loads (embedded):
+// an input the snapshot reader accepts, written back by the writer, loads in
+// Python into a value equal to what pickle.loads makes of the input itself;
+// an input pickle.loads refuses, memsight refuses too; and an input
+// pickle.loads accepts is never called corrupted or truncated by memsight
+// (it may be refused as no snapshot, as too deep, or for a type memsight
+// does not read). Python loads through an Unpickler whose find_class
+// refuses everything, so no input can make it run code: the opcodes that
+// call something (REDUCE, BUILD, NEWOBJ, ...) have nothing to call.
+#include <Python.h>
+#include <sanitizer/lsan_interface.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "memsight/error.h"
+#include "memsight/reader.h"
+#include "memsight/text_tools.h"
+
+namespace {
+
+// same(a, b): equal values of the same types, in the same order, -0.0 and
+// nan told apart as pickle keeps them; bytes and bytearray alike (memsight
+// reads both as bytes). load(b): the value, or None when refused; a third
+// item says whether it was refused for being too deep to compare.
+constexpr const char* kPython = R"(
+import io, math, pickle, sys
+sys.setrecursionlimit(5000)
+class _Data(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError('no globals')
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError('no persistent ids')
+def load(b):
+    try:
+        return (True, _Data(io.BytesIO(b)).load())
+    except RecursionError:
+        raise
+    except Exception:
+        return (False, None)
+def same(a, b):
+    if isinstance(a, float) and isinstance(b, float):
+        return math.copysign(1, a) == math.copysign(1, b) and (a == b or (a != a and b != b))
+    if isinstance(a, (bytes, bytearray)) and isinstance(b, (bytes, bytearray)):
+        return bytes(a) == bytes(b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return bool(a == b)
+def check(original, written):
+    # 0: agree; 1: values differ; 2: too deep for Python to compare (skipped).
+    try:
+        ok, want = load(original)
+        if written is None:
+            return 3 if ok else 0
+        if not ok:
+            return 4
+        ok2, got = load(written)
+        return 0 if ok2 and same(want, got) else 1
+    except RecursionError:
+        return 2
+)";
+
+PyObject* g_check = nullptr;
+
+int python_check(std::string_view original, const std::string* written) {
+  __lsan::ScopedDisabler no_leak_checks;  // the interpreter's caches live on
+  PyObject* a =
+      PyBytes_FromStringAndSize(original.data(), static_cast<Py_ssize_t>(original.size()));
+  PyObject* b =
+      written ? PyBytes_FromStringAndSize(written->data(), static_cast<Py_ssize_t>(written->size()))
+              : Py_NewRef(Py_None);
+  PyObject* r = PyObject_CallFunctionObjArgs(g_check, a, b, nullptr);
+  Py_DECREF(a);
+  Py_DECREF(b);
+  if (!r) {
+    PyErr_Print();
+    std::abort();
+  }
+  long v = PyLong_AsLong(r);
+  Py_DECREF(r);
+  return static_cast<int>(v);
+}
+
+// A refusal that says the bytes are no valid pickle (as opposed to no
+// snapshot, a limit, a type memsight does not read, or a pickle without the
+// PROTO header of protocols 2-5, which memsight does not take for one).
+bool says_invalid(const std::string& message) {
+  for (const char* what : {"corrupted pickle", "truncated pickle"})
+    if (message.find(what) != std::string::npos)
+      return message.find("nested deeper than") == std::string::npos &&
+             message.find("is absurd") == std::string::npos &&
+             message.find("values wait on the pickle stack") == std::string::npos;
+  return false;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  __lsan::ScopedDisabler no_leak_checks;
+  Py_InitializeEx(0);
+  PyObject* globals = PyDict_New();
+  PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
+  PyObject* r = PyRun_String(kPython, Py_file_input, globals, globals);
+  if (!r) {
+    PyErr_Print();
+    std::abort();
+  }
+  Py_DECREF(r);
+  g_check = PyDict_GetItemString(globals, "check");
+  Py_INCREF(g_check);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view in(reinterpret_cast<const char*>(data), size);
+  std::string written;
+  std::string refusal;
+  bool accepted = true;
+  try {
+    written = memsight::pickle_snapshot(memsight::read_snapshot_bytes(in));
+  } catch (const memsight::Error& e) {
+    accepted = false;
+    refusal = e.what();
+  }
+  int verdict = python_check(in, accepted ? &written : nullptr);
+  if (verdict == 1) std::abort();                           // values differ
+  if (verdict == 4) std::abort();                           // Python refuses what memsight read
+  if (verdict == 3 && says_invalid(refusal)) std::abort();  // a valid pickle called invalid
+  return 0;
+}
