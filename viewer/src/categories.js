@@ -2,7 +2,7 @@
 // (include/memsight/categories.h) for each element of the memory timeline,
 // the colours of the kinds, and a moment broken down by kind and by module.
 
-import { formatSize } from './format.js';
+import { formatPercent, formatSize } from './format.js';
 import { h } from './ui.js';
 
 // In the engine's order (Category); the colours follow torch's memory
@@ -138,7 +138,7 @@ function kindRows(bytes, tagged) {
   return order.map((k) => h('tr', { class: 'kind-row', 'data-kind': CATEGORIES[k].key },
     h('td', null, swatch(k), CATEGORIES[k].name),
     h('td', { class: 'num' }, formatSize(bytes[k], false)),
-    h('td', { class: 'num' }, `${(bytes[k] / all * 100).toFixed(1)}%`),
+    h('td', { class: 'num' }, formatPercent(bytes[k] / all)),
     h('td', null, tagged[k] === bytes[k] ? 'tagged' : tagged[k] ? `${formatSize(tagged[k], false)} tagged` : 'inferred')));
 }
 

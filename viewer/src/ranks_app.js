@@ -3,13 +3,13 @@
 // that differ from the median and by what, a table of every rank, and the
 // selected rank's details with the link to its own full page.
 
-import { formatSize } from './format.js';
+import { countOf, formatCount, formatPercent, formatSize, signedPercent } from './format.js';
 import { fill, h, longText, segmented } from './ui.js';
 import { CATEGORIES, moduleLabel } from './categories.js';
 import { MODES, RankChart, chartModel } from './ranks_chart.js';
 
 const bytes = (v) => formatSize(v, false);
-const share = (v) => `${(100 * v).toFixed(1)}%`;
+const share = formatPercent;
 
 export const METRIC_NAMES = {
   peak_allocated: 'peak allocated',
@@ -42,6 +42,7 @@ function when(rep, r, peak) {
 }
 
 const partName = (p) => (p.kind === 'module' ? moduleLabel(p.name) : p.name);
+// As the text's deltas: a zero change is "+0.0B" there, as here.
 const signed = (v) => `${v >= 0 ? '+' : '-'}${bytes(Math.abs(v))}`;
 
 // One way a rank differs, as the text report says it.
@@ -50,7 +51,7 @@ export function deltaText(d) {
   if (d.metric === 'fragmentation') return `${name} ${share(d.value)} against the median ${share(d.median)}`;
   const diff = d.value - d.median;
   let out = `${name} ${bytes(d.value)}, ${signed(diff)}` +
-    (d.median > 0 ? ` (${diff >= 0 ? '+' : ''}${Math.round((100 * diff) / d.median)}%)` : '') +
+    (d.median > 0 ? ` (${signedPercent(diff / d.median)})` : '') +
     ` against the median ${bytes(d.median)}`;
   for (const kind of ['kind', 'module', 'site']) {
     const items = d.by.filter((p) => p.kind === kind).map((p) => `${partName(p)} ${signed(p.delta)}`);
@@ -65,8 +66,8 @@ function headline(rep) {
     .map((r) => `${r.origin.tag} round ${r.origin.seq}`));
   const extra = [...(rounds.size === 1 ? rounds : []), ...(rep.world_size > 0 ? [`world size ${rep.world_size}`] : [])];
   const ooms = rep.ooms.length;
-  return `${n} rank${n === 1 ? '' : 's'}${extra.length ? ` (${extra.join(', ')})` : ''}, ` +
-    (ooms ? `${ooms} ran out of memory` : 'none ran out of memory') +
+  return `${countOf(n, 'rank')}${extra.length ? ` (${extra.join(', ')})` : ''}, ` +
+    (ooms ? `${formatCount(ooms)} ran out of memory` : 'none ran out of memory') +
     `, ${rep.differ.length} differ${rep.differ.length === 1 ? 's' : ''} from the median`;
 }
 
@@ -103,7 +104,7 @@ function differSection(rep, select) {
       const i = rep.ranks.findIndex((r) => r.rank === o.rank);
       return h('li', { onclick: () => select(i) }, h('b', null, `rank ${o.rank}: `), o.deltas.map(deltaText).join('; '));
     }))
-    : h('p', null, 'None: every rank is within 5% (and 1.0MiB) of the median on every number.');
+    : h('p', null, 'None: every rank is within 5.0% (and 1.0MiB) of the median on every number.');
   return h('section', { class: 'differ' }, h('h2', null, 'Ranks that differ from the median'),
     h('p', { class: 'sub' }, `The median of each number over all ranks; the most typical rank is rank ${rep.typical_rank}.`), body);
 }
