@@ -300,7 +300,7 @@ describe('empty devices', () => {
     execFileSync('python3', ['-c', 'import pickle, sys; open(sys.argv[1], "wb").write(pickle.dumps(' +
       '{"segments": [], "device_traces": [[] for _ in range(5000)]}))', empty]);
     const { page, problems } = await open(report(empty, dir));
-    assert.deepEqual(await page.locator('.device select option').allTextContents(), ['cuda:0 · 0 events']);
+    assert.deepEqual(await page.locator('.device select option').allTextContents(), ['cuda:0 · 0 trace entries']);
     assert.match(await page.textContent('.overview-head'), /device 0 of 5000/);
     for (const v of VIEWS) {
       await page.click(`.tab[data-view="${v}"]`);
@@ -317,7 +317,7 @@ describe('little history', () => {
     const { page, problems } = await open(report(snap, dir, 'trace-plot'));
     const text = await page.textContent('.timeline-view');
     assert.match(text, /Detail: 203 of 203 allocations/);
-    assert.match(text, /203 allocations over 1 events/);
+    assert.match(text, /203 allocations from the snapshot's state \(no trace entries\)/);
     clean(problems);
     await page.close();
   });

@@ -2,7 +2,7 @@
 // (include/memsight/categories.h) for each element of the memory timeline,
 // the colours of the kinds, and a moment broken down by kind and by module.
 
-import { formatPercent, formatSize } from './format.js';
+import { countOf, formatCount, formatPercent, formatSize } from './format.js';
 import { h } from './ui.js';
 
 // In the engine's order (Category); the colours follow torch's memory
@@ -220,9 +220,9 @@ export function kindsSection(sum) {
   if (!c || !c.at_peak || !(c.at_peak.total || c.at_snapshot.total)) return null;
   const src = c.sources || {};
   const how = src.tags_matched
-    ? `${src.tags_matched} storages were tagged by memsight.torch; the rest is inferred`
+    ? `${src.tags_matched === 1 ? '1 storage was' : `${formatCount(src.tags_matched)} storages were`} tagged by memsight.torch; the rest is inferred`
     : 'Inferred: no memsight.torch tags in this snapshot (record with model= and optimizer= for exact ones)';
-  const phases = src.allocs ? `; the phase of ${src.phase_allocs} of ${src.allocs} allocations is known` +
+  const phases = src.allocs ? `; the phase of ${formatCount(src.phase_allocs)} of ${countOf(src.allocs, 'allocation')} is known` +
     (src.phase_allocs ? ` (from ${src.phases})` : '') : '';
   return h('section', { class: 'panel kinds-panel' },
     h('h3', null, 'What kind of memory'),

@@ -34,20 +34,24 @@ export function mix(a, b, t) {
 
 const UNITS = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei', 'Zi'];
 
-// v with one decimal, exactly as C's printf("%.1f") writes it, which the
-// text reports use (src/util/text_format.cpp): toFixed rounds a value
-// halfway between two tenths away from zero, printf to the even tenth (2304
-// bytes, 2.25 KiB, is "2.2KiB" in both). Only quarters (x.25, x.75) lie
-// exactly halfway, since a double holds no other such value.
-export function fixed1(v) {
-  const q = v * 4;  // exact: a power of two
-  if (Number.isInteger(q) && q % 2 !== 0 && Math.abs(v) < 2 ** 49) {
-    let tenths = Math.abs(v) * 10 - 0.5;  // exact: the tenth below
-    if (tenths % 2 !== 0) tenths += 1;
-    return `${v < 0 ? '-' : ''}${Math.floor(tenths / 10)}.${tenths % 10}`;
-  }
-  return v.toFixed(1);
+// v with `digits` decimals, exactly as C's printf("%.Nf") writes it, which
+// the text reports use (src/util/text_format.cpp): toFixed rounds a value
+// lying exactly halfway away from zero, printf to the even digit (2304 bytes,
+// 2.25 KiB, is "2.2KiB" in both; 0.0625 s is "0.062 s").
+export function fixed(v, digits) {
+  const s = v.toFixed(digits);
+  // The exact decimal expansion (toFixed is exact): halfway is a 5 and zeros.
+  const exact = Math.abs(v).toFixed(Math.min(100, digits + 40));
+  const rest = exact.slice(exact.length - 40);
+  if (!/^50*$/.test(rest) || !isFinite(v) || Math.abs(v) >= 1e21) return s;
+  const kept = exact.slice(0, exact.length - 40).replace(/\.$/, '');
+  const last = kept.charCodeAt(kept.length - 1) - 48;
+  if (last % 2 !== 0) return s;  // toFixed went up, to the even digit
+  return `${v < 0 ? '-' : ''}${kept}`;  // stays at the even digit
 }
+
+// One decimal as printf's "%.1f" (fixed).
+export const fixed1 = (v) => fixed(v, 1);
 
 // One decimal, and "0.0" (no sign) for what rounds to zero, as
 // text_format.cpp's one_decimal; `sign` adds "+" to a positive value.

@@ -3,7 +3,7 @@
 // that differ from the median and by what, a table of every rank, and the
 // selected rank's details with the link to its own full page.
 
-import { countOf, formatCount, formatPercent, formatSize, signedPercent } from './format.js';
+import { countOf, entriesText, fixed, formatCount, formatPercent, formatSize, signedPercent } from './format.js';
 import { fill, h, longText, segmented } from './ui.js';
 import { CATEGORIES, moduleLabel } from './categories.js';
 import { MODES, RankChart, chartModel } from './ranks_chart.js';
@@ -38,7 +38,7 @@ export function seconds(rep, r, timeUs) {
 }
 
 function when(rep, r, peak) {
-  return peak.event < 0 ? 'at the start' : `at ${seconds(rep, r, peak.time_us).toFixed(3)} s`;
+  return peak.event < 0 ? 'at the start' : `at ${fixed(seconds(rep, r, peak.time_us), 3)} s`;
 }
 
 const partName = (p) => (p.kind === 'module' ? moduleLabel(p.name) : p.name);
@@ -68,7 +68,7 @@ function headline(rep) {
   const ooms = rep.ooms.length;
   return `${countOf(n, 'rank')}${extra.length ? ` (${extra.join(', ')})` : ''}, ` +
     (ooms ? `${formatCount(ooms)} ran out of memory` : 'none ran out of memory') +
-    `, ${rep.differ.length} differ${rep.differ.length === 1 ? 's' : ''} from the median`;
+    `, ${formatCount(rep.differ.length)} differ${rep.differ.length === 1 ? 's' : ''} from the median`;
 }
 
 function mismatchSection(rep) {
@@ -155,7 +155,7 @@ export function rankDetails(rep, i, link) {
     ['peak reserved', `${bytes(r.peak_reserved.bytes)} ${when(rep, r, r.peak_reserved)}`],
     ['at the dump', `${bytes(r.at_dump.allocated)} allocated, ${bytes(r.at_dump.reserved)} reserved`],
     ['cached free', `${bytes(r.at_dump.free)}, largest block ${bytes(r.at_dump.largest_free)} (fragmentation ${share(r.at_dump.fragmentation)})`],
-    ['device', `cuda:${r.device}${r.device_total > 0 ? `, ${bytes(r.device_total)}` : ''}${r.limit > 0 ? `, limit ${bytes(r.limit)}` : ''}; ${r.entries} trace entr${r.entries === 1 ? 'y' : 'ies'}`],
+    ['device', `cuda:${r.device}${r.device_total > 0 ? `, ${bytes(r.device_total)}` : ''}${r.limit > 0 ? `, limit ${bytes(r.limit)}` : ''}; ${entriesText(r.entries)}`],
   ];
   if (!r.exact) nums.push(['peaks', `lower bounds: ${r.exactness}`]);
   const origin = originText(r.origin);
@@ -169,7 +169,7 @@ export function rankDetails(rep, i, link) {
       h('div', null, kindsTable(r, rep), h('p', { class: 'hint' }, `kinds ${r.kinds_source}`))),
     h('div', { class: 'cols' },
       listTable('made in each module (not its submodules), at the peak', r.modules.slice(0, 10).map((m) => [moduleLabel(m.name), m.bytes])),
-      listTable('live at the peak, by allocation site', r.sites.slice(0, 10).map((s) => [`${s.site} (${s.count}x)`, s.bytes]))),
+      listTable('live at the peak, by allocation site', r.sites.slice(0, 10).map((s) => [`${s.site} (${formatCount(s.count)}x)`, s.bytes]))),
     r.ooms.map((o) => h('div', null, h('h3', null, `Out of memory at trace entry ${o.event}: ${o.verdict}`),
       h('p', null, o.explanation), o.site ? h('p', { class: 'mono' }, 'requested from: ', longText(o.site)) : null,
       h('ul', null, o.remedies.map((t) => h('li', null, t))))));
@@ -182,7 +182,7 @@ const COLUMNS = [
   ['rank', 'rank', (r) => r.rank],
   ['peak allocated', 'num', (r) => r.peak_allocated.bytes, bytes],
   ['when', 'num', (r, rep) => (r.peak_allocated.event < 0 ? -Infinity : seconds(rep, r, r.peak_allocated.time_us)),
-    (v) => (v === -Infinity ? 'start' : `${v.toFixed(3)} s`)],
+    (v) => (v === -Infinity ? 'start' : `${fixed(v, 3)} s`)],
   ['peak active', 'num', (r) => r.peak_active.bytes, bytes],
   ['peak reserved', 'num', (r) => r.peak_reserved.bytes, bytes],
   ['allocated at dump', 'num', (r) => r.at_dump.allocated, bytes],

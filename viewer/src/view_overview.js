@@ -94,7 +94,7 @@ export class OverviewView {
     const withKinds = frames.map((f) => ({ ...f, baseKind: f.baseKind || f.kind || 'user' }));
     return h('details', null, h('summary', null, longText(label)),
       stackLines(page.formatStack(withKinds)),
-      withKinds.length ? h('details', { class: 'all-frames' }, h('summary', null, `all ${withKinds.length} frames`),
+      withKinds.length ? h('details', { class: 'all-frames' }, h('summary', null, `all ${formatCount(withKinds.length)} frames`),
         stackLines(formatFrames(withKinds, { all: true, kindOf }))) : null);
   }
 
@@ -124,7 +124,7 @@ export class OverviewView {
       h('p', { class: 'sub' }, `Live allocations at the allocated peak (${formatSize(sum.peak_allocated, false)}, ` +
         `after trace entry ${formatCount(Math.max(0, sum.peak_allocated_event))}), grouped by allocation site: the innermost ` +
         `frame of your code${rule}, else of library Python. Click a site for its stack.` +
-        (more > 0 ? ` ${formatCount(more)} smaller sites are not shown.` : '')),
+        (more > 0 ? ` ${countOf(more, 'smaller site')} not shown.` : '')),
       rows.length ? h('table', { class: 'table' },
         h('thead', null, h('tr', null, h('th', null, 'site'), h('th', null, 'bytes'), h('th', null, 'of peak'),
           h('th', null, ''), h('th', null, 'allocations'))),

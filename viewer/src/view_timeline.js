@@ -402,7 +402,8 @@ export class TimelineView {
     }
     this.detailsHead.replaceChildren(
       h('div', { class: 'idle' }, peak,
-        `${countOf(md.m, this.noun.slice(0, -1), this.noun)} over ${entriesText(this.dev.meta.entries)}. `,
+        `${countOf(md.m, this.noun.slice(0, -1), this.noun)}`,
+        this.dev.meta.entries ? ` over ${entriesText(this.dev.meta.entries)}. ` : ' from the snapshot\'s state (no trace entries). ',
         'Hover a band for its details, click to pin them. Wheel: zoom; drag: pan; double-click: reset; ',
         'search matches are drawn even below the detail limit.'));
     this.dev.page.showStack(this.detailsStack, null);

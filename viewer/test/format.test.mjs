@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import {
   A, elideRepeats, formatAddr, formatDuration, formatEvent, formatFrames, formatSize,
   formatDurationTick, formatTimestamp, hashCode, blockColor, keepFrame, niceByteStep, NO_FRAMES_TEXT, TABLEAU10,
-  siteIndex, formatCount, formatPercent, signedPercent, percentPoints, signedSize, countOf,
+  siteIndex, formatCount, formatPercent, signedPercent, percentPoints, signedSize, countOf, fixed,
 } from '../src/format.js';
 import { readFileSync } from 'node:fs';
 
@@ -27,6 +27,14 @@ test('the page formats sizes, percents and counts as the text reports', () => {
   assert.equal(countOf(1, 'trace entry', 'trace entries'), '1 trace entry');
   assert.equal(countOf(1000, 'block'), '1,000 blocks');
   assert.equal(countOf(0, 'block'), '0 blocks');
+});
+
+test('fixed rounds as printf: a value exactly halfway goes to the even digit', () => {
+  // printf("%.Nf") of each, as the C++ text prints it
+  for (const [v, d, want] of [[2.25, 1, '2.2'], [2.75, 1, '2.8'], [-2.25, 1, '-2.2'], [0.0625, 3, '0.062'],
+    [0.0635, 3, '0.064'], [1.5, 0, '2'], [2.5, 0, '2'], [12.35, 1, '12.3'], [28226.871, 3, '28226.871']]) {
+    assert.equal(fixed(v, d), want, `${v} to ${d}`);
+  }
 });
 
 test('formatSize writes sizes as the text reports do, the byte count as MemoryViz', () => {
