@@ -155,7 +155,7 @@ async function checkTimelines(page, summaryText, d) {
 }
 
 describe('the report of each snapshot: overview, kinds, timelines', () => {
-  for (const name of ['transformer_train', 'oom', 'multistream', 'two_devices', 'expandable', 'cuda_graph']) {
+  for (const name of ['transformer_train', 'oom', 'multistream', 'two_devices', 'expandable', 'cuda_graph', 'wrapped', 'state_only']) {
     test(name, async () => {
       const snap = join(FIXTURES, `${name}.pickle`);
       const text = cli('summary', snap);
@@ -171,6 +171,8 @@ describe('the report of each snapshot: overview, kinds, timelines', () => {
           const facts = await overviewShown(page);
           assert.ok(facts.facts['segments / blocks'].startsWith(`${segments} / `),
             `segments: "${facts.facts['segments / blocks']}", the text ${segments}`);
+          // the text lists the devices with data: here the one
+          assert.match(facts.facts.devices, new RegExp(`^\\d+; with trace entries or segments: device ${d}$`));
         }
         await checkTimelines(page, text, d);
         assertClean(problems);

@@ -8,7 +8,7 @@
 // steps a page of them at a time with each step's tables built when it is
 // opened, and names cut for display (the whole text one click away).
 
-import { formatCount, formatDuration, formatPercent, formatSize } from './format.js';
+import { countOf, formatCount, formatDuration, formatPercent, formatSize } from './format.js';
 import { TimeChart } from './chart.js';
 import { fill, h, longText, pagedList } from './ui.js';
 
@@ -151,7 +151,7 @@ export function stepPeakCells(s) {
 function deviceBlock(d, v) {
   return [
     h('h3', null, `${d}: peak ${size(v.peak_allocated)} allocated, ${size(v.peak_reserved)} reserved; ` +
-      `${formatCount(v.allocs)} allocations (${size(v.alloc_bytes)}), ${formatCount(v.frees)} frees (${size(v.free_bytes)})`),
+      `${countOf(v.allocs, 'allocation')} (${size(v.alloc_bytes)}), ${countOf(v.frees, 'free')} (${size(v.free_bytes)})`),
     h('p', { class: 'sub' }, 'Live at the peak, by the op that allocated it:'), opTable(v.live_at_peak),
     h('p', { class: 'sub' }, 'Allocated most during the step:'), opTable(v.allocated_most),
   ];

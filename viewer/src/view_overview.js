@@ -177,7 +177,7 @@ export class OverviewView {
     let wrapped;
     if (sum && sum.history_wrapped) {
       wrapped = sum.history_wrapped === 'possibly'
-        ? `possibly: ${formatCount(sum.orphan_frees)} frees of allocations the trace does not hold ` +
+        ? `possibly: ${countOf(sum.orphan_frees, 'free')} of allocations the trace does not hold ` +
           '(recording started late, or the ring buffer (max_entries) wrapped)'
         : sum.history_wrapped;
     } else if ('trace_alloc_overflowed' in settings) {
@@ -185,7 +185,7 @@ export class OverviewView {
     } else if (!dm.events) {
       wrapped = 'no history recorded';
     } else if (dm.freeOnly) {
-      wrapped = `probably: ${formatCount(dm.freeOnly)} frees of allocations the trace does not hold ` +
+      wrapped = `probably: ${countOf(dm.freeOnly, 'free')} of allocations the trace does not hold ` +
         '(recording started late, or the ring buffer (max_entries) wrapped)';
     } else {
       wrapped = 'no: every freed allocation was recorded';
