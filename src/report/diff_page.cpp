@@ -66,8 +66,14 @@ std::string totals_table(const SnapshotDiff& d) {
   bytes("reserved", a.reserved, b.reserved);
   bytes("cached free", a.free_bytes, b.free_bytes);
   bytes("largest free block", a.largest_free, b.largest_free);
+  // The change in points, as the text report writes it ("-7.0 pt").
+  const double moved = b.fragmentation - a.fragmentation;
   out += "<tr>" + td("fragmentation") + td(percent(a.fragmentation), "num") +
-         td(percent(b.fragmentation), "num") + td("", "num") + "</tr>";
+         td(percent(b.fragmentation), "num") +
+         td(percent_points(moved), moved > 0   ? "num up"
+                                   : moved < 0 ? "num down"
+                                               : "num") +
+         "</tr>";
   return out + "</tbody></table>";
 }
 

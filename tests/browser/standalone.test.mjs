@@ -152,11 +152,14 @@ describe('compressed, dropped, hostile, several', () => {
     await page.close();
   });
 
-  test('two files at once: told to open one at a time (the diff has no route yet)', async () => {
+  test('two files picked: told to pick one, and how memsight diff compares them', async () => {
     const { page, problems } = await openViewer();
     await page.setInputFiles('input.file-picker', [join(FIXTURES, 'oom.pickle'), join(FIXTURES, 'mlp_train.pickle')]);
     assert.equal(await settled(page), 'error');
-    assert.match(await page.textContent('.open-error'), /2 files dropped: open one snapshot at a time/);
+    assert.equal(await page.textContent('.open-error'),
+      'You picked 2 files; this viewer opens one snapshot at a time: pick one of them.\n' +
+      'To compare the two, run\n  memsight diff oom.pickle mlp_train.pickle -o diff.html\n' +
+      'and open diff.html (what grew and shrank between them, by kind, module and allocation site).');
     clean(problems);
     await page.close();
   });

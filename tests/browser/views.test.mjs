@@ -108,7 +108,7 @@ describe('pools, settings, filters, range, search', () => {
     const peak = await page.evaluate(`(() => { const md = ${viewExpr('pools')}.model; let p = 0; for (const t of md.total) p = Math.max(p, t); return p; })()`);
     assert.equal(await page.evaluate(`${viewExpr('pools')}.model.meta.peak`), peak);
     assert.equal(peak, 11 * MiB);
-    assert.match(idle, /^Peak of the bands: 11\.0MiB \(11534336 bytes\) after trace entry \d+ \(each private pool with all it reserves.*The summary's peak allocated: 9\.5MiB after trace entry \d+\. /);
+    assert.match(idle, /^Peak of the bands: 11\.0MiB \(11,534,336 bytes\) after trace entry \d+ \(each private pool with all it reserves.*The summary's peak allocated: 9\.5MiB after trace entry \d+\. /);
     clean(problems);
     await page.close();
   });

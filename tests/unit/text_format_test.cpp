@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
+#include <string>
 
 #include "memsight/text_tools.h"
 
@@ -89,6 +92,34 @@ TEST(TextFormat, CountWithNoun) {
   EXPECT_EQ(count_of(1000, "block"), "1,000 blocks");
   EXPECT_EQ(count_of(1, "trace entry", "trace entries"), "1 trace entry");
   EXPECT_EQ(count_of(2, "trace entry", "trace entries"), "2 trace entries");
+}
+
+// The cases the page's scripts are tested on too (viewer/test/format.test.mjs):
+// the page prints every value as the text reports do.
+TEST(TextFormat, CasesSharedWithThePage) {
+  std::ifstream in(MEMSIGHT_TEST_DATA "/text_formats.tsv");
+  ASSERT_TRUE(in) << "tests/data/text_formats.tsv";
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t a = line.find('\t'), b = line.find('\t', a + 1);
+    ASSERT_NE(b, std::string::npos) << line;
+    std::string fn = line.substr(0, a), arg = line.substr(a + 1, b - a - 1),
+                want = line.substr(b + 1);
+    double v = std::strtod(arg.c_str(), nullptr);
+    auto i = static_cast<int64_t>(v);
+    std::string got = fn == "bytes"            ? format_bytes(v)
+                      : fn == "signed_bytes"   ? signed_bytes(i)
+                      : fn == "percent"        ? percent(v)
+                      : fn == "signed_percent" ? signed_percent(v)
+                      : fn == "percent_points" ? percent_points(v)
+                      : fn == "count"          ? count_text(i)
+                                               : "unknown function " + fn;
+    EXPECT_EQ(got, want) << line;
+    ++n;
+  }
+  EXPECT_GT(n, 30);
 }
 
 TEST(TextFormat, ParsesSizes) {

@@ -4,7 +4,7 @@
 // plot, nested scopes one lane lower, and the hovered scope marked across
 // the plot.
 
-import { TABLEAU10, formatCount, formatDuration, hashCode } from './format.js';
+import { TABLEAU10, countOf, formatCount, formatDuration, hashCode } from './format.js';
 import { h } from './ui.js';
 
 const LANE = 15;      // css px per lane
@@ -101,7 +101,7 @@ export class AnnotationModel {
     if (!this.openStart[i] && !this.openEnd[i]) lines.push(`lasted ${formatDuration(this.t1[i] - this.t0[i])}`);
     const evs = Math.max(0, s1 - s0);
     if (dev.n) {
-      lines.push(evs ? `${formatCount(evs)} allocator event${evs === 1 ? '' : 's'}: trace entries ` +
+      lines.push(evs ? `${countOf(evs, 'allocator event')}: trace entries ` +
         `${formatCount(dev.entry(s0))} to ${formatCount(dev.entry(Math.max(s0, s1 - 1)))}` : 'no allocator event inside');
     }
     return lines.join('\n');

@@ -6,6 +6,7 @@ import { PageData, decodePayload, parseBlob } from './data.js';
 import { RangeControl, TraceRange } from './filters.js';
 import { TimelineModel } from './timeline.js';
 import { Tooltip, h } from './ui.js';
+import { entriesText } from './format.js';
 import { FlameView } from './view_flame.js';
 import { LeaksView } from './view_leaks.js';
 import { OverviewView } from './view_overview.js';
@@ -65,7 +66,7 @@ class App {
         this.show(this.current);
       },
     }, (usable.length ? usable : meta.devices).map((d) => h('option', { value: d.index },
-      `cuda:${d.index} · ${d.events.toLocaleString('en-US')} events`)));
+      `cuda:${d.index} · ${entriesText(d.entries)}`)));
     this.deviceSelect.value = String(this.device);
     // How stacks are shown everywhere: the user's frames first (torch,
     // interpreter and allocator frames counted, not listed) or every frame;
@@ -93,9 +94,12 @@ class App {
         h('div', { class: 'brand' }, h('span', { class: 'logo' }, '▤'), 'memsight'),
         h('div', { class: 'doc-title', title: meta.title }, meta.sourceName || meta.title),
         h('nav', { class: 'tabs', role: 'tablist' }, this.tabs),
-        h('label', { class: 'frames' }, 'Stacks ', this.framesSelect, ' ', this.userCodeInput),
-        this.rangeControl.button,
-        h('label', { class: 'device' }, 'Device ', this.deviceSelect)),
+        // One group, so that a narrow window moves the controls to a
+        // second row together instead of pushing them off the page.
+        h('div', { class: 'header-controls' },
+          h('label', { class: 'frames' }, 'Stacks ', this.framesSelect, ' ', this.userCodeInput),
+          this.rangeControl.button,
+          h('label', { class: 'device' }, 'Device ', this.deviceSelect))),
       this.rangeControl.panel,
       this.host);
     root.classList.remove('loading');

@@ -2,7 +2,7 @@
 // (include/memsight/categories.h) for each element of the memory timeline,
 // the colours of the kinds, and a moment broken down by kind and by module.
 
-import { formatSize } from './format.js';
+import { countOf, formatCount, formatPercent, formatSize } from './format.js';
 import { h } from './ui.js';
 
 // In the engine's order (Category); the colours follow torch's memory
@@ -138,7 +138,7 @@ function kindRows(bytes, tagged) {
   return order.map((k) => h('tr', { class: 'kind-row', 'data-kind': CATEGORIES[k].key },
     h('td', null, swatch(k), CATEGORIES[k].name),
     h('td', { class: 'num' }, formatSize(bytes[k], false)),
-    h('td', { class: 'num' }, `${(bytes[k] / all * 100).toFixed(1)}%`),
+    h('td', { class: 'num' }, formatPercent(bytes[k] / all)),
     h('td', null, tagged[k] === bytes[k] ? 'tagged' : tagged[k] ? `${formatSize(tagged[k], false)} tagged` : 'inferred')));
 }
 
@@ -220,9 +220,9 @@ export function kindsSection(sum) {
   if (!c || !c.at_peak || !(c.at_peak.total || c.at_snapshot.total)) return null;
   const src = c.sources || {};
   const how = src.tags_matched
-    ? `${src.tags_matched} storages were tagged by memsight.torch; the rest is inferred`
+    ? `${src.tags_matched === 1 ? '1 storage was' : `${formatCount(src.tags_matched)} storages were`} tagged by memsight.torch; the rest is inferred`
     : 'Inferred: no memsight.torch tags in this snapshot (record with model= and optimizer= for exact ones)';
-  const phases = src.allocs ? `; the phase of ${src.phase_allocs} of ${src.allocs} allocations is known` +
+  const phases = src.allocs ? `; the phase of ${formatCount(src.phase_allocs)} of ${countOf(src.allocs, 'allocation')} is known` +
     (src.phase_allocs ? ` (from ${src.phases})` : '') : '';
   return h('section', { class: 'panel kinds-panel' },
     h('h3', null, 'What kind of memory'),

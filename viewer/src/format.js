@@ -34,23 +34,89 @@ export function mix(a, b, t) {
 
 const UNITS = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei', 'Zi'];
 
-// "1.9MiB (2000000 bytes)"; one decimal as JS's toFixed rounds it (2304 B is
-// "2.3KiB" here while torch's Python tools print "2.2KiB"). The unit is
-// chosen after rounding, as memsight's reports choose it (format_bytes), so
-// that one value never reads both "1.0TiB" and "1024.0GiB" (MemoryViz
-// prints the latter for 1023.96 GiB).
+// v with `digits` decimals, exactly as C's printf("%.Nf") writes it, which
+// the text reports use (src/util/text_format.cpp): toFixed rounds a value
+// lying exactly halfway away from zero, printf to the even digit (2304 bytes,
+// 2.25 KiB, is "2.2KiB" in both; 0.0625 s is "0.062 s").
+export function fixed(v, digits) {
+  const s = v.toFixed(digits);
+  // The exact decimal expansion (toFixed is exact): halfway is a 5 and zeros.
+  const exact = Math.abs(v).toFixed(Math.min(100, digits + 40));
+  const rest = exact.slice(exact.length - 40);
+  if (!/^50*$/.test(rest) || !isFinite(v) || Math.abs(v) >= 1e21) return s;
+  const kept = exact.slice(0, exact.length - 40).replace(/\.$/, '');
+  const last = kept.charCodeAt(kept.length - 1) - 48;
+  if (last % 2 !== 0) return s;  // toFixed went up, to the even digit
+  return `${v < 0 ? '-' : ''}${kept}`;  // stays at the even digit
+}
+
+// One decimal as printf's "%.1f" (fixed).
+export const fixed1 = (v) => fixed(v, 1);
+
+// One decimal, and "0.0" (no sign) for what rounds to zero, as
+// text_format.cpp's one_decimal; `sign` adds "+" to a positive value.
+function oneDecimal(v, sign = false) {
+  if (Math.abs(v) < 0.05) return '0.0';
+  return `${sign && v > 0 ? '+' : ''}${fixed1(v)}`;
+}
+
+// A size as the text reports write it (format_bytes): "976.6KiB", "2.2KiB",
+// the unit chosen after rounding so that one value never reads both
+// "1.0TiB" and "1024.0GiB" (MemoryViz prints the latter for 1023.96 GiB).
+// showBytes adds the exact count, as MemoryViz does: "1.9MiB (2,000,000 bytes)".
 export function formatSize(bytes, showBytes = true) {
   let v = bytes;
   let text = null;
   for (const unit of UNITS) {
     if (Math.abs(v) < 1023.95) {
-      text = `${v.toFixed(1)}${unit}B`;
+      text = `${fixed1(v)}${unit}B`;
       break;
     }
     v /= 1024;
   }
-  if (text === null) text = `${v.toFixed(1)}YiB`;
-  return showBytes ? `${text} (${bytes} bytes)` : text;
+  if (text === null) text = `${fixed1(v)}YiB`;
+  return showBytes ? `${text} (${formatCount(bytes)} bytes)` : text;
+}
+
+// A change in size: "+1.5MiB", "-976.6KiB", "0" for none (signed_bytes).
+export function signedSize(delta) {
+  if (delta === 0) return '0';
+  return (delta > 0 ? '+' : '-') + formatSize(Math.abs(delta), false);
+}
+
+// A share as a percent with one decimal: 0.1234 -> "12.3%" (percent).
+export function formatPercent(share) {
+  return `${oneDecimal(100 * share)}%`;
+}
+
+// A relative change with its sign: 0.05 -> "+5.0%" (signed_percent).
+export function signedPercent(change) {
+  return `${oneDecimal(100 * change, true)}%`;
+}
+
+// A change between two shares in percentage points: "-7.0 pt", "0" for none
+// (percent_points).
+export function percentPoints(change) {
+  return change === 0 ? '0' : `${oneDecimal(100 * change, true)} pt`;
+}
+
+// "1 trace entry", "856,152 trace entries": what the text reports count
+// (the page's events join a free_requested and its free_completed).
+export function entriesText(n) {
+  return countOf(n, 'trace entry', 'trace entries');
+}
+
+// An integer with thousands separators: "856,152" (count_text).
+export function formatCount(n) {
+  const r = Math.round(n);
+  const digits = String(Math.abs(r));
+  return (r < 0 ? '-' : '') + digits.replace(/\B(?=(\d{3})+$)/g, ',');
+}
+
+// A count and its noun: "1 block", "2 blocks", "1,024 trace entries"
+// (count_of): the plural is the singular with an "s" unless given.
+export function countOf(n, singular, plural = `${singular}s`) {
+  return `${formatCount(n)} ${n === 1 ? singular : plural}`;
 }
 
 // How many characters of a name the pages show before cutting it (the full
@@ -194,7 +260,7 @@ export function formatFrames(frames, { all = false, kindOf = (f) => f.baseKind |
   if (all) return frames.map((f, i) => `${kinds[i].padEnd(9)}${frameLine(f)}`).join('\n');
   const site = siteIndex(kinds);
   if (site < 0) {
-    return `${frames.length} frame${frames.length > 1 ? 's' : ''} of allocator and interpreter plumbing ` +
+    return `${countOf(frames.length, 'frame')} of allocator and interpreter plumbing ` +
       '(no code of yours): choose "all frames" to see them';
   }
   const sk = kinds[site];
@@ -210,7 +276,7 @@ export function formatFrames(frames, { all = false, kindOf = (f) => f.baseKind |
   const out = elideRepeats(lines);
   if (python + native) {
     const parts = [python ? `${python} Python` : '', native ? `${native} native` : ''].filter(Boolean);
-    out.push(`[+${parts.join(', +')} frame${python + native > 1 ? 's' : ''} hidden]`);
+    out.push(`[+${parts.join(', +')} ${python + native === 1 ? 'frame' : 'frames'} hidden]`);
   }
   return out.join('\n');
 }
@@ -227,10 +293,6 @@ export function hashCode(s) {
 }
 export function blockColor(addr) {
   return TABLEAU10[Math.abs(hashCode(String(addr))) % 10];
-}
-
-export function formatCount(n) {
-  return Math.round(n).toLocaleString('en-US');
 }
 
 // Durations in microseconds, as compact axis labels: "850µs", "12.5ms", "3.2s", "4m05s".

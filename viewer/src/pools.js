@@ -9,7 +9,7 @@
 // reserved bytes before the trace are its segments at the snapshot minus
 // what the trace's segment events added, as MemoryViz computes them.
 
-import { A, TABLEAU10, formatSize, mix, parseColor, upperBound } from './format.js';
+import { A, TABLEAU10, countOf, formatSize, mix, parseColor, upperBound } from './format.js';
 import { devicePools, elementAttrs, elementMask, poolKind } from './filters.js';
 import { SUMMARY_ID } from './timeline.js';
 
@@ -202,8 +202,8 @@ function describePoolBands(md, base, series) {
       `${p.name}: ${poolKind(p.p0, p.p1)}`,
       `${free ? 'Reserved by the pool but not allocated' : 'Allocated in the pool'}. ` +
         `Peak capacity ${formatSize(sr.peak)}; at the snapshot ${formatSize(series.finalReserved[k])} reserved in ` +
-        `${series.segments[k]} segment${series.segments[k] === 1 ? '' : 's'}, ` +
-        `${formatSize(series.finalActive[k])} allocated in ${series.blocks[k]} block${series.blocks[k] === 1 ? '' : 's'}.`,
+        `${countOf(series.segments[k], 'segment')}, ` +
+        `${formatSize(series.finalActive[k])} allocated in ${countOf(series.blocks[k], 'block')}.`,
       'No other allocation can use a private pool\'s free bytes, so this view counts the pool with all it',
       'reserves. Its allocations one by one: the memory timeline, filtered to this pool.',
     ];

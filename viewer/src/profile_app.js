@@ -8,7 +8,7 @@
 // steps a page of them at a time with each step's tables built when it is
 // opened, and names cut for display (the whole text one click away).
 
-import { formatCount, formatDuration, formatSize } from './format.js';
+import { countOf, formatCount, formatDuration, formatPercent, formatSize } from './format.js';
 import { TimeChart } from './chart.js';
 import { fill, h, longText, pagedList } from './ui.js';
 
@@ -66,14 +66,14 @@ function timelinePage(data) {
     data.categories.map((c, k) => h('span', null, h('i', { style: { background: CATEGORY_COLORS[k] } }), c)));
   const peak = parts.length ? h('section', null,
     h('h2', null, `Peak: ${size(total)} at ${msLabel(ts[data.peak])}`),
-    h('p', { class: 'sub peak-note' }, parts.slice(0, 3).map((r) => `${r.name} ${(r.share * 100).toFixed(0)}%`).join(', ') +
+    h('p', { class: 'sub peak-note' }, parts.slice(0, 3).map((r) => `${r.name} ${formatPercent(r.share)}`).join(', ') +
       (parts[0].name === 'activation' ? ' — activations dominate: activation checkpointing or a smaller batch lowers the peak'
         : parts[0].name === 'optimizer state' ? ' — optimizer state dominates: a sharded or 8-bit optimizer lowers it'
           : parts[0].name === 'parameter' ? ' — parameters dominate: sharding (FSDP) or lower precision lowers them' : '')),
     h('table', null, h('thead', null, h('tr', null, h('th', null, 'category'), h('th', { class: 'num' }, 'bytes'),
       h('th', { class: 'num' }, 'share'))),
     h('tbody', null, parts.map((r) => h('tr', null, h('td', null, r.name), h('td', { class: 'num' }, size(r.bytes)),
-      h('td', { class: 'num' }, `${(r.share * 100).toFixed(1)}%`)))))) : null;
+      h('td', { class: 'num' }, formatPercent(r.share))))))) : null;
   return [
     inputNotes(data.input_notes),
     h('section', null, h('h2', null, `Memory by category${data.device ? ` on ${data.device}` : ''}`),
@@ -151,7 +151,7 @@ export function stepPeakCells(s) {
 function deviceBlock(d, v) {
   return [
     h('h3', null, `${d}: peak ${size(v.peak_allocated)} allocated, ${size(v.peak_reserved)} reserved; ` +
-      `${formatCount(v.allocs)} allocations (${size(v.alloc_bytes)}), ${formatCount(v.frees)} frees (${size(v.free_bytes)})`),
+      `${countOf(v.allocs, 'allocation')} (${size(v.alloc_bytes)}), ${countOf(v.frees, 'free')} (${size(v.free_bytes)})`),
     h('p', { class: 'sub' }, 'Live at the peak, by the op that allocated it:'), opTable(v.live_at_peak),
     h('p', { class: 'sub' }, 'Allocated most during the step:'), opTable(v.allocated_most),
   ];

@@ -3,13 +3,13 @@
 // that differ from the median and by what, a table of every rank, and the
 // selected rank's details with the link to its own full page.
 
-import { formatSize } from './format.js';
+import { countOf, entriesText, fixed, formatCount, formatPercent, formatSize, signedPercent } from './format.js';
 import { fill, h, longText, segmented } from './ui.js';
 import { CATEGORIES, moduleLabel } from './categories.js';
 import { MODES, RankChart, chartModel } from './ranks_chart.js';
 
 const bytes = (v) => formatSize(v, false);
-const share = (v) => `${(100 * v).toFixed(1)}%`;
+const share = formatPercent;
 
 export const METRIC_NAMES = {
   peak_allocated: 'peak allocated',
@@ -38,10 +38,11 @@ export function seconds(rep, r, timeUs) {
 }
 
 function when(rep, r, peak) {
-  return peak.event < 0 ? 'at the start' : `at ${seconds(rep, r, peak.time_us).toFixed(3)} s`;
+  return peak.event < 0 ? 'at the start' : `at ${fixed(seconds(rep, r, peak.time_us), 3)} s`;
 }
 
 const partName = (p) => (p.kind === 'module' ? moduleLabel(p.name) : p.name);
+// As the text's deltas: a zero change is "+0.0B" there, as here.
 const signed = (v) => `${v >= 0 ? '+' : '-'}${bytes(Math.abs(v))}`;
 
 // One way a rank differs, as the text report says it.
@@ -50,7 +51,7 @@ export function deltaText(d) {
   if (d.metric === 'fragmentation') return `${name} ${share(d.value)} against the median ${share(d.median)}`;
   const diff = d.value - d.median;
   let out = `${name} ${bytes(d.value)}, ${signed(diff)}` +
-    (d.median > 0 ? ` (${diff >= 0 ? '+' : ''}${Math.round((100 * diff) / d.median)}%)` : '') +
+    (d.median > 0 ? ` (${signedPercent(diff / d.median)})` : '') +
     ` against the median ${bytes(d.median)}`;
   for (const kind of ['kind', 'module', 'site']) {
     const items = d.by.filter((p) => p.kind === kind).map((p) => `${partName(p)} ${signed(p.delta)}`);
@@ -65,9 +66,9 @@ function headline(rep) {
     .map((r) => `${r.origin.tag} round ${r.origin.seq}`));
   const extra = [...(rounds.size === 1 ? rounds : []), ...(rep.world_size > 0 ? [`world size ${rep.world_size}`] : [])];
   const ooms = rep.ooms.length;
-  return `${n} rank${n === 1 ? '' : 's'}${extra.length ? ` (${extra.join(', ')})` : ''}, ` +
-    (ooms ? `${ooms} ran out of memory` : 'none ran out of memory') +
-    `, ${rep.differ.length} differ${rep.differ.length === 1 ? 's' : ''} from the median`;
+  return `${countOf(n, 'rank')}${extra.length ? ` (${extra.join(', ')})` : ''}, ` +
+    (ooms ? `${formatCount(ooms)} ran out of memory` : 'none ran out of memory') +
+    `, ${formatCount(rep.differ.length)} differ${rep.differ.length === 1 ? 's' : ''} from the median`;
 }
 
 function mismatchSection(rep) {
@@ -103,7 +104,7 @@ function differSection(rep, select) {
       const i = rep.ranks.findIndex((r) => r.rank === o.rank);
       return h('li', { onclick: () => select(i) }, h('b', null, `rank ${o.rank}: `), o.deltas.map(deltaText).join('; '));
     }))
-    : h('p', null, 'None: every rank is within 5% (and 1.0MiB) of the median on every number.');
+    : h('p', null, 'None: every rank is within 5.0% (and 1.0MiB) of the median on every number.');
   return h('section', { class: 'differ' }, h('h2', null, 'Ranks that differ from the median'),
     h('p', { class: 'sub' }, `The median of each number over all ranks; the most typical rank is rank ${rep.typical_rank}.`), body);
 }
@@ -154,7 +155,7 @@ export function rankDetails(rep, i, link) {
     ['peak reserved', `${bytes(r.peak_reserved.bytes)} ${when(rep, r, r.peak_reserved)}`],
     ['at the dump', `${bytes(r.at_dump.allocated)} allocated, ${bytes(r.at_dump.reserved)} reserved`],
     ['cached free', `${bytes(r.at_dump.free)}, largest block ${bytes(r.at_dump.largest_free)} (fragmentation ${share(r.at_dump.fragmentation)})`],
-    ['device', `cuda:${r.device}${r.device_total > 0 ? `, ${bytes(r.device_total)}` : ''}${r.limit > 0 ? `, limit ${bytes(r.limit)}` : ''}; ${r.entries} trace entr${r.entries === 1 ? 'y' : 'ies'}`],
+    ['device', `cuda:${r.device}${r.device_total > 0 ? `, ${bytes(r.device_total)}` : ''}${r.limit > 0 ? `, limit ${bytes(r.limit)}` : ''}; ${entriesText(r.entries)}`],
   ];
   if (!r.exact) nums.push(['peaks', `lower bounds: ${r.exactness}`]);
   const origin = originText(r.origin);
@@ -168,7 +169,7 @@ export function rankDetails(rep, i, link) {
       h('div', null, kindsTable(r, rep), h('p', { class: 'hint' }, `kinds ${r.kinds_source}`))),
     h('div', { class: 'cols' },
       listTable('made in each module (not its submodules), at the peak', r.modules.slice(0, 10).map((m) => [moduleLabel(m.name), m.bytes])),
-      listTable('live at the peak, by allocation site', r.sites.slice(0, 10).map((s) => [`${s.site} (${s.count}x)`, s.bytes]))),
+      listTable('live at the peak, by allocation site', r.sites.slice(0, 10).map((s) => [`${s.site} (${formatCount(s.count)}x)`, s.bytes]))),
     r.ooms.map((o) => h('div', null, h('h3', null, `Out of memory at trace entry ${o.event}: ${o.verdict}`),
       h('p', null, o.explanation), o.site ? h('p', { class: 'mono' }, 'requested from: ', longText(o.site)) : null,
       h('ul', null, o.remedies.map((t) => h('li', null, t))))));
@@ -181,7 +182,7 @@ const COLUMNS = [
   ['rank', 'rank', (r) => r.rank],
   ['peak allocated', 'num', (r) => r.peak_allocated.bytes, bytes],
   ['when', 'num', (r, rep) => (r.peak_allocated.event < 0 ? -Infinity : seconds(rep, r, r.peak_allocated.time_us)),
-    (v) => (v === -Infinity ? 'start' : `${v.toFixed(3)} s`)],
+    (v) => (v === -Infinity ? 'start' : `${fixed(v, 3)} s`)],
   ['peak active', 'num', (r) => r.peak_active.bytes, bytes],
   ['peak reserved', 'num', (r) => r.peak_reserved.bytes, bytes],
   ['allocated at dump', 'num', (r) => r.at_dump.allocated, bytes],

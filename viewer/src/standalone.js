@@ -11,12 +11,29 @@ import { formatSize } from './format.js';
 import { h } from './ui.js';
 
 // What a drop or a pick opens, by the number of files: one snapshot opens
-// its views. Two snapshots are meant to open their diff; that route is added
-// here (ROUTES.set(2, ...)) once the page has a diff view.
+// its views. Two or more get manyFilesText: the page shows one snapshot.
 export const ROUTES = new Map([[1, (viewer, files) => viewer.openSnapshot(files[0])]]);
 
 export function routeFor(count) {
   return ROUTES.get(count) || null;
+}
+
+// A file name as a shell argument: quoted unless it is plain.
+const shellArg = (name) => (/^[\w.,+@%=:/-]+$/.test(name) ? name : `'${name.replace(/'/g, `'\\''`)}'`);
+
+// What the page says when `names` were picked or dropped (`how`) at once:
+// it opens one, and the CLI compares them (two: `memsight diff`; more: the
+// ranks of one job, `memsight ranks`).
+export function manyFilesText(names, how) {
+  const args = names.map(shellArg).join(' ');
+  const lead = `You ${how} ${names.length} files; this viewer opens one snapshot at a time: ` +
+    `${how === 'dropped' ? 'drop' : 'pick'} one of them.`;
+  if (names.length === 2) {
+    return `${lead}\nTo compare the two, run\n  memsight diff ${args} -o diff.html\n` +
+      'and open diff.html (what grew and shrank between them, by kind, module and allocation site).';
+  }
+  return `${lead}\nTo compare two of them, run memsight diff BEFORE AFTER -o diff.html; ` +
+    `for the ranks of one job, run\n  memsight ranks ${args} -o ranks.html`;
 }
 
 // The page's data from the engine's pieces (header, then columns), joined
@@ -46,7 +63,7 @@ class StandaloneViewer {
       onchange: () => {
         const files = [...this.picker.files];
         this.picker.value = '';
-        this.open(files, performance.now());
+        this.open(files, performance.now(), 'picked');
       },
     });
     this.status = h('div', { class: 'viewer-status', role: 'status' });
@@ -63,7 +80,7 @@ class StandaloneViewer {
     window.addEventListener('drop', (e) => {
       e.preventDefault();
       document.body.classList.remove('dragging');
-      this.open([...e.dataTransfer.files], performance.now());
+      this.open([...e.dataTransfer.files], performance.now(), 'dropped');
     });
     this.setState('idle');
   }
@@ -87,12 +104,11 @@ class StandaloneViewer {
         '(the reader accepts only the data opcodes of pickle). Large files are read in pieces.')));
   }
 
-  open(files, at) {
+  open(files, at, how) {
     if (!files.length) return;
     const route = routeFor(files.length);
     if (!route) {
-      this.fail(`${files.length} files dropped: open one snapshot at a time ` +
-        '(comparing two snapshots is not in this viewer yet).');
+      this.fail(manyFilesText(files.map((f) => f.name), how));
       return;
     }
     this.timing = { dropAt: at };
@@ -163,7 +179,7 @@ class StandaloneViewer {
     document.body.dataset.ready = '';
     this.timing.dataBytes = buffer.byteLength;
     this.app = startApp(buffer, this.root, this.timing);
-    const header = this.root.querySelector('header.top');
+    const header = this.root.querySelector('header.top .header-controls');
     if (header) {
       header.append(h('button', {
         type: 'button', class: 'open-another', title: 'open another snapshot (or drop it on the page)',

@@ -3,7 +3,7 @@
 // checkpoint by undoing events, exactly as MemoryViz undoes them from the
 // final snapshot state.
 
-import { A, blockColor, formatAddr, formatSize } from './format.js';
+import { A, blockColor, countOf, formatAddr, formatPercent, formatSize } from './format.js';
 
 export class AllocatorStateModel {
   constructor(dev) {
@@ -226,10 +226,10 @@ function findSegment(byAddr, addr) {
 export function segmentText(s) {
   const free = s.size - s.requested;
   const internal = s.used - s.requested;  // rounding inside blocks
-  const pct = free > 0 ? ` (${(internal / free * 100).toFixed(1)}% lost to rounding inside blocks)` : '';
+  const pct = free > 0 ? ` (${formatPercent(internal / free)} lost to rounding inside blocks)` : '';
   const pool = s.pool && (s.pool[0] || s.pool[1]) ? `, pool (${s.pool[0]}, ${s.pool[1]})` : '';
   return `${formatAddr(true, s.addr, s.version)}: segment of ${formatSize(s.size)}, ` +
-    `${formatSize(free)} free${pct}, stream ${s.stream}${pool}, ${s.blocks.length} active blocks`;
+    `${formatSize(free)} free${pct}, stream ${s.stream}${pool}, ${countOf(s.blocks.length, 'active block')}`;
 }
 
 export function blockText(b) {

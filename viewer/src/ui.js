@@ -1,6 +1,6 @@
 // Small DOM helpers shared by the views and the profiler pages.
 
-import { DISPLAY_CUT, cutLines, cutText, formatCount } from './format.js';
+import { DISPLAY_CUT, countOf, cutLines, cutText, formatCount } from './format.js';
 
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -108,9 +108,9 @@ export function setText(el, text) {
       e.stopPropagation();
       full = !full;
       body.textContent = full ? text : shown;
-      toggle.textContent = full ? 'cut long lines' : `show ${cut} long line${cut > 1 ? 's' : ''} whole`;
+      toggle.textContent = full ? 'cut long lines' : `show ${countOf(cut, 'long line')} whole`;
     },
-  }, `show ${cut} long line${cut > 1 ? 's' : ''} whole`);
+  }, `show ${countOf(cut, 'long line')} whole`);
   el.replaceChildren(body, '\n', toggle);
   return el;
 }

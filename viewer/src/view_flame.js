@@ -2,7 +2,7 @@
 // `memory`) and reserved memory by segment (torch's `segments`), as a
 // zoomable icicle with search.
 
-import { cutText, formatSize } from './format.js';
+import { countOf, cutText, formatPercent, formatSize } from './format.js';
 import { FlameTree, flameColor } from './flame.js';
 import { fill, fitCanvas, frameScheduler, h, segmented, setText } from './ui.js';
 
@@ -77,7 +77,7 @@ export class FlameView {
     const r = t.search(this.searchInput.value);
     this.match = r.count ? r.match : null;
     this.searchInfo.textContent = this.searchInput.value.trim()
-      ? `${r.count} frames, ${formatSize(r.bytes, false)} (${pct(r.bytes, t.value[0])})` : '';
+      ? `${countOf(r.count, 'frame')}, ${formatSize(r.bytes, false)} (${pct(r.bytes, t.value[0])})` : '';
     this.updateCrumbs();
     this.schedule();
   }
@@ -197,7 +197,7 @@ export class FlameView {
 }
 
 function pct(a, b) {
-  return b ? `${(a / b * 100).toFixed(1)}%` : '0%';
+  return formatPercent(b ? a / b : 0);
 }
 
 function fitText(ctx, text, width) {

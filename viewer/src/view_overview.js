@@ -2,7 +2,7 @@
 // memory went, out-of-memory diagnosis), the allocator settings and facts
 // about the file.
 
-import { formatCount, formatDuration, formatFrames, formatSize, formatTimestamp } from './format.js';
+import { countOf, entriesText, formatCount, formatDuration, formatPercent, formatFrames, formatSize, formatTimestamp } from './format.js';
 import { fill, h, longText, setText, stackLines } from './ui.js';
 import { kindsSection, oomKinds } from './categories.js';
 
@@ -40,11 +40,11 @@ export class OverviewView {
           go('segments-timeline', 'Segment timeline →')),
         card('At the snapshot', `${formatSize(sum.allocated_now, false)} / ${formatSize(sum.reserved_now, false)}`,
           `allocated / reserved · ${formatSize(sum.free_now, false)} cached free, ` +
-            `${(sum.fragmentation * 100).toFixed(0)}% fragmented`,
+            `${formatPercent(sum.fragmentation)} fragmented`,
           go('state', 'Allocator state →')),
-        card('History', `${formatCount(dm.events)} events`,
-          `${formatCount(dm.entries)} trace entries${this.span()}`, go('flamegraph', 'Flamegraphs →')),
-        card('Out of memory', ooms.length ? `${ooms.length} OOM event${ooms.length > 1 ? 's' : ''}` : 'none',
+        card('History', entriesText(dm.entries),
+          `${countOf(dm.events, 'event')} on the page${this.span()}`, go('flamegraph', 'Flamegraphs →')),
+        card('Out of memory', ooms.length ? countOf(ooms.length, 'OOM event') : 'none',
           ooms.length ? 'diagnosis below' : 'no oom event in the trace', null, ooms.length ? 'bad' : 'good')));
       if (ooms.length) sections.push(this.oomSection(sum));
       sections.push(this.sitesSection(sum));
@@ -82,7 +82,7 @@ export class OverviewView {
     const missing = (meta.devicesWithData ?? 0) - meta.devices.filter((d) => d.events || d.segments).length;
     if (missing <= 0) return null;
     return h('p', { class: 'panel unpacked-note' },
-      `${formatCount(missing)} more device${missing > 1 ? 's' : ''} with trace entries or segments ` +
+      `${countOf(missing, 'more device')} with trace entries or segments ` +
       `${missing > 1 ? 'are' : 'is'} not in this page, which holds the ${formatCount(meta.devices.length)} with the most ` +
       'trace entries: `memsight view SNAPSHOT --device N` makes a page for device N.');
   }
@@ -94,7 +94,7 @@ export class OverviewView {
     const withKinds = frames.map((f) => ({ ...f, baseKind: f.baseKind || f.kind || 'user' }));
     return h('details', null, h('summary', null, longText(label)),
       stackLines(page.formatStack(withKinds)),
-      withKinds.length ? h('details', { class: 'all-frames' }, h('summary', null, `all ${withKinds.length} frames`),
+      withKinds.length ? h('details', { class: 'all-frames' }, h('summary', null, `all ${formatCount(withKinds.length)} frames`),
         stackLines(formatFrames(withKinds, { all: true, kindOf }))) : null);
   }
 
@@ -104,7 +104,7 @@ export class OverviewView {
     const row = (label, details, bytes, count, cls) => h('tr', { class: cls },
       h('td', { class: 'mono site' }, details || label),
       h('td', { class: 'num' }, formatSize(bytes, false)),
-      h('td', { class: 'num' }, `${(bytes / peak * 100).toFixed(1)}%`),
+      h('td', { class: 'num' }, formatPercent(bytes / peak)),
       h('td', { class: 'bar' }, h('i', { style: { width: `${Math.max(1, bytes / peak * 100)}%` } })),
       h('td', { class: 'num' }, formatCount(count)));
     for (const site of sum.top_sites || []) {
@@ -124,7 +124,7 @@ export class OverviewView {
       h('p', { class: 'sub' }, `Live allocations at the allocated peak (${formatSize(sum.peak_allocated, false)}, ` +
         `after trace entry ${formatCount(Math.max(0, sum.peak_allocated_event))}), grouped by allocation site: the innermost ` +
         `frame of your code${rule}, else of library Python. Click a site for its stack.` +
-        (more > 0 ? ` ${formatCount(more)} smaller sites are not shown.` : '')),
+        (more > 0 ? ` ${countOf(more, 'smaller site')} not shown.` : '')),
       rows.length ? h('table', { class: 'table' },
         h('thead', null, h('tr', null, h('th', null, 'site'), h('th', null, 'bytes'), h('th', null, 'of peak'),
           h('th', null, ''), h('th', null, 'allocations'))),
@@ -177,7 +177,7 @@ export class OverviewView {
     let wrapped;
     if (sum && sum.history_wrapped) {
       wrapped = sum.history_wrapped === 'possibly'
-        ? `possibly: ${formatCount(sum.orphan_frees)} frees of allocations the trace does not hold ` +
+        ? `possibly: ${countOf(sum.orphan_frees, 'free')} of allocations the trace does not hold ` +
           '(recording started late, or the ring buffer (max_entries) wrapped)'
         : sum.history_wrapped;
     } else if ('trace_alloc_overflowed' in settings) {
@@ -185,7 +185,7 @@ export class OverviewView {
     } else if (!dm.events) {
       wrapped = 'no history recorded';
     } else if (dm.freeOnly) {
-      wrapped = `probably: ${formatCount(dm.freeOnly)} frees of allocations the trace does not hold ` +
+      wrapped = `probably: ${countOf(dm.freeOnly, 'free')} of allocations the trace does not hold ` +
         '(recording started late, or the ring buffer (max_entries) wrapped)';
     } else {
       wrapped = 'no: every freed allocation was recorded';
@@ -193,7 +193,7 @@ export class OverviewView {
     const rows = [
       ['trace entries (all devices)', formatCount(meta.entries)],
       ['events on this device', `${formatCount(dm.events)} (free_requested + free_completed pairs shown as one "free")`],
-      ['devices', `${formatCount(this.app.page.deviceCount)} (with history or segments: ${deviceList(meta)})`],
+      ['devices', `${formatCount(this.app.page.deviceCount)}; with trace entries or segments: ${deviceList(meta)}`],
       ['segments / blocks', `${formatCount(meta.segments)} / ${formatCount(meta.blocks)}`],
       ['allocations in the timeline', formatCount(dm.tl.elements)],
       ['history buffer wrapped', wrapped],
@@ -249,7 +249,7 @@ function deviceList(meta) {
   const used = meta.devices.filter((d) => d.events || d.segments).map((d) => d.index);
   const total = Math.max(used.length, meta.devicesWithData ?? 0);
   if (!used.length) return 'none';
-  const first = used.slice(0, 16).join(', ');
+  const first = `${used.length === 1 ? 'device' : 'devices'} ${used.slice(0, 16).join(', ')}`;
   return total > 16 ? `${first}, … (${formatCount(total)} in all)` : first;
 }
 

@@ -3,7 +3,7 @@
 // hover and pinned details. view_timeline_draw.js draws the axes, overlay
 // and minimap; view_timeline_input.js answers the pointer and keys.
 
-import { formatCount, formatDuration, formatSize, niceByteStep } from './format.js';
+import { countOf, entriesText, formatCount, formatDuration, formatSize, niceByteStep } from './format.js';
 import { AnnotationStrip } from './annotations.js';
 import { elementMask, poolStreamControls } from './filters.js';
 import { SUMMARY_ID } from './timeline.js';
@@ -402,7 +402,8 @@ export class TimelineView {
     }
     this.detailsHead.replaceChildren(
       h('div', { class: 'idle' }, peak,
-        `${formatCount(md.m)} ${this.noun} over ${formatCount(md.n)} events. `,
+        `${countOf(md.m, this.noun.slice(0, -1), this.noun)}`,
+        this.dev.meta.entries ? ` over ${entriesText(this.dev.meta.entries)}. ` : ' from the snapshot\'s state (no trace entries). ',
         'Hover a band for its details, click to pin them. Wheel: zoom; drag: pan; double-click: reset; ',
         'search matches are drawn even below the detail limit.'));
     this.dev.page.showStack(this.detailsStack, null);

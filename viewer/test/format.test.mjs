@@ -3,16 +3,47 @@ import { test } from 'node:test';
 import {
   A, elideRepeats, formatAddr, formatDuration, formatEvent, formatFrames, formatSize,
   formatDurationTick, formatTimestamp, hashCode, blockColor, keepFrame, niceByteStep, NO_FRAMES_TEXT, TABLEAU10,
-  siteIndex,
+  siteIndex, formatCount, formatPercent, signedPercent, percentPoints, signedSize, countOf, fixed,
 } from '../src/format.js';
+import { readFileSync } from 'node:fs';
 
-test('formatSize matches MemoryViz (toFixed rounding, byte count suffix)', () => {
+// The cases the C++ text helpers are tested on (tests/unit/text_format_test.cpp
+// reads the same file): the page prints every value as the text reports do.
+test('the page formats sizes, percents and counts as the text reports', () => {
+  const file = new URL('../../tests/data/text_formats.tsv', import.meta.url);
+  const fns = {
+    bytes: (v) => formatSize(v, false), signed_bytes: signedSize, percent: formatPercent,
+    signed_percent: signedPercent, percent_points: percentPoints, count: formatCount,
+  };
+  let n = 0;
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const [fn, arg, want] = line.split('\t');
+    assert.ok(fns[fn], `unknown function ${fn}`);
+    assert.equal(fns[fn](Number(arg)), want, `${fn}(${arg})`);
+    n++;
+  }
+  assert.ok(n > 30);
+  assert.equal(countOf(1, 'trace entry', 'trace entries'), '1 trace entry');
+  assert.equal(countOf(1000, 'block'), '1,000 blocks');
+  assert.equal(countOf(0, 'block'), '0 blocks');
+});
+
+test('fixed rounds as printf: a value exactly halfway goes to the even digit', () => {
+  // printf("%.Nf") of each, as the C++ text prints it
+  for (const [v, d, want] of [[2.25, 1, '2.2'], [2.75, 1, '2.8'], [-2.25, 1, '-2.2'], [0.0625, 3, '0.062'],
+    [0.0635, 3, '0.064'], [1.5, 0, '2'], [2.5, 0, '2'], [12.35, 1, '12.3'], [28226.871, 3, '28226.871']]) {
+    assert.equal(fixed(v, d), want, `${v} to ${d}`);
+  }
+});
+
+test('formatSize writes sizes as the text reports do, the byte count as MemoryViz', () => {
   assert.equal(formatSize(0), '0.0B (0 bytes)');
   assert.equal(formatSize(400), '400.0B (400 bytes)');
-  assert.equal(formatSize(2000000), '1.9MiB (2000000 bytes)');
-  assert.equal(formatSize(1000000), '976.6KiB (1000000 bytes)');
+  assert.equal(formatSize(2000000), '1.9MiB (2,000,000 bytes)');
+  assert.equal(formatSize(1000000), '976.6KiB (1,000,000 bytes)');
   assert.equal(formatSize(2097152, false), '2.0MiB');
-  assert.equal(formatSize(2304, false), '2.3KiB');  // JS rounds the tie up; Python prints 2.2KiB
+  assert.equal(formatSize(2304, false), '2.2KiB');  // a tie rounds to even, as printf (toFixed: 2.3KiB)
   assert.equal(formatSize(4e13, false), '36.4TiB');
   assert.equal(formatSize(1023, false), '1023.0B');
   assert.equal(formatSize(-2048, false), '-2.0KiB');
@@ -27,14 +58,14 @@ test('addresses are named b<hex>_<version> and s<hex>_<version>', () => {
 test('formatEvent pads like the event list of memory_viz', () => {
   const e = { action: A.ALLOC, addr: 0x7f0000000200, size: 2000000, version: 3, stream: 0 };
   assert.equal(formatEvent(e),
-    'alloc          b7f0000000200_3    1.9MiB (2000000 bytes)\n              (stream 0)');
+    'alloc          b7f0000000200_3    1.9MiB (2,000,000 bytes)\n              (stream 0)');
   assert.equal(formatEvent({ ...e, stream: null }),
-    'alloc          b7f0000000200_3    1.9MiB (2000000 bytes)');
+    'alloc          b7f0000000200_3    1.9MiB (2,000,000 bytes)');
   assert.equal(formatEvent({ ...e, action: A.SEGMENT_ALLOC, stream: 2 }).split('\n')[0],
-    'segment_alloc  s7f0000000200_3    1.9MiB (2000000 bytes)');
+    'segment_alloc  s7f0000000200_3    1.9MiB (2,000,000 bytes)');
   assert.equal(formatEvent({ ...e, action: A.FREE }).slice(0, 15), 'free           ');
   assert.equal(formatEvent({ action: A.OOM, addr: 1024, size: 2097152, stream: 0 }),
-    'OOM (requested 2.0MiB (2097152 bytes), Device has 1.0KiB (1024 bytes) memory free)');
+    'OOM (requested 2.0MiB (2,097,152 bytes), Device has 1.0KiB (1,024 bytes) memory free)');
   assert.equal(formatEvent({ action: A.SNAPSHOT, addr: 0, size: 5, stream: 0 }), 'snapshot');
   assert.equal(formatEvent({ ...e, action: A.OTHER, name: 'annotate', stream: null }).slice(0, 8), 'annotate');
 });

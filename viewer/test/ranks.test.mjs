@@ -49,7 +49,7 @@ test('rank ranges and differences read as the text report writes them', () => {
     metric: 'peak_allocated', value: 300 * MiB, median: 200 * MiB,
     by: [{ kind: 'kind', name: 'activation', delta: 120 * MiB }, { kind: 'module', name: '', delta: 100 * MiB },
       { kind: 'kind', name: 'gradient', delta: -20 * MiB }],
-  }), 'peak allocated 300.0MiB, +100.0MiB (+50%) against the median 200.0MiB; by kind: activation +120.0MiB, ' +
+  }), 'peak allocated 300.0MiB, +100.0MiB (+50.0%) against the median 200.0MiB; by kind: activation +120.0MiB, ' +
     'gradient -20.0MiB; by module: (model) +100.0MiB');
   assert.equal(deltaText({ metric: 'fragmentation', value: 0.5, median: 0.05, by: [] }),
     'fragmentation 50.0% against the median 5.0%');

@@ -48,7 +48,7 @@ test('layout, sums and tooltips', () => {
   const seg = L.segs[0];
   assert.deepEqual(seg.blocks.map((b) => b.x), [0, 0x200, 0x400, 0x800]);
   assert.equal(largestFree(L), 4096 - 0x800 - 512);
-  assert.match(segmentText(seg), /^s1000_0: segment of 4\.0KiB \(4096 bytes\), 3\.8KiB \(3896 bytes\) free/);
+  assert.match(segmentText(seg), /^s1000_0: segment of 4\.0KiB \(4,096 bytes\), 3\.8KiB \(3,896 bytes\) free/);
   const pending = seg.blocks.find((b) => b.pending);
   assert.match(blockText(pending), /^b1000_0: 100\.0B \(100 bytes\) allocation \(freed, waiting/);
   assert.match(blockText(seg.blocks[1]), /b1200_1: 60\.0B .* 452\.0B \(452 bytes\) lost to rounding, stream 0/);

@@ -11,7 +11,7 @@ import { annotationModel } from '../src/annotations.js';
 import { EventRows } from '../src/event_rows.js';
 import { UNKNOWN_POOL, devicePools, elementMask, poolKind } from '../src/filters.js';
 import { poolSeries, poolTimelineModel } from '../src/pools.js';
-import { joinPieces, routeFor } from '../src/standalone.js';
+import { joinPieces, manyFilesText, routeFor } from '../src/standalone.js';
 import { TimelineModel } from '../src/timeline.js';
 import { FIXTURES, embeddedPageData, optionalBinary, outDir, report } from '../../tests/browser/reports.mjs';
 
@@ -142,4 +142,13 @@ test('standalone viewer: pieces are joined in order; one file opens, two have no
   assert.deepEqual([...new Uint8Array(joinPieces([a, b]))], [1, 2, 3, 4, 5]);
   assert.ok(routeFor(1));
   assert.equal(routeFor(2), null);
+});
+
+test('standalone viewer: several files at once say what happened and which command compares them', () => {
+  const two = manyFilesText(['before.pickle', "it's late.pickle"], 'dropped');
+  assert.match(two, /^You dropped 2 files; this viewer opens one snapshot at a time: drop one of them\./);
+  assert.match(two, /\n {2}memsight diff before\.pickle 'it'\\''s late\.pickle' -o diff\.html\n/);
+  const three = manyFilesText(['r0.pickle', 'r1.pickle', 'r2.pickle'], 'picked');
+  assert.match(three, /^You picked 3 files; .*pick one of them\./);
+  assert.match(three, /memsight ranks r0\.pickle r1\.pickle r2\.pickle -o ranks\.html$/);
 });
