@@ -18,6 +18,7 @@ PKGS=(
   python3-mypy                                     # scripts/lint_python.sh (ruff comes from npm, below)
   nodejs chromium                                  # viewer tests
   xz-utils zstd
+  ccache                                           # the wheel's build reuses the release build's objects
   emscripten                                       # the standalone viewer's WebAssembly engine
 )
 missing=()
@@ -36,6 +37,8 @@ fi
 # Debian's sources of zlib, zstd and liblzma, compiled with emcc into the
 # standalone viewer's engine (build/wasm-deps; emscripten has no ports here).
 scripts/wasm_deps.sh
+# The wheel's build backend (scripts/wheel_smoke.sh; build/wheel-backend).
+scripts/wheel_deps.sh
 # npm packages for the browser tests (playwright-core, pinned by its lock
 # file). The S3 test server installs itself on first use (tests/python/s3rver).
 if [ ! -d tests/browser/node_modules ]; then

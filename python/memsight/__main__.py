@@ -1,9 +1,10 @@
 """``python -m memsight``: the memsight command line.
 
-Runs the engine's CLI in-process through ``memsight._core.cli_main`` when the
-module was built with it; otherwise runs the ``memsight`` executable: the
-one ``$MEMSIGHT_EXE`` (or ``$MEMSIGHT_BIN``) names, the one installed inside the package
-(``memsight/bin/memsight``), or the first on ``PATH``.
+Runs the engine's CLI in-process through ``memsight._core.cli_main`` (the
+wheel's ``memsight`` command is this entry point: the engine ships once);
+without the compiled module (a source checkout that built only the
+executable) runs the ``memsight`` executable: the one ``$MEMSIGHT_EXE`` (or
+``$MEMSIGHT_BIN``) names, or the first on ``PATH``.
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ def find_executable() -> str | None:
     env = os.environ.get("MEMSIGHT_EXE") or os.environ.get("MEMSIGHT_BIN")
     if env:
         return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    bundled = os.path.join(here, "bin", "memsight")
-    if os.access(bundled, os.X_OK):
-        return bundled
     if os.environ.get(_GUARD):
         return None
     return shutil.which("memsight")
@@ -35,13 +32,13 @@ def find_executable() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        from . import _core  # type: ignore[attr-defined]
+        from ._core import cli_main
     except ImportError:
-        _core = None
-    if _core is not None and hasattr(_core, "cli_main"):
+        pass
+    else:
         sys.stdout.flush()
         sys.stderr.flush()
-        return int(_core.cli_main(args))
+        return int(cli_main(args))
     exe = find_executable()
     if exe is None:
         print(

@@ -46,8 +46,9 @@ std::string render_standalone_viewer() {
   std::string_view wasm = wasm_engine_asset("memsight_engine.wasm");
   if (loader.empty() || wasm.empty())
     throw Error(
-        "this memsight was built without its WebAssembly engine (emscripten was not found); "
-        "install it with scripts/deps.sh and build again");
+        "this memsight was built without its WebAssembly engine (emscripten or the sources of "
+        "its compression libraries were missing when it was built); "
+        "install both with scripts/deps.sh and build again");
   std::string css(asset("style.css"));
   css += asset("views.css");
   css += asset("standalone.css");
