@@ -45,7 +45,7 @@ test('the ranks page: verdict, chart, details, table, rank pages', async () => {
   assert.match(await p.locator('.oom-verdict .verdict').textContent(), /^Rank 2 was different: its peak allocated 1\.6GiB/);
   // opens on the OOMed rank, with the link to its full page
   assert.equal(await p.evaluate(() => document.body.dataset.selected), '2');
-  assert.equal(await p.locator('.details a.open').getAttribute('href'), 'report.ranks/rank2.html');
+  assert.equal(await p.locator('.details a.open').getAttribute('href'), './report.ranks/rank2.html');
 
   const c1 = await barCenter(p, 1, 4);
   await p.mouse.move(c1.x, c1.y);

@@ -107,9 +107,10 @@ std::string ranks_text(const RanksReport& rep) {
   std::string out = heading(rep);
   if (rep.ranks.empty()) return out;
   for (const std::string& m : rep.mismatches) out += "  mismatch: " + m + "\n";
-  if (!rep.missing.empty())
-    out += "  missing: no dump of rank" + std::string(rep.missing.size() > 1 ? "s " : " ") +
-           rank_ranges(rep.missing) + "\n";
+  if (const int64_t n = rank_count(rep.missing); n > 0)
+    out += "  missing: no dump of rank" + std::string(n > 1 ? "s " : " ") +
+           rank_ranges(rep.missing) +
+           (rep.missing.size() < size_t(n) ? " (" + count_of(n, "rank") + ")" : "") + "\n";
   for (const auto& [rank, why] : rep.manifest_missing)
     out += "  rank " + std::to_string(rank) + " wrote nothing: " + why + "\n";
   for (const std::string& n : rep.notes) out += "  note: " + n + "\n";
@@ -127,15 +128,18 @@ std::string ranks_text(const RanksReport& rep) {
     out += "   ... " +
            count_of(static_cast<int64_t>(rep.ranks.size() - shown.size()), "more rank") +
            " (--json or the page lists every rank)\n";
+  // One rank is compared with nothing: no median row, no differences.
+  const bool one = rep.ranks.size() == 1;
   const auto& m = rep.median;
   auto med = [&](RankMetric k) { return m[static_cast<size_t>(k)]; };
-  out += "median  " + pad(format_bytes(med(RankMetric::PeakAllocated)), 10) + " " + pad("", 13) +
-         " " + pad(format_bytes(med(RankMetric::PeakReserved)), 10) + "  " +
-         pad(format_bytes(med(RankMetric::AllocatedNow)) + " / " +
-                 format_bytes(med(RankMetric::ReservedNow)),
-             21) +
-         "  " + pad(percent(med(RankMetric::Fragmentation)), 6) + "  (typical: rank " +
-         std::to_string(rep.typical_rank) + ")\n";
+  if (!one)
+    out += "median  " + pad(format_bytes(med(RankMetric::PeakAllocated)), 10) + " " + pad("", 13) +
+           " " + pad(format_bytes(med(RankMetric::PeakReserved)), 10) + "  " +
+           pad(format_bytes(med(RankMetric::AllocatedNow)) + " / " +
+                   format_bytes(med(RankMetric::ReservedNow)),
+               21) +
+           "  " + pad(percent(med(RankMetric::Fragmentation)), 6) + "  (typical: rank " +
+           std::to_string(rep.typical_rank) + ")\n";
 
   for (const RankOomVerdict& v : rep.oom_verdicts) {
     const RankSummary& r = *std::find_if(rep.ranks.begin(), rep.ranks.end(),
@@ -159,6 +163,11 @@ std::string ranks_text(const RanksReport& rep) {
     }
   }
 
+  if (one)
+    return out + "\n" +
+           wrap_words("What kind, at the peak: " +
+                          category_line(view_of(rep.ranks[0].kinds_peak), kCategoryCount),
+                      "");
   out += "\nRanks that differ from the median:\n";
   if (rep.outliers.empty())
     out += "  none: every rank is within " + percent(kDifferShare) + " (and " +
