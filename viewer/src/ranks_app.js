@@ -82,7 +82,7 @@ function headline(rep) {
   const n = rep.ranks.length;
   const rounds = new Set(rep.ranks.filter((r) => r.origin && r.origin.seq >= 0)
     .map((r) => `${r.origin.tag} round ${r.origin.seq}`));
-  const extra = [...(rounds.size === 1 ? rounds : []), ...(rep.world_size > 0 ? [`world size ${rep.world_size}`] : [])];
+  const extra = [...(rounds.size === 1 ? rounds : []), ...(rep.world_size > 0 ? [`world size ${formatCount(rep.world_size)}`] : [])];
   const ooms = rep.ooms.length;
   return `${formatCount(n)} rank${n === 1 ? '' : 's'}${extra.length ? ` (${extra.join(', ')})` : ''}, ` +
     (ooms ? `${formatCount(ooms)} ran out of memory` : 'none ran out of memory') +

@@ -93,8 +93,7 @@ std::string heading(const RanksReport& rep) {
   if (rounds.size() == 1)
     extra = rounds.begin()->first + " round " + std::to_string(rounds.begin()->second);
   if (rep.world_size > 0)
-    extra +=
-        (extra.empty() ? "" : ", ") + std::string("world size ") + std::to_string(rep.world_size);
+    extra += (extra.empty() ? "" : ", ") + std::string("world size ") + count_text(rep.world_size);
   if (!extra.empty()) out += " (" + extra + ")";
   out += ooms ? ", " + count_text(static_cast<int64_t>(ooms)) + " ran out of memory"
               : ", none ran out of memory";
