@@ -100,11 +100,9 @@ std::string heading(const RanksReport& rep) {
   return out + "\n";
 }
 
-}  // namespace
-
-std::string ranks_text(const RanksReport& rep) {
-  std::string out = heading(rep);
-  if (rep.ranks.empty()) return out;
+// What does not match, what is missing, the notes and the clock.
+std::string lines_before_the_table(const RanksReport& rep) {
+  std::string out;
   for (const std::string& m : rep.mismatches) out += "  mismatch: " + m + "\n";
   if (const int64_t n = rank_count(rep.missing); n > 0)
     out += "  missing: no dump of rank" + std::string(n > 1 ? "s " : " ") +
@@ -117,7 +115,38 @@ std::string ranks_text(const RanksReport& rep) {
          (rep.job_clock ? "after the first trace entry of any rank (the ranks' clocks)"
                         : "after each rank's first trace entry") +
          "\n\n";
+  return out;
+}
 
+std::string oom_text(const RanksReport& rep, const RankOomVerdict& v) {
+  const RankSummary& r = *std::find_if(rep.ranks.begin(), rep.ranks.end(),
+                                       [&](const RankSummary& x) { return x.rank == v.rank; });
+  const RankOom& o = r.ooms.front();
+  std::string out =
+      "\nOUT OF MEMORY on rank " + std::to_string(r.rank) + ", trace entry " + count_text(o.event) +
+      " (" + fixed(seconds(rep, r, o.time_us), "%.3f") + " s): " + o.verdict +
+      (r.ooms.size() > 1
+           ? " (" + count_of(static_cast<int64_t>(r.ooms.size()), "OOM") + ", the first)"
+           : "") +
+      "\n";
+  out += wrap_words(v.text, "  ");
+  out += wrap_words(o.explanation, "  ");
+  if (o.requested || o.allocated)
+    out += wrap_words("By kind: " + category_line(view_of(o.kinds)) + ".", "  ");
+  if (!o.site.empty()) out += "  requested from: " + o.site + "\n";
+  for (const std::string& fix : o.remedies) {
+    std::string w = wrap_words(fix, "      ");
+    out += "    - " + w.substr(6);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ranks_text(const RanksReport& rep) {
+  std::string out = heading(rep);
+  if (rep.ranks.empty()) return out;
+  out += lines_before_the_table(rep);
   out += "  rank  peak alloc  when          peak resv  at the dump alloc/resv    frag  OOM\n";
   std::set<int64_t> shown;
   if (rep.ranks.size() > kTextRanks) shown = notable(rep);
@@ -140,27 +169,7 @@ std::string ranks_text(const RanksReport& rep) {
            "  " + pad(percent(med(RankMetric::Fragmentation)), 6) + "  (typical: rank " +
            std::to_string(rep.typical_rank) + ")\n";
 
-  for (const RankOomVerdict& v : rep.oom_verdicts) {
-    const RankSummary& r = *std::find_if(rep.ranks.begin(), rep.ranks.end(),
-                                         [&](const RankSummary& x) { return x.rank == v.rank; });
-    const RankOom& o = r.ooms.front();
-    out += "\nOUT OF MEMORY on rank " + std::to_string(r.rank) + ", trace entry " +
-           count_text(o.event) + " (" + fixed(seconds(rep, r, o.time_us), "%.3f") +
-           " s): " + o.verdict +
-           (r.ooms.size() > 1
-                ? " (" + count_of(static_cast<int64_t>(r.ooms.size()), "OOM") + ", the first)"
-                : "") +
-           "\n";
-    out += wrap_words(v.text, "  ");
-    out += wrap_words(o.explanation, "  ");
-    if (o.requested || o.allocated)
-      out += wrap_words("By kind: " + category_line(view_of(o.kinds)) + ".", "  ");
-    if (!o.site.empty()) out += "  requested from: " + o.site + "\n";
-    for (const std::string& fix : o.remedies) {
-      std::string w = wrap_words(fix, "      ");
-      out += "    - " + w.substr(6);
-    }
-  }
+  for (const RankOomVerdict& v : rep.oom_verdicts) out += oom_text(rep, v);
 
   if (one)
     return out + "\n" +
