@@ -237,7 +237,7 @@ constexpr Syntax kProfile{
 
 constexpr sv kRanksForms[] = {
     "SNAPSHOT|DIR|PATTERN|MANIFEST... [--json] [-o FILE]\n"
-    "[--pages notable|all|none] [--jobs N] [--absolute-paths] [--user-code PATS]"};
+    "[--pages notable|all|none] [--jobs N] [--user-code PATS]"};
 constexpr Option kRanksOptions[] = {
     {"--json", "", Takes::Nothing, "--json", "machine-readable (or -o NAME.json)"},
     {"--output", "-o", Takes::Value, "-o NAME.html",
@@ -249,9 +249,6 @@ constexpr Option kRanksOptions[] = {
      "(default: the OOMed, typical and differing ranks, at\n"
      "most 16), all, or none"},
     {"--jobs", "-j", Takes::Value, "--jobs N", "files read at once (default: up to 4)"},
-    {"--absolute-paths", "", Takes::Nothing, "--absolute-paths",
-     "read a manifest's absolute paths where they point (else\n"
-     "by their file name beside the manifest)"},
     kUserCode,
 };
 constexpr Syntax kRanks{

@@ -175,21 +175,22 @@ def test_a_manifest_path_inside_its_folder_is_read(run, tmp_path):
     assert [r["rank"] for r in ranks_json(run, job / "oom_1_manifest.json")["ranks"]] == [0, 1]
 
 
-def test_an_absolute_manifest_path_is_read_beside_it_or_where_it_points_when_asked(run, tmp_path):
+def test_an_absolute_manifest_path_is_read_beside_it_else_only_as_a_snapshot(run, tmp_path):
     elsewhere = tmp_path / "node3"
     elsewhere.mkdir()
     far = write(elsewhere / "oom_1_rank1.pickle", rank_snapshot(1, world_size=2))
     job = tmp_path / "job"
     job.mkdir()
     write(job / "oom_1_rank0.pickle", rank_snapshot(0, world_size=2))
-    m = manifest(job, ["oom_1_rank0.pickle", str(far)])
-    err = one_line_error(run, m)
-    assert err == (f"memsight ranks: {m}: rank 1's file '{far}' is not beside the manifest: gather it into the "
-                   "manifest's folder, or give --absolute-paths to read it where the manifest says\n")
-    assert [r["path"] for r in ranks_json(run, m, "--absolute-paths")["ranks"]] == [str(job / "oom_1_rank0.pickle"),
-                                                                                     str(far)]
+    m = manifest(job, ["oom_1_rank0.pickle", str(far)])  # another node's folder: read there
+    assert [r["path"] for r in ranks_json(run, m)["ranks"]] == [str(job / "oom_1_rank0.pickle"), str(far)]
     os.link(far, job / "oom_1_rank1.pickle")  # gathered: read beside the manifest
     assert ranks_json(run, m)["ranks"][1]["path"] == str(job / "oom_1_rank1.pickle")
+    for path in ("/etc/passwd", str(elsewhere)):
+        m = manifest(job, ["oom_1_rank0.pickle", path])
+        assert one_line_error(run, m) == (
+            f"memsight ranks: {m}: rank 1's file '{path}' is outside the manifest's folder and names no "
+            "snapshot file (*.pickle or *.pkl, compressed or not)\n")
 
 
 # --- item 33.11: one file, files of different jobs, devices really used -----
@@ -226,12 +227,16 @@ def test_files_of_two_jobs_hours_apart_are_named(run, tmp_path):
 def test_job_ids_and_one_local_rank_twice_are_named(run, tmp_path):
     for r in range(4):
         write(tmp_path / f"s_rank{r}.pickle",
-              rank_snapshot(r, world_size=4, job="run-a" if r < 2 else "run-b", host="node1", local_rank=r % 2))
+              rank_snapshot(r, world_size=4, job="run-a" if r < 2 else "run-b", host="node1", local_rank=r % 2,
+                            pid=1000 + r))
     rep = ranks_json(run, tmp_path)
     assert rep["mismatches"][0].startswith(
         "these files look like more than one job (job ids differ, one host's local rank twice)")
     assert "job ids differ: run-a (ranks 0, 1), run-b (ranks 2, 3)" in rep["mismatches"]
     assert "one place, two ranks: ranks 0 and 2 both ran as local rank 0 on host node1" in rep["mismatches"]
+    for r in range(4):  # one process holding every rank (a simulation): not two jobs
+        write(tmp_path / f"s_rank{r}.pickle", rank_snapshot(r, world_size=4, host="node1", local_rank=0, pid=7))
+    assert ranks_json(run, tmp_path)["mismatches"] == []
 
 
 def test_one_job_says_none_of_it(run, tmp_path):

@@ -153,15 +153,16 @@ std::string recorded_apart(const RanksReport& rep, int64_t& gap) {
   return out;
 }
 
-// Two ranks that ran as the same local rank on the same host: not one job
-// (or a job restarted in between).
+// Two ranks that ran as the same local rank on the same host, in two
+// processes: not one job (or a job restarted in between). One process
+// (the same pid) holding several ranks is a test's simulation, not two jobs.
 std::string one_place_twice(const RanksReport& rep) {
-  std::map<std::pair<std::string, int64_t>, int64_t> seen;
+  std::map<std::pair<std::string, int64_t>, const RankSummary*> seen;
   for (const RankSummary& r : rep.ranks) {
     if (r.origin.host.empty() || r.origin.local_rank < 0) continue;
-    auto [it, fresh] = seen.emplace(std::pair{r.origin.host, r.origin.local_rank}, r.rank);
-    if (!fresh)
-      return "ranks " + count_text(it->second) + " and " + count_text(r.rank) +
+    auto [it, fresh] = seen.emplace(std::pair{r.origin.host, r.origin.local_rank}, &r);
+    if (!fresh && it->second->origin.pid != r.origin.pid)
+      return "ranks " + count_text(it->second->rank) + " and " + count_text(r.rank) +
              " both ran as local rank " + count_text(r.origin.local_rank) + " on host " +
              r.origin.host;
   }

@@ -50,14 +50,14 @@ bool snapshot_name(std::string_view name) {
 
 bool manifest_name(std::string_view name) { return ends_with(name, "_manifest.json"); }
 
-// A file a manifest names, as a path to read. A relative path is read inside
-// the manifest's folder and must stay there: a manifest is data, and
-// "../../etc/passwd" in it must not pick what memsight reads. An absolute
-// path (a file another node wrote, memsight.torch's dumps) is read by its
-// file name beside the manifest (the dumps gathered into one folder), or
-// where it points with --absolute-paths.
-std::string manifest_file(const std::string& manifest, const std::string& file, int64_t rank,
-                          bool absolute_paths) {
+// A file a manifest names, as a path to read. A manifest is data, and the
+// paths in it must not pick what memsight reads: a relative path is read
+// inside the manifest's folder and must stay there ("../../etc/passwd" is
+// refused). An absolute path is what memsight.torch writes for a file
+// another node wrote into its own folder: it is read by its file name
+// beside the manifest (the dumps gathered into one folder), else where it
+// points, only when it names a snapshot file (never /etc/passwd).
+std::string manifest_file(const std::string& manifest, const std::string& file, int64_t rank) {
   const fs::path dir = fs::path(manifest).parent_path();
   const fs::path p(file);
   const std::string who = rank >= 0 ? "rank " + std::to_string(rank) + "'s file '" + file + "'"
@@ -70,12 +70,11 @@ std::string manifest_file(const std::string& manifest, const std::string& file, 
                   "inside its folder");
     return (dir / norm).string();
   }
-  if (absolute_paths) return file;
   const std::string beside = (dir / p.filename()).string();
   if (p.has_filename() && exists(beside)) return beside;
-  throw Error(who +
-              " is not beside the manifest: gather it into the manifest's folder, or give "
-              "--absolute-paths to read it where the manifest says");
+  if (snapshot_name(p.filename().string())) return file;
+  throw Error(who + " is outside the manifest's folder and names no snapshot file (*.pickle or " +
+              "*.pkl, compressed or not)");
 }
 
 struct ManifestEntry {
@@ -101,7 +100,7 @@ ManifestEntry read_entry(json::Reader& r) {
 }
 
 // memsight.torch's manifest of a dump round (docs/formats.md).
-void read_manifest(const std::string& path, RankInputs& out, bool absolute_paths) {
+void read_manifest(const std::string& path, RankInputs& out) {
   const size_t before = out.files.size();
   read_named(path, [&] {
     auto src = open_source(path);
@@ -126,7 +125,7 @@ void read_manifest(const std::string& path, RankInputs& out, bool absolute_paths
         while (r.next_item()) {
           ManifestEntry e = read_entry(r);
           if (key == "ranks" && !e.file.empty())
-            out.files.push_back(manifest_file(path, e.file, e.rank, absolute_paths));
+            out.files.push_back(manifest_file(path, e.file, e.rank));
           if (key == "missing" && e.rank >= 0) out.manifest_missing.emplace_back(e.rank, e.why);
         }
       } else {
@@ -161,7 +160,7 @@ bool usable(const std::string& path, RankInputs& out) {
   throw Error(path + ": " + std::strerror(err));
 }
 
-void add_directory(const std::string& dir, RankInputs& out, bool absolute_paths) {
+void add_directory(const std::string& dir, RankInputs& out) {
   std::vector<std::string> names;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
@@ -185,7 +184,7 @@ void add_directory(const std::string& dir, RankInputs& out, bool absolute_paths)
   // One round's manifest says which ranks wrote nothing.
   if (manifests.size() == 1) {
     RankInputs m;
-    read_manifest(manifests[0], m, absolute_paths);
+    read_manifest(manifests[0], m);
     out.manifest_missing = m.manifest_missing;
     out.manifest_world_size = m.manifest_world_size;
   }
@@ -211,16 +210,16 @@ unsigned rank_jobs(size_t files, unsigned asked) {
   return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(n, files)));
 }
 
-RankInputs expand_rank_inputs(const std::vector<std::string>& inputs, bool absolute_paths) {
+RankInputs expand_rank_inputs(const std::vector<std::string>& inputs) {
   RankInputs out;
   for (const std::string& in : inputs) {
     if (in == "-") {
       out.files.push_back(in);
     } else if (is_dir(in)) {
-      add_directory(in, out, absolute_paths);
+      add_directory(in, out);
     } else if (exists(in)) {
       if (ends_with(in, ".json"))
-        read_manifest(in, out, absolute_paths);
+        read_manifest(in, out);
       else
         out.files.push_back(in);
     } else if (in.find_first_of("*?[") != std::string::npos) {
@@ -233,7 +232,7 @@ RankInputs expand_rank_inputs(const std::vector<std::string>& inputs, bool absol
 }
 
 RanksReport read_ranks(const std::vector<std::string>& inputs, const RanksOptions& opts) {
-  RankInputs in = expand_rank_inputs(inputs, opts.absolute_paths);
+  RankInputs in = expand_rank_inputs(inputs);
   const size_t n = in.files.size();
   if (n == 0) throw Error("no snapshot files given");
   std::vector<RankSummary> ranks(n);
