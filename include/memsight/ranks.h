@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memsight/categories.h"
@@ -31,6 +32,7 @@ struct RankOrigin {
   int64_t batch = -1, pid = -1, device_total = -1;
   double time = 0;  // unix seconds when the dump was taken
   std::string tag, reason, host, torch_version, device_name;
+  std::string job;  // a job id, where the dump names one ("job")
 };
 
 struct RankSite {
@@ -44,6 +46,11 @@ struct RankModule {
 };
 
 using KindBytes = std::array<int64_t, kCategoryCount>;
+using RankRange = std::pair<int64_t, int64_t>;  // ranks first..last
+
+// A declared world size is taken from 1 to torch's largest (a C int);
+// anything else is an Error naming the file that says it.
+inline constexpr int64_t kMaxWorldSize = 2147483647;
 
 struct RankOom {
   uint32_t event = 0;
@@ -61,7 +68,7 @@ struct RankSummary {
   std::string rank_from;  // "memsight_rank", "file name" or "argument order"
   RankOrigin origin;
   int device = 0;
-  size_t devices = 0;  // devices with trace entries or segments
+  size_t devices = 0;  // devices it held memory on (allocated or reserved)
   size_t entries = 0;
   int64_t first_time_us = 0, last_time_us = 0;  // the device's first and last trace entries
   int64_t peak_allocated = 0, peak_allocated_event = -1, peak_allocated_time_us = 0;
@@ -149,13 +156,20 @@ struct RanksReport {
   std::vector<RankOomVerdict> oom_verdicts;
   std::vector<std::string> mismatches;  // torch versions, devices, rounds: named, never fatal
   std::vector<std::string> notes;
-  std::vector<int64_t> missing;  // ranks below world_size that no file holds
+  // The ranks below world_size that no file holds, as ranges [first, last]:
+  // a declared world size of 10^9 is one range, never 10^9 entries.
+  std::vector<RankRange> missing;
   // What a manifest of the dump round said of ranks that wrote nothing.
   std::vector<std::pair<int64_t, std::string>> manifest_missing;
 };
 
-// Rank numbers as ranges: "0-3, 5, 7-9".
+// Rank numbers as ranges: "0-3, 5, 7-9", "2-99,999,999".
 std::string rank_ranges(std::vector<int64_t> ranks);
+std::string rank_ranges(const std::vector<RankRange>& ranges);
+// How many ranks the ranges hold.
+int64_t rank_count(const std::vector<RankRange>& ranges);
+// The ranges of 0..world_size-1 that `present` (ascending, unique) leaves out.
+std::vector<RankRange> ranks_missing(int64_t world_size, const std::vector<int64_t>& present);
 
 // One rank's summary (summarize() of its busiest device, cut to what the
 // merge keeps). `path` names the file; the rank comes from the snapshot's
@@ -177,12 +191,16 @@ struct RanksOptions {
 // Each input is a snapshot file, a directory (its snapshot files), a glob
 // pattern ("run/oom_3_rank*.pickle", when no file has that name) or a dump
 // round's manifest (*_manifest.json, memsight.torch's coordinated dumps:
-// its files, and the ranks it names as missing). Throws Error for an input
-// that names nothing, and for a file that cannot be read.
+// its files, and the ranks it names as missing). A directory is listed in
+// sorted order; a link in it (or from a glob) that leads nowhere is skipped
+// with a note naming it. A manifest's relative paths stay inside its
+// folder; its absolute ones must name snapshot files. Throws Error for an input that names nothing,
+// and for a file that cannot be read.
 struct RankInputs {
   std::vector<std::string> files;
   std::vector<std::pair<int64_t, std::string>> manifest_missing;
   int64_t manifest_world_size = -1;
+  std::vector<std::string> notes;  // links skipped
 };
 RankInputs expand_rank_inputs(const std::vector<std::string>& inputs);
 // How many of `files` to read at once: `asked`, else up to 4 (one per

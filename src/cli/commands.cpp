@@ -266,10 +266,12 @@ constexpr Syntax kRanks{
     "versions, devices, dump rounds, missing ranks), never fatal.\n\n"
     "An input is a snapshot, a directory (its *.pickle and *.pkl files,\n"
     "compressed or not), a glob pattern in quotes (\"run/oom_3_rank*.pickle\") or\n"
-    "a dump round's manifest (*_manifest.json). The rank of a file is the one\n"
-    "memsight.torch wrote into it, else the number after \"rank\" in its name,\n"
-    "else its place among the inputs. Files are read a few at a time, each\n"
-    "summarised and dropped: memory holds a few snapshots, not all of them.\n",
+    "a dump round's manifest (*_manifest.json), whose relative paths stay inside\n"
+    "its folder. A link in a directory that leads nowhere is skipped with a note.\n"
+    "The rank of a file is the one memsight.torch wrote into it, else the number\n"
+    "after \"rank\" in its name, else its place among the inputs. Files are read\n"
+    "a few at a time, each summarised and dropped: memory holds a few snapshots,\n"
+    "not all of them.\n",
     kRanksOptions, 20};
 
 constexpr sv kConvertForms[] = {"SNAPSHOT -o OUT"};

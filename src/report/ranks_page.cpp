@@ -16,6 +16,7 @@
 #include "memsight/reader.h"
 #include "report/bundle.h"
 #include "report/page_json.h"
+#include "util/escape.h"
 #include "util/json_writer.h"
 #include "util/parallel.h"
 #include "util/version.h"
@@ -84,7 +85,9 @@ size_t write_ranks_page(const RanksReport& r, const std::string& out, const std:
   po.title = out.substr(out.find_last_of('/') + 1) + " - memsight ranks";
   po.pages.resize(r.ranks.size());
   const std::string folder = rank_pages_folder(out);
-  const std::string link = folder.substr(folder.find_last_of('/') + 1);
+  // The link is the folder's name as a relative path, percent-encoded: an
+  // output named "javascript:..." must not make a link that runs script.
+  const std::string folder_name = folder.substr(folder.find_last_of('/') + 1);
   bool made = false;
   if (!which.empty()) {
     made = ::mkdir(folder.c_str(), 0777) == 0;
@@ -105,7 +108,7 @@ size_t write_ranks_page(const RanksReport& r, const std::string& out, const std:
       std::string name = "rank" + std::to_string(s.rank) + ".html";
       write_file_atomic(folder + "/" + name, render_html(snap, h));
       written[k] = folder + "/" + name;
-      po.pages[which[k]] = link + "/" + name;
+      po.pages[which[k]] = relative_href({folder_name, name});
     });
     write_file_atomic(out, ranks_html(r, po));
   } catch (...) {

@@ -138,4 +138,24 @@ void append_xml_escaped(std::string& out, std::string_view s) {
   }
 }
 
+std::string relative_href(std::initializer_list<std::string_view> segments) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out = ".";
+  for (std::string_view seg : segments) {
+    out += '/';
+    for (char ch : seg) {
+      const auto c = static_cast<unsigned char>(ch);
+      if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+          c == '.' || c == '_' || c == '~') {
+        out += ch;
+      } else {
+        out += '%';
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace memsight

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -33,5 +34,11 @@ bool is_pickle_text(std::string_view s);
 // Appends s with &, <, >, " and ' replaced by entities (XML and HTML text
 // and attribute values).
 void append_xml_escaped(std::string& out, std::string_view s);
+
+// A link from a page to a file beside it: "./" and the path's segments,
+// each percent-encoded but for letters, digits and "-._~". However the
+// names read ("javascript:...", "a b", "?#"), the result is a relative path
+// that names them: it cannot start a scheme, a query or a fragment.
+std::string relative_href(std::initializer_list<std::string_view> segments);
 
 }  // namespace memsight

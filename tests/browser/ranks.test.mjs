@@ -8,7 +8,7 @@ import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { launch, openReport } from './harness.mjs';
-import { FIXTURES, memsightBinary, outDir } from './reports.mjs';
+import { FIXTURES, ROOT, memsightBinary, outDir } from './reports.mjs';
 
 let browser;
 let dir;
@@ -45,7 +45,7 @@ test('the ranks page: verdict, chart, details, table, rank pages', async () => {
   assert.match(await p.locator('.oom-verdict .verdict').textContent(), /^Rank 2 was different: its peak allocated 1\.6GiB/);
   // opens on the OOMed rank, with the link to its full page
   assert.equal(await p.evaluate(() => document.body.dataset.selected), '2');
-  assert.equal(await p.locator('.details a.open').getAttribute('href'), 'report.ranks/rank2.html');
+  assert.equal(await p.locator('.details a.open').getAttribute('href'), './report.ranks/rank2.html');
 
   const c1 = await barCenter(p, 1, 4);
   await p.mouse.move(c1.x, c1.y);
@@ -76,6 +76,29 @@ test('the ranks page: verdict, chart, details, table, rank pages', async () => {
   await p.locator('.details a.open').click();
   await p.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 60000 });
   assert.match(await p.title(), /^rank 0 - rank0\.pickle - memsight$/);
+  assert.deepEqual(problems.errors, []);
+  await p.close();
+});
+
+// One file is one rank: nothing to compare. A declared world size of 10^9
+// reads as a range, as the text says it (issue 33 item 11, issue 34 item 2).
+test('one rank says there is nothing to compare; a huge world size is one range', async () => {
+  const one = join(dir, 'one');
+  mkdirSync(one);
+  execFileSync('/usr/bin/python3', ['-c', `
+import pickle, sys
+sys.path.insert(0, ${JSON.stringify(join(ROOT, 'tests/cli'))})
+from test_ranks_inputs import rank_snapshot
+pickle.dump(rank_snapshot(0, world_size=10**9), open(sys.argv[1], 'wb'), protocol=4)
+`, join(one, 's_rank0.pickle')]);
+  const out = join(dir, 'one.html');
+  execFileSync(memsightBinary(), ['ranks', one, '-o', out, '--pages', 'none'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const { page: p, problems } = await openReport(browser.context, out);
+  assert.equal(await p.locator('.headline h2').textContent(),
+    '1 rank (world size 1,000,000,000), none ran out of memory, nothing to compare it with');
+  assert.equal(await p.locator('section.differ h2').textContent(), 'Nothing to compare');
+  assert.match(await p.locator('.mismatches').textContent(), /missing: no dump of ranks 1-999,999,999 \(999,999,999 ranks\)/);
+  assert.deepEqual(problems.requests, []);
   assert.deepEqual(problems.errors, []);
   await p.close();
 });

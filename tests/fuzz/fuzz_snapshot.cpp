@@ -12,6 +12,7 @@
 #include "../common/scope_agreement.h"
 #include "memsight/diff.h"
 #include "memsight/leaks.h"
+#include "memsight/ranks.h"
 #include "memsight/reader.h"
 #include "memsight/summary.h"
 #include "memsight/text_tools.h"
@@ -36,6 +37,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)memsight::diff_folded(change);
     (void)memsight::diff_svg(change);
     (void)memsight::read_snapshot_bytes(memsight::pickle_snapshot(full));
+  } catch (const memsight::Error&) {
+  }
+  try {
+    // A rank's declared world size is range-checked and its missing ranks
+    // are ranges: a few bytes declaring 10^9 ranks cost nothing.
+    memsight::RanksReport rep =
+        memsight::merge_ranks({memsight::summarize_rank(full, "fuzz_rank0.pickle")});
+    (void)memsight::ranks_text(rep);
+    if (memsight::ranks_json(rep).size() > (size_t{64} << 20)) std::abort();
   } catch (const memsight::Error&) {
   }
   return 0;

@@ -124,7 +124,7 @@ TEST(Ranks, NumberingDuplicatesAndMissing) {
   EXPECT_EQ(rep.ranks[1].rank_from, "argument order");
   EXPECT_EQ(rep.ranks[2].path, "b.pickle");
   EXPECT_EQ(rep.world_size, 6);
-  EXPECT_EQ(rep.missing, (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(rep.missing, (std::vector<RankRange>{{4, 5}}));
   ASSERT_FALSE(rep.notes.empty());
   EXPECT_EQ(rep.notes[0].rfind("ranks 1, 2 numbered by argument order", 0), 0u) << rep.notes[0];
 
@@ -191,7 +191,26 @@ TEST(Ranks, MismatchesAreNamedNotFatal) {
 TEST(Ranks, Ranges) {
   EXPECT_EQ(rank_ranges({7, 0, 1, 2, 3, 5, 8, 9}), "0-3, 5, 7-9");
   EXPECT_EQ(rank_ranges({4, 5}), "4, 5");
-  EXPECT_EQ(rank_ranges({}), "");
+  EXPECT_EQ(rank_ranges(std::vector<int64_t>{}), "");
+  EXPECT_EQ(rank_ranges(std::vector<RankRange>{{0, 0}, {2, 99'999'999}}), "0, 2-99,999,999");
+}
+
+// A declared world size is a range to say, never entries to allocate
+// (issue 34, item 2): 10^9 missing ranks take three ranges.
+TEST(Ranks, MissingRanksAreRanges) {
+  EXPECT_EQ(ranks_missing(1'000'000'000, {1, 5}),
+            (std::vector<RankRange>{{0, 0}, {2, 4}, {6, 999'999'999}}));
+  EXPECT_EQ(ranks_missing(3, {0, 1, 2}), std::vector<RankRange>{});
+  EXPECT_EQ(ranks_missing(2, {0, 7}),
+            (std::vector<RankRange>{{1, 1}}));  // past the size: not missing
+  std::vector<RankSummary> in = {rank(0, MiB), rank(1, MiB)};
+  for (RankSummary& s : in) s.origin.world_size = kMaxWorldSize;
+  RanksReport rep = merge_ranks(in);
+  EXPECT_EQ(rep.missing, (std::vector<RankRange>{{2, kMaxWorldSize - 1}}));
+  EXPECT_EQ(rank_count(rep.missing), kMaxWorldSize - 2);
+  EXPECT_NE(ranks_text(rep).find("missing: no dump of ranks 2-2,147,483,646 (2,147,483,645 ranks)"),
+            std::string::npos);
+  EXPECT_LT(ranks_json(rep).size(), 200'000u);
 }
 
 TEST(Ranks, SummaryOfARealSnapshotAndItsRankFromTheName) {

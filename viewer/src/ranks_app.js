@@ -19,17 +19,36 @@ export const METRIC_NAMES = {
   fragmentation: 'fragmentation',
 };
 
+// Ranges [first, last] as the text report writes them: "0-3, 5, 7-9", "2-99,999,999".
+export function rangesText(ranges) {
+  return ranges.map(([a, b]) => (a === b ? formatCount(a) : `${formatCount(a)}${b === a + 1 ? ', ' : '-'}${formatCount(b)}`))
+    .join(', ');
+}
+
 // Rank numbers as ranges: "0-3, 5, 7-9".
 export function rankRanges(list) {
   const r = [...new Set(list)].sort((a, b) => a - b);
-  const out = [];
-  for (let i = 0; i < r.length;) {
-    let j = i;
-    while (j + 1 < r.length && r[j + 1] === r[j] + 1) j++;
-    out.push(j === i ? `${r[i]}` : j === i + 1 ? `${r[i]}, ${r[j]}` : `${r[i]}-${r[j]}`);
-    i = j + 1;
+  const ranges = [];
+  for (const k of r) {
+    if (ranges.length && ranges[ranges.length - 1][1] + 1 === k) ranges[ranges.length - 1][1] = k;
+    else ranges.push([k, k]);
   }
-  return out.join(', ');
+  return rangesText(ranges);
+}
+
+// The missing ranks: "missing: no dump of ranks 2-99,999,999 (99,999,998 ranks)".
+function missingText(rep) {
+  const ranges = rep.missing_ranges || rep.missing.map((k) => [k, k]);
+  const n = ranges.reduce((sum, [a, b]) => sum + b - a + 1, 0);
+  if (!n) return [];
+  return [`missing: no dump of rank${n > 1 ? 's' : ''} ${rangesText(ranges)}` +
+    (ranges.length < n ? ` (${formatCount(n)} ranks)` : '')];
+}
+
+// A rank page's link as the page writer makes it: "./" and percent-encoded
+// names, nothing that could hold a scheme. Anything else is not followed.
+export function safeLink(link) {
+  return typeof link === 'string' && /^\.\/[A-Za-z0-9%._~/-]+$/.test(link) ? link : '';
 }
 
 // Seconds on the report's clock: the ranks' common wall clock, else the rank's own first entry.
@@ -64,17 +83,18 @@ function headline(rep) {
   const n = rep.ranks.length;
   const rounds = new Set(rep.ranks.filter((r) => r.origin && r.origin.seq >= 0)
     .map((r) => `${r.origin.tag} round ${r.origin.seq}`));
-  const extra = [...(rounds.size === 1 ? rounds : []), ...(rep.world_size > 0 ? [`world size ${rep.world_size}`] : [])];
+  const extra = [...(rounds.size === 1 ? rounds : []), ...(rep.world_size > 0 ? [`world size ${formatCount(rep.world_size)}`] : [])];
   const ooms = rep.ooms.length;
   return `${countOf(n, 'rank')}${extra.length ? ` (${extra.join(', ')})` : ''}, ` +
     (ooms ? `${formatCount(ooms)} ran out of memory` : 'none ran out of memory') +
-    `, ${formatCount(rep.differ.length)} differ${rep.differ.length === 1 ? 's' : ''} from the median`;
+    (n === 1 ? ', nothing to compare it with'
+      : `, ${formatCount(rep.differ.length)} differ${rep.differ.length === 1 ? 's' : ''} from the median`);
 }
 
 function mismatchSection(rep) {
   const items = [
     ...rep.mismatches.map((m) => `mismatch: ${m}`),
-    ...(rep.missing.length ? [`missing: no dump of rank${rep.missing.length > 1 ? 's' : ''} ${rankRanges(rep.missing)}`] : []),
+    ...missingText(rep),
     ...rep.manifest_missing.map((m) => `rank ${m.rank} wrote nothing: ${m.why}`),
     ...rep.notes.map((n) => `note: ${n}`),
   ];
@@ -99,6 +119,11 @@ function oomSection(rep, select) {
 }
 
 function differSection(rep, select) {
+  if (rep.ranks.length === 1) {
+    return h('section', { class: 'differ' }, h('h2', null, 'Nothing to compare'),
+      h('p', null, 'One file is one rank: give the files of every rank (a folder, a glob such as ',
+        h('code', null, "'run/oom_1_rank*.pickle'"), ', or the round\'s manifest) to see them side by side.'));
+  }
   const body = rep.differ.length
     ? h('ul', { class: 'differs-list' }, rep.differ.map((o) => {
       const i = rep.ranks.findIndex((r) => r.rank === o.rank);
@@ -145,6 +170,7 @@ export function rankDetails(rep, i, link) {
   const out = rep.differ.find((o) => o.rank === r.rank);
   if (out) badges.push(h('span', { class: 'badge differs' }, 'differs'));
   if (r.rank === rep.typical_rank) badges.push(h('span', { class: 'badge typical' }, 'typical'));
+  link = safeLink(link);
   const open = link
     ? h('a', { class: 'open', href: link }, `Open rank ${r.rank}'s full page (timeline, allocator state, flamegraphs)`)
     : h('p', null, 'No page was written for this rank (--pages all writes one for every rank); write it with ',

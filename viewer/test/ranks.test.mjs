@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { chartModel, labelStride } from '../src/ranks_chart.js';
-import { deltaText, firstRank, rankRanges } from '../src/ranks_app.js';
+import { deltaText, firstRank, rankRanges, rangesText, safeLink } from '../src/ranks_app.js';
 
 const MiB = 1 << 20;
 const kinds = (o) => ({ parameter: 0, gradient: 0, optimizer_state: 0, buffer: 0, activation: 0, temporary: 0,
@@ -45,6 +45,7 @@ test('rank labels stay apart however many ranks', () => {
 test('rank ranges and differences read as the text report writes them', () => {
   assert.equal(rankRanges([7, 0, 1, 2, 3, 5, 8, 9]), '0-3, 5, 7-9');
   assert.equal(rankRanges([4, 5]), '4, 5');
+  assert.equal(rangesText([[0, 0], [2, 99999999]]), '0, 2-99,999,999');  // a declared world size, as ranges
   assert.equal(deltaText({
     metric: 'peak_allocated', value: 300 * MiB, median: 200 * MiB,
     by: [{ kind: 'kind', name: 'activation', delta: 120 * MiB }, { kind: 'module', name: '', delta: 100 * MiB },
@@ -60,4 +61,13 @@ test('the page opens on the OOMed rank, else the first that differs, else the ty
   assert.equal(firstRank(report(ranks, { ooms: [{ rank: 2 }], differ: [{ rank: 1 }] })), 2);
   assert.equal(firstRank(report(ranks, { differ: [{ rank: 1 }] })), 1);
   assert.equal(firstRank(report(ranks, { typical_rank: 2 })), 2);
+});
+
+test('a rank page link is followed only as the page writer makes it: relative, percent-encoded', () => {
+  assert.equal(safeLink('./report.ranks/rank2.html'), './report.ranks/rank2.html');
+  assert.equal(safeLink('./javascript%3Avoid%28alert%281%29%29.ranks/rank2.html'),
+    './javascript%3Avoid%28alert%281%29%29.ranks/rank2.html');
+  for (const bad of ['javascript:alert(1)', 'report.ranks/rank2.html', './a b.html', 'data:text/html,x', './x?y', '', null]) {
+    assert.equal(safeLink(bad), '', String(bad));
+  }
 });

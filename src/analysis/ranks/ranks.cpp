@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "input/source.h"
 #include "memsight/error.h"
 #include "memsight/summary.h"
 #include "util/text_format.h"
@@ -25,12 +26,25 @@ std::string str_of(const PyValue* d, std::string_view key) {
   return v && v->kind == PyValue::Kind::Str ? v->s.str() : std::string();
 }
 
-RankOrigin read_origin(const Snapshot& snap) {
+// A number the dump declares, range-checked: a world size decides how many
+// ranks the report calls missing, so 0, -5 or 10^12 is refused by the file's
+// name rather than taken. Absent (or not an integer): -1.
+int64_t declared(const PyValue* d, std::string_view key, int64_t lo, int64_t hi,
+                 const std::string& path) {
+  const PyValue* v = d->get(key);
+  if (!v || (v->kind != PyValue::Kind::Int && v->kind != PyValue::Kind::BigInt)) return -1;
+  if (v->kind == PyValue::Kind::Int && v->i >= lo && v->i <= hi) return v->i;
+  throw Error(input_name(path) + ": memsight_rank says " + std::string(key) + " " +
+              (v->kind == PyValue::Kind::Int ? std::to_string(v->i) : std::string("past 2^63")) +
+              ", outside " + count_text(lo) + " to " + count_text(hi));
+}
+
+RankOrigin read_origin(const Snapshot& snap, const std::string& path) {
   RankOrigin o;
   const PyValue* d = snap.top("memsight_rank");
   if (!d || d->kind != PyValue::Kind::Dict) return o;
-  o.rank = int_of(d, "rank");
-  o.world_size = int_of(d, "world_size");
+  o.world_size = declared(d, "world_size", 1, kMaxWorldSize, path);
+  o.rank = declared(d, "rank", 0, o.world_size > 0 ? o.world_size - 1 : kMaxWorldSize - 1, path);
   o.local_rank = int_of(d, "local_rank");
   o.seq = int_of(d, "seq");
   o.origin_rank = int_of(d, "origin_rank");
@@ -44,6 +58,7 @@ RankOrigin read_origin(const Snapshot& snap) {
   o.host = str_of(d, "host");
   o.torch_version = str_of(d, "torch");
   o.device_name = str_of(d, "device_name");
+  o.job = str_of(d, "job");
   return o;
 }
 
@@ -155,15 +170,40 @@ std::string rank_parts_text(const std::vector<RankPart>& by) {
 std::string rank_ranges(std::vector<int64_t> ranks) {
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::vector<RankRange> ranges;
+  for (int64_t r : ranks)
+    if (!ranges.empty() && ranges.back().second + 1 == r)
+      ranges.back().second = r;
+    else
+      ranges.emplace_back(r, r);
+  return rank_ranges(ranges);
+}
+
+std::string rank_ranges(const std::vector<RankRange>& ranges) {
   std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+  for (auto [first, last] : ranges) {
     if (!out.empty()) out += ", ";
-    out += std::to_string(ranks[i]);
-    if (j > i) out += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
-    i = j + 1;
+    out += count_text(first);
+    if (last > first) out += (last == first + 1 ? ", " : "-") + count_text(last);
   }
+  return out;
+}
+
+int64_t rank_count(const std::vector<RankRange>& ranges) {
+  int64_t n = 0;
+  for (auto [first, last] : ranges) n += last - first + 1;
+  return n;
+}
+
+std::vector<RankRange> ranks_missing(int64_t world_size, const std::vector<int64_t>& present) {
+  std::vector<RankRange> out;
+  int64_t next = 0;  // the lowest rank not yet accounted for
+  for (int64_t r : present) {
+    if (r >= world_size) break;
+    if (r > next) out.emplace_back(next, r - 1);
+    next = std::max(next, r + 1);
+  }
+  if (next < world_size) out.emplace_back(next, world_size - 1);
   return out;
 }
 
@@ -171,7 +211,7 @@ RankSummary summarize_rank(const Snapshot& snap, const std::string& path,
                            const UserCode& user_code) {
   RankSummary r;
   r.path = path;
-  r.origin = read_origin(snap);
+  r.origin = read_origin(snap, path);
   if (r.origin.rank >= 0) {
     r.rank = r.origin.rank;
     r.rank_from = "memsight_rank";
@@ -182,11 +222,15 @@ RankSummary summarize_rank(const Snapshot& snap, const std::string& path,
     if (k.rfind("memsight_", 0) != 0) r.layout += (r.layout.empty() ? "" : ",") + k;
   Summary s = summarize(snap, {.user_code = user_code, .top_sites = kRankSites});
   // The busiest device: alike devices are one group, named by its first.
+  // A device counts as used where the rank held memory on it: torch lists
+  // every device the process could see, and a trace entry that holds no
+  // memory (a "snapshot" mark) is not use.
   const DeviceSummary* d = nullptr;
   for (size_t g = 0; g < s.devices.size(); ++g) {
     const DeviceSummary& ds = s.devices[g];
     if (ds.entries == 0 && ds.segments_now == 0) continue;
-    for (auto [first, last] : s.members[g]) r.devices += static_cast<size_t>(last - first) + 1;
+    if (ds.peak_allocated > 0 || ds.peak_reserved > 0 || ds.reserved_now > 0)
+      for (auto [first, last] : s.members[g]) r.devices += static_cast<size_t>(last - first) + 1;
     if (!d || ds.peak_reserved > d->peak_reserved ||
         (ds.peak_reserved == d->peak_reserved && ds.entries > d->entries))
       d = &ds;

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "analysis/ranks/ranks_checks.h"
 #include "memsight/error.h"
 #include "memsight/ranks.h"
 #include "util/text_format.h"
@@ -179,65 +180,6 @@ RankOomVerdict judge_oom(const RankSummary& r, const RanksReport& rep) {
   return v;
 }
 
-// "a (ranks 0-3), b (rank 4)": the values of `key` over the ranks that have one.
-template <typename Key>
-std::string groups(const std::vector<RankSummary>& ranks, Key key, size_t& count) {
-  std::map<std::string, std::vector<int64_t>> by;
-  for (const RankSummary& r : ranks)
-    if (std::string k = key(r); !k.empty()) by[k].push_back(r.rank);
-  count = by.size();
-  std::string out;
-  for (const auto& [k, rs] : by) {
-    if (!out.empty()) out += ", ";
-    out += k + " (rank" + (rs.size() > 1 ? "s " : " ") + rank_ranges(rs) + ")";
-  }
-  return out;
-}
-
-void name_mismatches(RanksReport& rep) {
-  const auto& ranks = rep.ranks;
-  size_t n = 0;
-  std::string g = groups(
-      ranks, [](const RankSummary& r) { return r.origin.torch_version; }, n);
-  bool versions_known = std::all_of(ranks.begin(), ranks.end(), [](const RankSummary& r) {
-    return !r.origin.torch_version.empty();
-  });
-  if (n > 1) rep.mismatches.push_back("torch versions differ: " + g);
-  if (!versions_known) {
-    g = groups(
-        ranks, [](const RankSummary& r) { return "[" + r.layout + "]"; }, n);
-    if (n > 1)
-      rep.mismatches.push_back("the snapshots' top-level keys differ (torch versions?): " + g);
-  }
-  g = groups(
-      ranks,
-      [](const RankSummary& r) {
-        std::string k = r.origin.device_name;
-        if (r.device_total > 0) k += (k.empty() ? "" : ", ") + format_bytes(double(r.device_total));
-        return k;
-      },
-      n);
-  if (n > 1) rep.mismatches.push_back("devices differ: " + g);
-  g = groups(
-      ranks,
-      [](const RankSummary& r) {
-        return r.origin.seq < 0 ? std::string()
-                                : r.origin.tag + " round " + std::to_string(r.origin.seq);
-      },
-      n);
-  if (n > 1) rep.mismatches.push_back("the dumps come from different rounds: " + g);
-  g = groups(
-      ranks,
-      [](const RankSummary& r) {
-        return r.origin.world_size < 0 ? std::string() : std::to_string(r.origin.world_size);
-      },
-      n);
-  if (n > 1) rep.mismatches.push_back("world sizes differ: " + g);
-  if (n == 1)
-    for (const RankSummary& r : ranks)
-      if (r.origin.world_size > 0) rep.world_size = r.origin.world_size;
-}
-
 void add_notes(RanksReport& rep, const std::vector<int64_t>& numbered) {
   std::vector<int64_t> inexact, empty, multi;
   for (const RankSummary& r : rep.ranks) {
@@ -260,6 +202,7 @@ void add_notes(RanksReport& rep, const std::vector<int64_t>& numbered) {
   if (!multi.empty())
     rep.notes.push_back("rank" + std::string(multi.size() > 1 ? "s " : " ") + rank_ranges(multi) +
                         " used several devices; each rank's busiest device is summarised");
+  if (rep.ranks.size() == 1) rep.notes.push_back(kOneRank);
 }
 
 // Two files of one rank that hold the same dump: memsight_rank says the same
@@ -395,16 +338,6 @@ void take_time_base(RanksReport& rep) {
   if (!rep.job_clock) rep.time_base_us = 0;
 }
 
-// The ranks below the world size that no file holds.
-void find_missing(RanksReport& rep) {
-  const auto& rs = rep.ranks;
-  for (int64_t k = 0, i = 0; k < rep.world_size; ++k) {
-    while (i < static_cast<int64_t>(rs.size()) && rs[static_cast<size_t>(i)].rank < k) ++i;
-    if (i >= static_cast<int64_t>(rs.size()) || rs[static_cast<size_t>(i)].rank != k)
-      rep.missing.push_back(k);
-  }
-}
-
 }  // namespace
 
 RanksReport merge_ranks(std::vector<RankSummary> ranks) {
@@ -418,7 +351,7 @@ RanksReport merge_ranks(std::vector<RankSummary> ranks) {
     if (!r.ooms.empty()) rep.oom_verdicts.push_back(judge_oom(r, rep));
   take_time_base(rep);
   name_mismatches(rep);
-  if (rep.world_size > 0) find_missing(rep);
+  if (rep.world_size > 0) rep.missing = ranks_missing(rep.world_size, rank_numbers(rep));
   add_notes(rep, numbered);
   return rep;
 }

@@ -93,23 +93,21 @@ std::string heading(const RanksReport& rep) {
   if (rounds.size() == 1)
     extra = rounds.begin()->first + " round " + std::to_string(rounds.begin()->second);
   if (rep.world_size > 0)
-    extra +=
-        (extra.empty() ? "" : ", ") + std::string("world size ") + std::to_string(rep.world_size);
+    extra += (extra.empty() ? "" : ", ") + std::string("world size ") + count_text(rep.world_size);
   if (!extra.empty()) out += " (" + extra + ")";
   out += ooms ? ", " + count_text(static_cast<int64_t>(ooms)) + " ran out of memory"
               : ", none ran out of memory";
   return out + "\n";
 }
 
-}  // namespace
-
-std::string ranks_text(const RanksReport& rep) {
-  std::string out = heading(rep);
-  if (rep.ranks.empty()) return out;
+// What does not match, what is missing, the notes and the clock.
+std::string lines_before_the_table(const RanksReport& rep) {
+  std::string out;
   for (const std::string& m : rep.mismatches) out += "  mismatch: " + m + "\n";
-  if (!rep.missing.empty())
-    out += "  missing: no dump of rank" + std::string(rep.missing.size() > 1 ? "s " : " ") +
-           rank_ranges(rep.missing) + "\n";
+  if (const int64_t n = rank_count(rep.missing); n > 0)
+    out += "  missing: no dump of rank" + std::string(n > 1 ? "s " : " ") +
+           rank_ranges(rep.missing) +
+           (rep.missing.size() < size_t(n) ? " (" + count_of(n, "rank") + ")" : "") + "\n";
   for (const auto& [rank, why] : rep.manifest_missing)
     out += "  rank " + std::to_string(rank) + " wrote nothing: " + why + "\n";
   for (const std::string& n : rep.notes) out += "  note: " + n + "\n";
@@ -117,7 +115,38 @@ std::string ranks_text(const RanksReport& rep) {
          (rep.job_clock ? "after the first trace entry of any rank (the ranks' clocks)"
                         : "after each rank's first trace entry") +
          "\n\n";
+  return out;
+}
 
+std::string oom_text(const RanksReport& rep, const RankOomVerdict& v) {
+  const RankSummary& r = *std::find_if(rep.ranks.begin(), rep.ranks.end(),
+                                       [&](const RankSummary& x) { return x.rank == v.rank; });
+  const RankOom& o = r.ooms.front();
+  std::string out =
+      "\nOUT OF MEMORY on rank " + std::to_string(r.rank) + ", trace entry " + count_text(o.event) +
+      " (" + fixed(seconds(rep, r, o.time_us), "%.3f") + " s): " + o.verdict +
+      (r.ooms.size() > 1
+           ? " (" + count_of(static_cast<int64_t>(r.ooms.size()), "OOM") + ", the first)"
+           : "") +
+      "\n";
+  out += wrap_words(v.text, "  ");
+  out += wrap_words(o.explanation, "  ");
+  if (o.requested || o.allocated)
+    out += wrap_words("By kind: " + category_line(view_of(o.kinds)) + ".", "  ");
+  if (!o.site.empty()) out += "  requested from: " + o.site + "\n";
+  for (const std::string& fix : o.remedies) {
+    std::string w = wrap_words(fix, "      ");
+    out += "    - " + w.substr(6);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ranks_text(const RanksReport& rep) {
+  std::string out = heading(rep);
+  if (rep.ranks.empty()) return out;
+  out += lines_before_the_table(rep);
   out += "  rank  peak alloc  when          peak resv  at the dump alloc/resv    frag  OOM\n";
   std::set<int64_t> shown;
   if (rep.ranks.size() > kTextRanks) shown = notable(rep);
@@ -127,38 +156,26 @@ std::string ranks_text(const RanksReport& rep) {
     out += "   ... " +
            count_of(static_cast<int64_t>(rep.ranks.size() - shown.size()), "more rank") +
            " (--json or the page lists every rank)\n";
+  // One rank is compared with nothing: no median row, no differences.
+  const bool one = rep.ranks.size() == 1;
   const auto& m = rep.median;
   auto med = [&](RankMetric k) { return m[static_cast<size_t>(k)]; };
-  out += "median  " + pad(format_bytes(med(RankMetric::PeakAllocated)), 10) + " " + pad("", 13) +
-         " " + pad(format_bytes(med(RankMetric::PeakReserved)), 10) + "  " +
-         pad(format_bytes(med(RankMetric::AllocatedNow)) + " / " +
-                 format_bytes(med(RankMetric::ReservedNow)),
-             21) +
-         "  " + pad(percent(med(RankMetric::Fragmentation)), 6) + "  (typical: rank " +
-         std::to_string(rep.typical_rank) + ")\n";
+  if (!one)
+    out += "median  " + pad(format_bytes(med(RankMetric::PeakAllocated)), 10) + " " + pad("", 13) +
+           " " + pad(format_bytes(med(RankMetric::PeakReserved)), 10) + "  " +
+           pad(format_bytes(med(RankMetric::AllocatedNow)) + " / " +
+                   format_bytes(med(RankMetric::ReservedNow)),
+               21) +
+           "  " + pad(percent(med(RankMetric::Fragmentation)), 6) + "  (typical: rank " +
+           std::to_string(rep.typical_rank) + ")\n";
 
-  for (const RankOomVerdict& v : rep.oom_verdicts) {
-    const RankSummary& r = *std::find_if(rep.ranks.begin(), rep.ranks.end(),
-                                         [&](const RankSummary& x) { return x.rank == v.rank; });
-    const RankOom& o = r.ooms.front();
-    out += "\nOUT OF MEMORY on rank " + std::to_string(r.rank) + ", trace entry " +
-           count_text(o.event) + " (" + fixed(seconds(rep, r, o.time_us), "%.3f") +
-           " s): " + o.verdict +
-           (r.ooms.size() > 1
-                ? " (" + count_of(static_cast<int64_t>(r.ooms.size()), "OOM") + ", the first)"
-                : "") +
-           "\n";
-    out += wrap_words(v.text, "  ");
-    out += wrap_words(o.explanation, "  ");
-    if (o.requested || o.allocated)
-      out += wrap_words("By kind: " + category_line(view_of(o.kinds)) + ".", "  ");
-    if (!o.site.empty()) out += "  requested from: " + o.site + "\n";
-    for (const std::string& fix : o.remedies) {
-      std::string w = wrap_words(fix, "      ");
-      out += "    - " + w.substr(6);
-    }
-  }
+  for (const RankOomVerdict& v : rep.oom_verdicts) out += oom_text(rep, v);
 
+  if (one)
+    return out + "\n" +
+           wrap_words("What kind, at the peak: " +
+                          category_line(view_of(rep.ranks[0].kinds_peak), kCategoryCount),
+                      "");
   out += "\nRanks that differ from the median:\n";
   if (rep.outliers.empty())
     out += "  none: every rank is within " + percent(kDifferShare) + " (and " +

@@ -8,6 +8,7 @@ namespace memsight {
 namespace {
 
 constexpr int kShareDecimals = 6;  // fragmentation, as summary writes it
+constexpr int64_t kMissingListed = 1000;
 
 void strings(JsonWriter& w, std::string_view k, const std::vector<std::string>& v) {
   w.key(k).begin_array();
@@ -59,6 +60,7 @@ void origin(JsonWriter& w, const RankOrigin& o) {
       .field("host", o.host)
       .field("torch", o.torch_version)
       .field("device_name", o.device_name)
+      .field("job", o.job)
       .end_object();
 }
 
@@ -168,8 +170,15 @@ std::string ranks_json(const RanksReport& rep) {
   });
   strings(w, "mismatches", rep.mismatches);
   strings(w, "notes", rep.notes);
+  // "missing" lists ranks one by one up to kMissingListed (a declared world
+  // size of 10^9 must not write 10^9 numbers); "missing_ranges" is whole.
   w.key("missing").begin_array();
-  for (auto r : rep.missing) w.value(r);
+  int64_t listed = 0;
+  for (auto [first, last] : rep.missing)
+    for (int64_t r = first; r <= last && listed < kMissingListed; ++r, ++listed) w.value(r);
+  w.end_array().field("missing_cut", listed < rank_count(rep.missing));
+  w.key("missing_ranges").begin_array();
+  for (auto [first, last] : rep.missing) w.begin_array().value(first).value(last).end_array();
   w.end_array();
   objects(w, "manifest_missing", rep.manifest_missing,
           [](JsonWriter& o, const std::pair<int64_t, std::string>& m) {

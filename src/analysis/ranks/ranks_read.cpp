@@ -6,16 +6,22 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <new>
 
+#include "analysis/ranks/ranks_checks.h"
 #include "input/json_stream.h"
 #include "input/source.h"
 #include "memsight/error.h"
 #include "memsight/ranks.h"
 #include "memsight/reader.h"
+#include "util/float_chars.h"
 #include "util/natural_order.h"
 #include "util/parallel.h"
+#include "util/text_format.h"
 
 namespace memsight {
 namespace {
@@ -44,14 +50,53 @@ bool snapshot_name(std::string_view name) {
 
 bool manifest_name(std::string_view name) { return ends_with(name, "_manifest.json"); }
 
-// A file the manifest names: as written, else beside the manifest (the
-// dumps were gathered from several nodes into one folder).
-std::string manifest_file(const std::string& manifest, const std::string& file) {
-  fs::path dir = fs::path(manifest).parent_path();
-  fs::path p(file);
-  if (p.is_relative()) return (dir / p).string();
-  if (exists(file)) return file;
-  return (dir / p.filename()).string();
+// A file a manifest names, as a path to read. A manifest is data, and the
+// paths in it must not pick what memsight reads: a relative path is read
+// inside the manifest's folder and must stay there ("../../etc/passwd" is
+// refused). An absolute path is what memsight.torch writes for a file
+// another node wrote into its own folder: it is read by its file name
+// beside the manifest (the dumps gathered into one folder), else where it
+// points, only when it names a snapshot file (never /etc/passwd).
+std::string manifest_file(const std::string& manifest, const std::string& file, int64_t rank) {
+  const fs::path dir = fs::path(manifest).parent_path();
+  const fs::path p(file);
+  const std::string who = rank >= 0 ? "rank " + std::to_string(rank) + "'s file '" + file + "'"
+                                    : "the file '" + file + "'";
+  if (p.is_relative()) {
+    fs::path norm = p.lexically_normal();
+    if (norm.empty() || *norm.begin() == ".." || !norm.has_filename())
+      throw Error(who +
+                  " is outside the manifest's folder; a manifest's relative paths are read "
+                  "inside its folder");
+    return (dir / norm).string();
+  }
+  const std::string beside = (dir / p.filename()).string();
+  if (p.has_filename() && exists(beside)) return beside;
+  if (snapshot_name(p.filename().string())) return file;
+  throw Error(who + " is outside the manifest's folder and names no snapshot file (*.pickle or " +
+              "*.pkl, compressed or not)");
+}
+
+struct ManifestEntry {
+  int64_t rank = -1;
+  std::string file, why;
+};
+
+ManifestEntry read_entry(json::Reader& r) {
+  ManifestEntry e;
+  std::string key;
+  r.begin_object();
+  while (r.next_key(key)) {
+    if (key == "rank" && r.peek() == json::Kind::Number)
+      e.rank = r.integer();
+    else if (key == "file" && r.peek() == json::Kind::String)
+      r.string(e.file);
+    else if (key == "why" && r.peek() == json::Kind::String)
+      r.string(e.why);
+    else
+      r.skip();
+  }
+  return e;
 }
 
 // memsight.torch's manifest of a dump round (docs/formats.md).
@@ -62,32 +107,26 @@ void read_manifest(const std::string& path, RankInputs& out) {
     json::Reader r(*src);
     if (r.peek() != json::Kind::Object) throw Error("not a memsight dump manifest (a JSON object)");
     bool marked = false;
-    std::string key, text;
+    std::string key;
     r.begin_object();
     while (r.next_key(key)) {
       if (key == "memsight_rank_dumps") {
         r.skip();
         marked = true;
       } else if (key == "world_size" && r.peek() == json::Kind::Number) {
-        out.manifest_world_size = r.integer();
+        // The number may be any JSON number: range-checked as text first.
+        double ws = r.number();
+        if (!(ws >= 1 && ws <= double(kMaxWorldSize)) || ws != std::floor(ws))
+          throw Error("world_size " + shortest_text(ws) + " is outside 1 to " +
+                      count_text(kMaxWorldSize));
+        out.manifest_world_size = static_cast<int64_t>(ws);
       } else if ((key == "ranks" || key == "missing") && r.peek() == json::Kind::Array) {
         r.begin_array();
         while (r.next_item()) {
-          int64_t rank = -1;
-          std::string file, why;
-          r.begin_object();
-          while (r.next_key(text)) {
-            if (text == "rank" && r.peek() == json::Kind::Number)
-              rank = r.integer();
-            else if (text == "file" && r.peek() == json::Kind::String)
-              r.string(file);
-            else if (text == "why" && r.peek() == json::Kind::String)
-              r.string(why);
-            else
-              r.skip();
-          }
-          if (key == "ranks" && !file.empty()) out.files.push_back(manifest_file(path, file));
-          if (key == "missing" && rank >= 0) out.manifest_missing.emplace_back(rank, why);
+          ManifestEntry e = read_entry(r);
+          if (key == "ranks" && !e.file.empty())
+            out.files.push_back(manifest_file(path, e.file, e.rank));
+          if (key == "missing" && e.rank >= 0) out.manifest_missing.emplace_back(e.rank, e.why);
         }
       } else {
         r.skip();
@@ -100,20 +139,47 @@ void read_manifest(const std::string& path, RankInputs& out) {
   });
 }
 
-void add_directory(const std::string& dir, RankInputs& out) {
-  std::vector<std::string> files, manifests;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
-    if (!e.is_regular_file(ec)) continue;
-    if (snapshot_name(name)) files.push_back(e.path().string());
-    if (manifest_name(name)) manifests.push_back(e.path().string());
+// A directory's entry or a pattern's match that names a link leading
+// nowhere: skipped, with a note naming it; a file read is never decided by
+// the order a directory lists its entries in. Any other failure to look at
+// it is an Error naming the entry. True for a file to read.
+bool usable(const std::string& path, RankInputs& out) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return S_ISREG(st.st_mode);
+  const int err = errno;
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode) && (err == ENOENT || err == ELOOP)) {
+    std::error_code ec;
+    fs::path to = fs::read_symlink(path, ec);
+    out.notes.push_back("skipped " + path + ": " +
+                        (err == ELOOP
+                             ? std::string("a loop of symbolic links")
+                             : "a symbolic link to '" + to.string() + "', which does not exist"));
+    return false;
   }
+  throw Error(path + ": " + std::strerror(err));
+}
+
+void add_directory(const std::string& dir, RankInputs& out) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    names.push_back(it->path().filename().string());
   if (ec) throw Error(dir + ": " + ec.message());
+  std::sort(names.begin(), names.end(),
+            [](const std::string& a, const std::string& b) { return natural_less(a, b); });
+  std::vector<std::string> files, manifests;
+  const size_t skipped = out.notes.size();
+  for (const std::string& name : names) {
+    if (!snapshot_name(name) && !manifest_name(name)) continue;
+    const std::string path = (fs::path(dir) / name).string();
+    if (!usable(path, out)) continue;
+    (snapshot_name(name) ? files : manifests).push_back(path);
+  }
+  if (files.empty() && out.notes.size() > skipped)
+    throw Error(dir + ": no snapshot file to read (" + out.notes[skipped] + ")");
   if (files.empty())
     throw Error(dir + ": no snapshot files (*.pickle, *.pkl, compressed or not) in this directory");
-  std::sort(files.begin(), files.end(),
-            [](const std::string& a, const std::string& b) { return natural_less(a, b); });
   out.files.insert(out.files.end(), files.begin(), files.end());
   // One round's manifest says which ranks wrote nothing.
   if (manifests.size() == 1) {
@@ -134,7 +200,7 @@ void add_glob(const std::string& pattern, RankInputs& out) {
   std::sort(files.begin(), files.end(),
             [](const std::string& a, const std::string& b) { return natural_less(a, b); });
   for (const std::string& f : files)
-    if (!is_dir(f)) out.files.push_back(f);
+    if (!is_dir(f) && usable(f, out)) out.files.push_back(f);
 }
 
 }  // namespace
@@ -183,12 +249,10 @@ RanksReport read_ranks(const std::vector<std::string>& inputs, const RanksOption
   RanksReport rep = merge_ranks(std::move(ranks));
   if (rep.world_size < 0 && in.manifest_world_size > 0) {
     rep.world_size = in.manifest_world_size;
-    for (int64_t k = 0; k < rep.world_size; ++k)
-      if (std::none_of(rep.ranks.begin(), rep.ranks.end(),
-                       [&](const RankSummary& r) { return r.rank == k; }))
-        rep.missing.push_back(k);
+    rep.missing = ranks_missing(rep.world_size, rank_numbers(rep));
   }
   rep.manifest_missing = std::move(in.manifest_missing);
+  rep.notes.insert(rep.notes.begin(), in.notes.begin(), in.notes.end());
   return rep;
 }
 
