@@ -100,7 +100,8 @@ struct RecordedReader {
       for (char ch : k.s) mib = ch >= '0' && ch <= '9' && mib >= 0 ? mib * 10 + (ch - '0') : -1;
       if (!power_of_two(mib)) continue;
       if (val.kind != K::Int || (val.i != 0 && !power_of_two(val.i))) {
-        ignore("roundup_power2_divisions[" + std::string(std::string_view(k.s)) + "]", val, "not 0 or a power of 2");
+        ignore("roundup_power2_divisions[" + std::string(std::string_view(k.s)) + "]", val,
+               "not 0 or a power of 2");
         continue;
       }
       c.divisions[interval_of_mib(mib)] = val.i;
@@ -161,8 +162,9 @@ void Settings::apply(std::string_view conf) {
                   key + "' without a key before it");
     if (key == "defaults") {  // start again from torch's defaults
       if (i + 1 < t.size() && t[i + 1] != ",")
-        throw Error("allocator setting 'defaults' takes no value: give it alone, as in "
-                    "defaults,max_split_size_mb:128");
+        throw Error(
+            "allocator setting 'defaults' takes no value: give it alone, as in "
+            "defaults,max_split_size_mb:128");
       *this = Settings{};
     } else if (key == "expandable_segments") {
       const std::string& v = value_of(i);

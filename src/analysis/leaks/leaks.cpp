@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "allocator/replay.h"
+#include "allocator/trace_start.h"
 #include "analysis/alike/alike.h"
 #include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
@@ -222,6 +223,10 @@ void growth_of(LeakReport& rep, const FrameClassifier& fc, const replay::Result&
     rep.growth.push_back({shown[k], k < leaking, std::move(rows[k + 1])});
 }
 
+constexpr std::string_view kHowToRecord =
+    "Record one across several steps: memsight.torch.record() (or "
+    "torch.cuda.memory._record_memory_history()) before the loop, then dump the snapshot.";
+
 LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier& fc,
                            const alloc::Settings& cfg, const std::vector<StorageTag>& tags) {
   LeakReport rep;
@@ -232,13 +237,27 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
     rep.verdict = LeakVerdict::NoTrace;
     rep.message =
         "no allocation history was recorded on this device, so there are no iterations "
-        "to compare";
+        "to compare. " +
+        std::string(kHowToRecord);
     return rep;
   }
   rep.iterations = find_iterations(snap, d);
   const Iterations& its = rep.iterations;
   const size_t n = its.complete();
   const replay::Result rr = replay::run(snap, d, cfg);
+  if (its.starts.size() < 2 && rr.start.reserved > 0 &&
+      alloc::allocations_only(snap.trace, begin, end)) {
+    // A state-only snapshot: what it shows was made before recording began.
+    rep.verdict = LeakVerdict::NoTrace;
+    rep.message = "no allocation history to compare: " +
+                  (rep.entries == 1 ? std::string("the one trace entry is an allocation")
+                                    : "the " + count_text(static_cast<int64_t>(rep.entries)) +
+                                          " trace entries are allocations") +
+                  ", with no segment made and nothing freed, and all " +
+                  format_bytes(rr.start.reserved) + " reserved was there before recording began. " +
+                  std::string(kHowToRecord);
+    return rep;
+  }
   if (its.starts.size() < 2) {
     rep.verdict = LeakVerdict::NoIterations;
     rep.message =

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "analysis/whatif/whatif.h"
 #include "util/text_format.h"
 
 namespace memsight {
@@ -208,7 +209,8 @@ std::string fix_sentence(const SimulatedFix& f) {
     case V::FitsNearCapHigh:
       s += "with " + f.settings +
            " this request fits only if the cap was near the top of what the recording allows (" +
-           format_bytes(f.cap_high) + "; not with " + format_bytes(f.cap_low) +
+           whatif::size_range(f.cap_low, f.cap_high).second + "; not with " +
+           whatif::size_range(f.cap_low, f.cap_high).first +
            "): the snapshot does not record the cap (memsight whatif --memory-fraction F answers "
            "for the exact one).";
       break;
@@ -223,8 +225,9 @@ std::string fix_sentence(const SimulatedFix& f) {
       break;
   }
   if (f.cap_inferred && f.verdict != V::FitsNearCapHigh)
-    s += " The cap is not recorded: simulated from " + format_bytes(f.cap_low) + " to " +
-         format_bytes(f.cap_high) + ", what the recording allows.";
+    s += " The cap is not recorded: simulated from " +
+         whatif::size_range(f.cap_low, f.cap_high).first + " to " +
+         whatif::size_range(f.cap_low, f.cap_high).second + ", what the recording allows.";
   if (f.recording_ends && f.verdict != V::NoneFits) s += recorded_part_sentence(f);
   if (!f.reproduces)
     s += " The simulation does not reproduce this recording exactly (memsight whatif says how).";
@@ -238,7 +241,8 @@ Remedy fix_remedy(const SimulatedFix& f) {
       return {RemedyKind::SimulatedSetting,
               "set PYTORCH_CUDA_ALLOC_CONF=" + f.settings +
                   " may save it: simulated on this history, the request fits with a cap near " +
-                  format_bytes(f.cap_high) + " but not with " + format_bytes(f.cap_low) +
+                  whatif::size_range(f.cap_low, f.cap_high).second + " but not with " +
+                  whatif::size_range(f.cap_low, f.cap_high).first +
                   " (the snapshot does not record the cap)"};
     case V::Fits: {
       std::string set = f.settings == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
@@ -249,8 +253,7 @@ Remedy fix_remedy(const SimulatedFix& f) {
                     " at the pace allocated memory was climbing (simulated on this history up "
                     "to the OOM, where the recording ends): find what keeps growing"};
       return {RemedyKind::SimulatedSetting,
-              set +
-                  " (simulated on this history: the request fits, and reserved memory peaks at " +
+              set + " (simulated on this history: the request fits, and reserved memory peaks at " +
                   format_bytes(f.peak_reserved) +
                   peak_against_recorded(f, " as recorded", " instead of ") +
                   (f.recording_ends ? ", up to the OOM, where the recording ends)" : ")")};

@@ -131,10 +131,11 @@ std::vector<Outcome> simulate_all(const Snapshot& snap, const simulate::Plan& p,
   return out;
 }
 
-// A history that saw none of its memory reserved: no segment event, while
+// A history that saw none of its memory reserved: only allocations, while
 // segments held memory when it began.
-bool state_only(const simulate::Plan& p) {
-  return p.trace.segment_rows.empty() && !p.trace.start.segments.empty();
+bool state_only(const Snapshot& snap, const simulate::Plan& p) {
+  return !p.trace.start.segments.empty() &&
+         alloc::allocations_only(snap.trace, p.trace.begin, p.trace.end);
 }
 
 DeviceReport report_device(const Snapshot& snap, size_t device, const Options& opts) {
@@ -148,11 +149,11 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
   d.recorded_ooms = p.recorded_ooms;
   for (int32_t e : p.recorded_ooms)
     d.recorded_oom_sizes.push_back(snap.trace.size[p.trace.begin + e]);
-  if (state_only(p)) {
+  if (state_only(snap, p)) {
     d.state_only = true;
     d.start_reserved = p.start_reserved;
     d.start_segments = p.trace.start.segments.size();
-    d.check.incomplete = "the history makes no segment: its memory was reserved before recording";
+    d.check.incomplete = "the history holds only allocations into memory reserved before it";
     return d;
   }
   d.truncation = truncation(snap, p);

@@ -138,6 +138,10 @@ Truncation truncation(const Snapshot& snap, const simulate::Plan& p);
 // allocated memory grew before it; -1 where no steady growth or cap is known.
 int64_t postponed_by(const DeviceReport& d, const Outcome& o);
 
+// The two bounds of a range of sizes, in a unit small enough that they
+// read apart ("1534.0MiB", "1554.0MiB", not "1.5GiB" twice).
+std::pair<std::string, std::string> size_range(int64_t lo, int64_t hi);
+
 std::string text(const Report& r);
 std::string json(const Report& r);
 // One device's report as JSON; with `alike`, the devices it stands for.

@@ -17,20 +17,14 @@ namespace {
 
 std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
-// Two bounds of a range, in a unit small enough that they read apart
-// ("1534.0MiB and 1554.0MiB", not "1.5GiB and 1.5GiB").
 std::string between(int64_t lo, int64_t hi) {
-  for (double next_at = 1023.95;; next_at *= 1024) {
-    std::string a = binary_size(static_cast<double>(lo), next_at);
-    std::string b = binary_size(static_cast<double>(hi), next_at);
-    if (a != b || next_at > 1e18) return a + " and " + b;
-  }
+  auto [a, b] = size_range(lo, hi);
+  return a + " and " + b;
 }
 
 // The cap at the top of an inferred range, told apart from its bottom.
 std::string cap_high(const simulate::Device& m) {
-  std::string both = between(m.limit, m.limit_high + 1);
-  return both.substr(both.find(" and ") + 5);
+  return size_range(m.limit, m.limit_high + 1).second;
 }
 
 // now against was, relative: "+12.5%", "same".
@@ -201,8 +195,7 @@ std::string growth_text(const Truncation& t) {
   std::string over =
       t.by_steps ? count_of(t.window, "step") : count_of(t.window, "entry", "entries");
   if (t.window <= 0) return "";
-  if (t.growth <= 0)
-    return "Allocated memory did not grow over the " + over + " before it.";
+  if (t.growth <= 0) return "Allocated memory did not grow over the " + over + " before it.";
   return "Allocated memory grew " + sz(t.growth) + " over " + over + " before it" +
          (t.steady ? ", steadily." : ", unevenly.");
 }
@@ -210,9 +203,10 @@ std::string growth_text(const Truncation& t) {
 // The recorded OOM the history ends at, avoided: the job would have gone on.
 std::string avoided_at_end(const DeviceReport& d, const Outcome& o) {
   const Truncation& t = d.truncation;
-  std::string s = "is avoided: the request fits, but the recording ends there, so what the job "
-                  "did next is not simulated. " +
-                  growth_text(t);
+  std::string s =
+      "is avoided: the request fits, but the recording ends there, so what the job "
+      "did next is not simulated. " +
+      growth_text(t);
   if (int64_t k = postponed_by(d, o); k >= 0)
     s += " At that pace the memory left under the cap lasts " + later(t, k) +
          ": the setting postpones the OOM rather than saves the job.";
@@ -265,11 +259,10 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
     const simulate::Result& h = *o.at_cap_high;
     std::string low = oom_cell(d, r), high = oom_cell(d, h);
     if (low != high || h.peak.reserved != r.peak.reserved)
-      out += hang(
-          "    cap " + cap_high(o.alt.device) +
-              std::string(12 - std::min<size_t>(12, cap_high(o.alt.device).size()), ' '),
-          "with the highest cap the recording allows: peak reserved " + sz(h.peak.reserved) +
-              ", OOM: " + high);
+      out += hang("    cap " + cap_high(o.alt.device) +
+                      std::string(12 - std::min<size_t>(12, cap_high(o.alt.device).size()), ' '),
+                  "with the highest cap the recording allows: peak reserved " +
+                      sz(h.peak.reserved) + ", OOM: " + high);
   }
   if (r.segments_placed_unanchored > 0)
     out += hang("    addresses       ", layout_caveat(r.segments_placed_unanchored));
@@ -311,10 +304,10 @@ std::string table_text(const DeviceReport& d) {
 
 // A history that made none of the memory it shows.
 std::string state_only_text(const DeviceReport& d) {
-  return (d.entries == 1 ? std::string("the one trace entry makes")
-                          : "the " + count_text(static_cast<int64_t>(d.entries)) +
-                                " trace entries make") +
-         " no segment: all " + sz(d.start_reserved) + " reserved (" +
+  return (d.entries == 1 ? std::string("the one trace entry is an allocation")
+                         : "the " + count_text(static_cast<int64_t>(d.entries)) +
+                               " trace entries are allocations") +
+         ", with no segment made and nothing freed: all " + sz(d.start_reserved) + " reserved (" +
          count_of(static_cast<int64_t>(d.start_segments), "segment") +
          ") was reserved before recording began. What-if replays the requests that reserve "
          "memory under other settings, so it needs them recorded: call "
@@ -367,6 +360,18 @@ std::string text(const Report& r) {
            device_text(d, r.table);
   }
   return out;
+}
+
+}  // namespace memsight::whatif
+
+namespace memsight::whatif {
+
+std::pair<std::string, std::string> size_range(int64_t lo, int64_t hi) {
+  for (double next_at = 1023.95;; next_at *= 1024) {
+    std::string a = binary_size(static_cast<double>(lo), next_at);
+    std::string b = binary_size(static_cast<double>(hi), next_at);
+    if (a != b || next_at > 1e18) return {a, b};
+  }
 }
 
 }  // namespace memsight::whatif
