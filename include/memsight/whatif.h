@@ -30,6 +30,13 @@ struct SimulatedFix {
   // False when the simulation has a complete history and still does not
   // reproduce the recording (whatif's self-check says how).
   bool reproduces = true;
+  // The history ends at this OOM: the peak is the recorded part's, and
+  // allocated memory grew by `growth` over the last `growth_window` entries
+  // (steps, with by_steps) before it; where steadily, the setting that fits
+  // moves the OOM about `postponed_by` entries (steps) later (-1: unknown).
+  bool recording_ends = false;
+  int64_t growth = 0, growth_window = 0, postponed_by = -1;
+  bool growth_steady = false, by_steps = false;
   bool operator==(const SimulatedFix&) const = default;
 };
 
@@ -46,6 +53,13 @@ struct WhatifRequest {
 // Throws Error naming `what` for anything else and below 1 MiB, where a unit
 // was surely left out ("80" is 80 bytes; no GPU is that small).
 int64_t parse_device_memory(const std::string& text, const std::string& what);
+
+// The recorded job's per-process memory fraction as a user gives it
+// (`--memory-fraction`): a number in (0.0, 1.0]. Throws Error naming `what`
+// and the text otherwise; check_memory_fraction is the same rule on a number
+// (`typed`: how the user wrote it).
+double parse_memory_fraction(const std::string& text, const std::string& what);
+double check_memory_fraction(double fraction, const std::string& typed, const std::string& what);
 
 // The report as the CLI prints it: (text, JSON). Throws Error for settings
 // that cannot be simulated.

@@ -5,6 +5,7 @@
 #include <bit>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "memsight/error.h"
@@ -57,13 +58,66 @@ int interval_of_mib(int64_t mib) {
 
 }  // namespace
 
-Settings Settings::recorded(const Snapshot& snap) {
+namespace {
+
+// A recorded number as the snapshot holds it, for saying why it was ignored.
+std::string value_text(const PyValue& v) {
+  if (v.kind == PyValue::Kind::Int) return std::to_string(v.i);
+  if (v.kind != PyValue::Kind::Float) return "(not a number)";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v.f);
+  return buf;
+}
+
+// Reads the recorded numbers, keeping only what torch could have run with.
+struct RecordedReader {
+  Settings& c;
+  std::vector<std::string>* ignored;
+  void ignore(const std::string& key, const PyValue& v, const char* why) const {
+    if (ignored) ignored->push_back(key + " " + value_text(v) + ": " + why);
+  }
+  void max_split_size(const PyValue& v) const {
+    // torch writes -1 (SIZE_MAX) or 0 when it is not set.
+    if (v.kind == PyValue::Kind::Int && (v.i == -1 || v.i == 0)) return;
+    if (v.kind != PyValue::Kind::Int || v.i < kLargeBuffer)
+      return ignore("max_split_size", v, "not a size of at least 20 MiB (torch refuses less)");
+    c.max_split_size = v.i;
+  }
+  void gc_threshold(const PyValue& v) const {
+    double f = v.kind == PyValue::Kind::Float ? v.f
+               : v.kind == PyValue::Kind::Int ? static_cast<double>(v.i)
+                                              : -1;
+    if (f == 0) return;  // not set
+    if (!(f > 0 && f < 1)) return ignore("garbage_collection_threshold", v, "not in (0.0, 1.0)");
+    c.gc_threshold = f;
+  }
+  void divisions(const PyValue& v) const {
+    using K = PyValue::Kind;
+    for (size_t i = 0; i + 1 < v.items.size(); i += 2) {
+      const PyValue &k = v.items[i], &val = v.items[i + 1];
+      if (k.kind != K::Str) continue;
+      int64_t mib = 0;
+      for (char ch : k.s) mib = ch >= '0' && ch <= '9' && mib >= 0 ? mib * 10 + (ch - '0') : -1;
+      if (!power_of_two(mib)) continue;
+      if (val.kind != K::Int || (val.i != 0 && !power_of_two(val.i))) {
+        ignore("roundup_power2_divisions[" + std::string(std::string_view(k.s)) + "]", val,
+               "not 0 or a power of 2");
+        continue;
+      }
+      c.divisions[interval_of_mib(mib)] = val.i;
+    }
+  }
+};
+
+}  // namespace
+
+Settings Settings::recorded(const Snapshot& snap, std::vector<std::string>* ignored) {
   Settings c;
   const PyValue* st = snap.top("allocator_settings");
   if (!st) return c;
   using K = PyValue::Kind;
-  if (const PyValue* v = st->get("max_split_size"); v && v->kind == K::Int && v->i > 0)
-    c.max_split_size = v->i;
+  const RecordedReader read{c, ignored};
+  if (const PyValue* v = st->get("max_split_size")) read.max_split_size(*v);
   // Not a field of its own: only the configuration string says it.
   if (const PyValue* v = st->get("PYTORCH_CUDA_ALLOC_CONF"); v && v->kind == K::Str) {
     constexpr std::string_view kKey = "max_non_split_rounding_mb:";
@@ -77,16 +131,9 @@ Settings Settings::recorded(const Snapshot& snap) {
   }
   if (const PyValue* v = st->get("expandable_segments"); v && v->kind == K::Bool)
     c.expandable_segments = v->b;
-  if (const PyValue* v = st->get("garbage_collection_threshold"); v && v->kind == K::Float)
-    c.gc_threshold = v->f;
+  if (const PyValue* v = st->get("garbage_collection_threshold")) read.gc_threshold(*v);
   if (const PyValue* v = st->get("roundup_power2_divisions"); v && v->kind == K::Dict)
-    for (size_t i = 0; i + 1 < v->items.size(); i += 2) {
-      const PyValue &k = v->items[i], &val = v->items[i + 1];
-      if (k.kind != K::Str || val.kind != K::Int) continue;
-      int64_t mib = 0;
-      for (char ch : k.s) mib = ch >= '0' && ch <= '9' && mib >= 0 ? mib * 10 + (ch - '0') : -1;
-      if (power_of_two(mib)) c.divisions[interval_of_mib(mib)] = val.i;
-    }
+    read.divisions(*v);
   c.rounds_up =
       std::any_of(std::begin(c.divisions), std::end(c.divisions), [](int64_t d) { return d > 1; });
   return c;
@@ -110,7 +157,14 @@ void Settings::apply(std::string_view conf) {
   for (size_t i = 0; i < t.size(); ++i) {
     const std::string key = t[i];
     if (key == ",") continue;
+    if (key == ":" || key == "[" || key == "]")
+      throw Error("allocator settings '" + std::string(conf) + "': expected KEY:VALUE, found '" +
+                  key + "' without a key before it");
     if (key == "defaults") {  // start again from torch's defaults
+      if (i + 1 < t.size() && t[i + 1] != ",")
+        throw Error(
+            "allocator setting 'defaults' takes no value: give it alone, as in "
+            "defaults,max_split_size_mb:128");
       *this = Settings{};
     } else if (key == "expandable_segments") {
       const std::string& v = value_of(i);
@@ -120,18 +174,21 @@ void Settings::apply(std::string_view conf) {
     } else if (key == "max_split_size_mb" || key == "max_non_split_rounding_mb") {
       int64_t mb = to_int(key, value_of(i));
       if (mb < kLargeBuffer / kMiB)
-        throw Error("allocator setting " + key + " must be at least 20 (torch refuses less)");
+        throw Error("allocator setting " + key + ":" + t[i] +
+                    ": it must be at least 20 (torch refuses less)");
       int64_t bytes = mb > kNoLimit / kMiB ? kNoLimit : mb * kMiB;
       (key == "max_split_size_mb" ? max_split_size : max_non_split_rounding) = bytes;
     } else if (key == "garbage_collection_threshold") {
       double v = to_double(key, value_of(i));
-      if (!(v >= 0 && v < 1))
-        throw Error("allocator setting garbage_collection_threshold must be in (0.0, 1.0)");
+      if (!(v > 0 && v < 1))
+        throw Error("allocator setting garbage_collection_threshold:" + t[i] +
+                    ": it must be in (0.0, 1.0), both ends excluded");
       gc_threshold = v;
     } else if (key == "per_process_memory_fraction") {
       double v = to_double(key, value_of(i));
       if (!(v > 0 && v <= 1))
-        throw Error("allocator setting per_process_memory_fraction must be in (0.0, 1.0]");
+        throw Error("allocator setting per_process_memory_fraction:" + t[i] +
+                    ": it must be in (0.0, 1.0]");
       memory_fraction = v;
     } else if (key == "roundup_power2_divisions") {
       value_of(i);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "memsight/snapshot.h"
 
@@ -38,8 +39,12 @@ struct Settings {
   double memory_fraction = 0;                  // set_per_process_memory_fraction; 0: not set
   bool rounds_up = false;  // some divisions are above 1 (kept by apply/recorded)
 
-  // The settings a snapshot recorded (allocator_settings), else torch's defaults.
-  static Settings recorded(const Snapshot& snap);
+  // The settings a snapshot recorded (allocator_settings), else torch's
+  // defaults. A recorded value torch could not have run with (a threshold
+  // of inf, a negative size) is left at torch's default; `ignored`, when
+  // given, gets one line for each ("garbage_collection_threshold inf: not
+  // in (0.0, 1.0)").
+  static Settings recorded(const Snapshot& snap, std::vector<std::string>* ignored = nullptr);
   // Applies a PYTORCH_CUDA_ALLOC_CONF-style string ("expandable_segments:True,
   // max_split_size_mb:128"), plus per_process_memory_fraction:F, and
   // "defaults" (torch's defaults, before the keys after it). Throws Error

@@ -138,4 +138,17 @@ DeviceTrace read_device_trace(const Snapshot& snap, size_t device, const Setting
   return dt;
 }
 
+int64_t reserved_peak_entry(const TraceTable& t, uint32_t begin, uint32_t end, int64_t event) {
+  if (event < 0) return event;
+  int64_t i = event;
+  auto creates = [&](int64_t k) {
+    Action a = t.action[begin + static_cast<uint32_t>(k)];
+    return a == Action::SegmentAlloc || a == Action::SegmentMap;
+  };
+  while (begin + i < end && creates(i)) ++i;
+  if (i == event || begin + i >= end || t.action[begin + static_cast<uint32_t>(i)] != Action::Alloc)
+    return event;
+  return i;
+}
+
 }  // namespace memsight::alloc

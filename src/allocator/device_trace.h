@@ -35,6 +35,13 @@ struct DeviceTrace {
   std::unordered_map<int64_t, FinalBlock> final_live;  // by address
 };
 
+// The trace entry a reserved peak is told at, one rule for the replay's
+// peak (summary) and the simulation's (whatif): a segment made for a request
+// counts at that request. torch records segment_alloc (or segment_map)
+// just before the alloc it serves; a simulation makes it inside the request.
+// `event` is within the device's rows [begin, end).
+int64_t reserved_peak_entry(const TraceTable& t, uint32_t begin, uint32_t end, int64_t event);
+
 // device_total: the device's memory (bytes; <= 0 unknown), which sizes the
 // address space of expandable segments as torch does.
 DeviceTrace read_device_trace(const Snapshot& snap, size_t device, const Settings& s,

@@ -242,4 +242,10 @@ void load_start(CachingAllocator& a, const TraceTable& t, const TraceStart& star
   a.peak_requested = a.now.requested;
 }
 
+bool allocations_only(const TraceTable& t, uint32_t begin, uint32_t end) {
+  for (uint32_t i = begin; i < end; ++i)
+    if (t.action[i] != Action::Alloc) return false;
+  return true;
+}
+
 }  // namespace memsight::alloc

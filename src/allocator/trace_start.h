@@ -35,6 +35,12 @@ struct TraceStart {
 // as 80 GiB) of address space per expandable segment.
 int64_t expandable_space_size(int64_t device_total);
 
+// Whether the rows [begin, end) record only allocations: no segment event
+// and no free. With memory reserved when they begin, that is a state-only
+// snapshot: what it shows was made before recording, and neither what-if nor
+// leaks has a history to go on.
+bool allocations_only(const TraceTable& t, uint32_t begin, uint32_t end);
+
 // The rows of [begin, end) holding segment events (alloc, free, map, unmap).
 std::vector<uint32_t> segment_rows(const TraceTable& t, uint32_t begin, uint32_t end);
 

@@ -23,11 +23,9 @@ int cmd_whatif(const Args& a) {
   opts.set = set;
   if (a.has("--device-memory"))
     opts.device_memory = parse_device_memory(a.get("--device-memory"), "option --device-memory");
-  if (a.has("--memory-fraction")) {
-    alloc::Settings probe;
-    probe.apply("per_process_memory_fraction:" + a.get("--memory-fraction"));
-    opts.memory_fraction = probe.memory_fraction;
-  }
+  if (a.has("--memory-fraction"))
+    opts.memory_fraction =
+        parse_memory_fraction(a.get("--memory-fraction"), "option --memory-fraction");
   if (!set.empty()) {
     alloc::Settings probe;
     probe.apply(set);  // a bad setting fails before the snapshot is read

@@ -245,7 +245,9 @@ def test_incomplete_histories_are_named(run, tmp_path):
     assert "self-check  not possible: the trace frees" in text
     f = tmp_path / "none.pickle"
     f.write_bytes(pickle.dumps({"segments": [], "device_traces": [[]]}, protocol=4))
-    assert run("whatif", f).stdout.decode() == "The snapshot has no allocation history to simulate.\n"
+    text = run("whatif", f).stdout.decode()
+    assert text.startswith("The snapshot has no allocation history to simulate: what-if needs")
+    assert "_record_memory_history()" in text
 
 
 def test_one_entry_is_counted_in_the_singular(run):
@@ -260,7 +262,12 @@ def test_one_entry_is_counted_in_the_singular(run):
     (["--set", "expandable_segments:yes"], "True or False"),
     (["--set", "bogus:1"], "unknown allocator setting 'bogus'"),
     (["--set", "per_process_memory_fraction:0.5"], "--device-memory"),
-    (["--memory-fraction", "2"], "per_process_memory_fraction must be in"),
+    (["--memory-fraction", "2"], "option --memory-fraction 2: a memory fraction is in (0.0, 1.0]"),
+    (["--memory-fraction", "1.5"], "option --memory-fraction 1.5:"),
+    (["--memory-fraction", "NaN"], "option --memory-fraction needs a number in (0.0, 1.0] such as 0.5, got 'NaN'"),
+    (["--set", "garbage_collection_threshold:0"], "garbage_collection_threshold:0: it must be in (0.0, 1.0)"),
+    (["--set", "defaults:0"], "'defaults' takes no value"),
+    (["--set", ":0"], "expected KEY:VALUE, found ':' without a key"),
     (["--device-memory", "lots"], "--device-memory needs a size"),
     (["--device-memory", "80"], "--device-memory 80 is 80 bytes, less than any GPU has: give its unit"),
     (["--set"], "--set needs a value"),
@@ -352,3 +359,168 @@ def test_output_name_chooses_the_format(run, tmp_path):
         assert r.returncode == 2 and len(r.stderr.decode().splitlines()) == 1, r.stderr
         assert not (tmp_path / "w.html").exists() and not (tmp_path / "e.txt").exists()
     assert "-o FILE" in run("whatif", "--help").stdout.decode()
+
+
+def test_self_check_runs_under_the_recorded_conditions(run):
+    """A smaller --device-memory is a hypothetical: the self-check still
+    reproduces the recording on the device as recorded (issue 33, item 3)."""
+    (dev,) = whatif(run, DATA / "oom.pickle", "--device-memory", "1G")["devices"]
+    assert dev["self_check"]["ok"] and dev["self_check_on_recorded_device"]
+    assert dev["memory"]["total"] == 2**30
+    rec = next(r for r in dev["results"] if r["recorded"])
+    assert rec["stopped_at"] >= 0  # the recorded settings on 1 GiB die earlier
+    text = run("whatif", DATA / "oom.pickle", "--device-memory", "1G").stdout.decode()
+    assert "DIFFERS" not in text and "On the device as recorded" in text
+    (dev,) = whatif(run, DATA / "oom.pickle")["devices"]
+    assert not dev["self_check_on_recorded_device"]
+
+
+def climbing_recording(tmp_path: pathlib.Path, segments: int = 20) -> pathlib.Path:
+    """A job that dies of an OOM while memory still climbs: each 20 MiB
+    segment takes two 9 MiB blocks that stay (2 MiB left over in each), then
+    a 12 MiB request fails under the cap, and the recording ends there (the
+    unwinding frees only). Expandable segments pack the blocks and let the
+    request fit, but the climb goes on past what the recording holds."""
+    base, trace = 0x7F0000000000, []
+
+    def e(action, addr, size):
+        trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                      "time_us": len(trace), "frames": []})
+
+    for i in range(segments):
+        seg = base + i * 32 * MiB
+        e("segment_alloc", seg, 20 * MiB)
+        e("alloc", seg, 9 * MiB)
+        e("alloc", seg + 9 * MiB, 9 * MiB)
+    trace.append({"action": "oom", "device_free": 79 * GiB, "size": 12 * MiB, "stream": 0,
+                  "time_us": len(trace), "frames": []})
+    for i in range(segments):
+        for off in (0, 9 * MiB):
+            e("free_requested", base + i * 32 * MiB + off, 9 * MiB)
+            e("free_completed", base + i * 32 * MiB + off, 9 * MiB)
+    segs = [{"device": 0, "address": base + i * 32 * MiB, "total_size": 20 * MiB, "allocated_size": 0,
+             "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "large",
+             "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+             "blocks": [{"address": base + i * 32 * MiB, "size": 20 * MiB, "requested_size": 0,
+                         "state": "inactive", "frames": []}]} for i in range(segments)]
+    f = tmp_path / "climbing.pickle"
+    f.write_bytes(pickle.dumps({"segments": segs, "device_traces": [trace]}, protocol=4))
+    return f
+
+
+def test_a_history_that_ends_at_an_oom_says_what_it_covers(run, tmp_path):
+    """Issue 33, item 4: the prediction is for the recorded part, and a
+    steady climb says the setting only postpones the OOM."""
+    f = climbing_recording(tmp_path)
+    (dev,) = whatif(run, f)["devices"]
+    assert dev["self_check"]["ok"] and dev["recorded_ooms"] == [60]
+    t = dev["truncation"]
+    assert t["ends_at_oom"] == 60 and t["steady"] and t["growth"] > 0 and t["unit"] == "entries"
+    exp = next(r for r in dev["results"] if r["settings"] == "expandable_segments:True")
+    assert exp["recorded_ooms_avoided"] == [60] and exp["postponed_by"] > 0
+    rec = next(r for r in dev["results"] if r["recorded"])
+    assert rec["postponed_by"] == -1
+    text = run("whatif", f).stdout.decode()
+    assert "history     ends at the recorded OOM (trace entry 60)" in text
+    assert "up to trace entry 60, where the recording ends" in text
+    assert f"postponed about {exp['postponed_by']} entries" in text
+    one = run("whatif", f, "--set", "expandable_segments:True").stdout.decode()
+    assert "of the recorded part only, up to trace entry 60" in " ".join(one.split())
+    assert "the setting postpones the OOM rather than saves the job" in " ".join(one.split())
+    (oom,) = json.loads(run("summary", "--json", f).stdout)["devices"][0]["ooms"]
+    assert "The recording ends at this OOM" in oom["simulated"]
+    assert f"postpones the OOM by about {exp['postponed_by']} entries" in oom["simulated"]
+    assert "only postpones it" in oom["remedies"][0]
+    # A job that caught the OOM and went on: its history is not cut short there.
+    d = pickle.loads(f.read_bytes())
+    for action in ("alloc", "free_requested", "free_completed"):
+        d["device_traces"][0].append({"action": action, "addr": 0x7F0000000000, "size": 9 * MiB,
+                                      "stream": 0, "time_us": 999, "frames": []})
+    f.write_bytes(pickle.dumps(d, protocol=4))
+    (dev,) = whatif(run, f)["devices"]
+    assert dev["recorded_ooms"] == [60] and dev["truncation"]["ends_at_oom"] == -1
+    assert "recording ends" not in run("whatif", f).stdout.decode()
+
+
+def test_a_state_only_snapshot_has_no_history_to_simulate(run):
+    """Issue 33, item 5: no table of identical rows; what it lacks and how to
+    record it, in whatif and in leaks."""
+    (dev,) = whatif(run, DATA / "state_only.pickle")["devices"]
+    assert dev["state_only"] and dev["results"] == [] and not dev["self_check"]["ok"]
+    text = run("whatif", DATA / "state_only.pickle").stdout.decode()
+    assert "trace entry -1" not in text and "settings   " not in text
+    assert "no history" in text and "_record_memory_history()" in text
+    (lk,) = json.loads(run("leaks", "--json", DATA / "state_only.pickle").stdout)["devices"]
+    assert lk["verdict"] == "no trace" and "no allocation history" in lk["message"]
+    assert "_record_memory_history()" in lk["message"]
+
+
+def capped_recording(tmp_path: pathlib.Path, settings: dict | None = None) -> pathlib.Path:
+    """One 1534 MiB block in its own segment, then a 20 MiB request refused
+    by a cap: the cap lies between 1534 MiB and 1554 MiB."""
+    base = 0x7F0000000000
+    trace = [{"action": "segment_alloc", "addr": base, "size": 1534 * MiB, "stream": 0, "time_us": 0, "frames": []},
+             {"action": "alloc", "addr": base, "size": 1534 * MiB, "stream": 0, "time_us": 1, "frames": []},
+             {"action": "oom", "device_free": 79 * GiB, "size": 20 * MiB, "stream": 0, "time_us": 2, "frames": []}]
+    segs = [{"device": 0, "address": base, "total_size": 1534 * MiB, "allocated_size": 1534 * MiB,
+             "active_size": 1534 * MiB, "requested_size": 1534 * MiB, "stream": 0, "segment_type": "large",
+             "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+             "blocks": [{"address": base, "size": 1534 * MiB, "requested_size": 1534 * MiB,
+                         "state": "active_allocated", "frames": []}]}]
+    d = {"segments": segs, "device_traces": [trace]}
+    if settings is not None:
+        d["allocator_settings"] = settings
+    f = tmp_path / "capped.pickle"
+    f.write_bytes(pickle.dumps(d, protocol=4))
+    return f
+
+
+def test_words_that_say_what_they_mean(run, tmp_path):
+    """Issue 33, item 6: bounds that read apart, --set defaults named as
+    torch's defaults, and one reserved peak entry in summary and whatif."""
+    text = run("whatif", capped_recording(tmp_path)).stdout.decode()
+    assert "a memory cap between 1534.0MiB and 1554.0MiB" in text, text
+    one = run("whatif", DATA / "mlp_train.pickle", "--set", "defaults").stdout.decode()
+    assert "with torch's defaults (in place of the recorded settings):" in one
+    assert "defaults (over the recorded settings)" not in one
+    both = run("whatif", DATA / "mlp_train.pickle", "--set", "defaults,max_split_size_mb:64").stdout.decode()
+    assert "with defaults,max_split_size_mb:64 (over torch's defaults):" in both
+    for name in ("mlp_train.pickle", "oom.pickle", "transformer_train.pickle"):
+        (s,) = json.loads(run("summary", "--json", DATA / name).stdout)["devices"]
+        (w,) = whatif(run, DATA / name)["devices"]
+        rec = next(r for r in w["results"] if r["recorded"])
+        assert s["peak_reserved_event"] == rec["peak_reserved_event"], name
+
+
+def test_recorded_settings_are_range_checked(run, tmp_path):
+    """Issue 34, item 9: a recorded value torch could not run with is
+    ignored and said to be; a recorded threshold marks only the rows that set
+    one as without effect."""
+    bad = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -7, "garbage_collection_threshold": float("inf"),
+           "expandable_segments": False, "roundup_power2_divisions": {"1": -4, "2": 0}}
+    (dev,) = whatif(run, capped_recording(tmp_path, bad))["devices"]
+    assert dev["recorded_settings"] == ""
+    assert [w.split(":")[0] for w in dev["ignored_settings"]] == [
+        "max_split_size -7", "garbage_collection_threshold inf", "roundup_power2_divisions[1] -4"]
+    text = run("whatif", capped_recording(tmp_path, bad)).stdout.decode()
+    assert "ignored     the recorded garbage_collection_threshold inf: not in (0.0, 1.0)" in text
+    assert "inf" not in text.splitlines()[0]
+    gc = dict(bad, max_split_size=-1, garbage_collection_threshold=0.8, roundup_power2_divisions={})
+    snap = pickle.loads((DATA / "mlp_train.pickle").read_bytes())
+    snap["allocator_settings"] = gc
+    f = tmp_path / "gc.pickle"
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    (dev,) = whatif(run, f)["devices"]
+    for r in dev["results"]:
+        marked = bool(r["note"])
+        assert marked == (r["recorded"] or r["settings"].startswith("garbage_collection_threshold")), r
+
+
+def test_a_device_the_snapshot_lacks_is_named_with_what_it_lists(run, tmp_path):
+    f = tmp_path / "none.pickle"
+    f.write_bytes(pickle.dumps({"segments": [], "device_traces": []}, protocol=4))
+    r = run("diff", "--at", "0", f)
+    assert r.returncode == 2 and b"(it lists 0)" not in r.stderr
+    assert b"it lists no device at all" in r.stderr
+    r = run("diff", "--device", "3", DATA / "oom.pickle", DATA / "oom.pickle")
+    assert b"the snapshot has no device 3: it lists only device 0" in r.stderr

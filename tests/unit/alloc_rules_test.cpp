@@ -66,7 +66,9 @@ TEST(AllocRules, ParsesTorchsConfigurationStrings) {
   for (const char* bad :
        {"max_split_size_mb:10", "expandable_segments:yes", "nonsense:1",
         "garbage_collection_threshold:1.5", "roundup_power2_divisions:3", "max_split_size_mb",
-        "backend:cudaMallocAsync", "per_process_memory_fraction:0"})
+        "backend:cudaMallocAsync", "per_process_memory_fraction:0",
+        // torch refuses 0 ("must be in (0.0, 1.0)"); defaults takes no value
+        "garbage_collection_threshold:0", "defaults:0", ":0", "per_process_memory_fraction:nan"})
     EXPECT_THROW(Settings().apply(bad), Error) << bad;
 }
 

@@ -161,9 +161,7 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
                                         size_t device, const std::vector<std::string>& at,
                                         const UserCode& user_code) {
   const size_t ndev = devices_named(snap);
-  if (device >= ndev)
-    throw Error(file + ": the snapshot has no device " + std::to_string(device) + " (it lists " +
-                std::to_string(ndev) + ")");
+  if (device >= ndev) throw Error(file + ": " + no_such_device(static_cast<int64_t>(device), ndev));
   const alloc::Settings cfg = alloc::Settings::recorded(snap);
   // Moments named by the replay (the peak, an OOM) need one replay to find
   // them and one to keep them; the others only the second.

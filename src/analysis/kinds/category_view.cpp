@@ -416,9 +416,7 @@ void append_category_sources_json(JsonWriter& w, const CategorySources& s) {
 
 CategoryView categories_at(const Snapshot& snap, size_t device, std::string_view at) {
   const size_t ndev = devices_named(snap);
-  if (device >= ndev)
-    throw Error("the snapshot has no device " + std::to_string(device) + " (it lists " +
-                std::to_string(ndev) + ")");
+  if (device >= ndev) throw Error(no_such_device(static_cast<int64_t>(device), ndev));
   replay::Result rr = replay::run(snap, device, alloc::Settings::recorded(snap));
   BlockCategories bc = classify_blocks(snap, device, rr, read_tags(snap));
   return view_at(bc, rr, moment_event(snap, device, rr, at));

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "allocator/replay.h"
+#include "allocator/trace_start.h"
 #include "analysis/alike/alike.h"
 #include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
@@ -222,23 +223,46 @@ void growth_of(LeakReport& rep, const FrameClassifier& fc, const replay::Result&
     rep.growth.push_back({shown[k], k < leaking, std::move(rows[k + 1])});
 }
 
+constexpr std::string_view kHowToRecord =
+    "Record one across several steps: memsight.torch.record() (or "
+    "torch.cuda.memory._record_memory_history()) before the loop, then dump the snapshot.";
+
+// Why a device has no allocation history to compare ("" when it has one):
+// none recorded, or (a state-only snapshot) only allocations into memory
+// reserved before recording began.
+std::string no_history(const Snapshot& snap, uint32_t begin, uint32_t end, const Iterations& its,
+                       const replay::Result* rr) {
+  const int64_t entries = end - begin;
+  if (entries == 0)
+    return "no allocation history was recorded on this device, so there are no iterations to "
+           "compare. " +
+           std::string(kHowToRecord);
+  if (its.starts.size() >= 2 || rr->start.reserved <= 0 ||
+      !alloc::allocations_only(snap.trace, begin, end))
+    return "";
+  return "no allocation history to compare: " +
+         (entries == 1 ? std::string("the one trace entry is an allocation")
+                       : "the " + count_text(entries) + " trace entries are allocations") +
+         ", with no segment made and nothing freed, and all " + format_bytes(rr->start.reserved) +
+         " reserved was there before recording began. " + std::string(kHowToRecord);
+}
+
 LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier& fc,
                            const alloc::Settings& cfg, const std::vector<StorageTag>& tags) {
   LeakReport rep;
   rep.device = static_cast<int>(d);
   auto [begin, end] = snap.device_rows(d);
   rep.entries = end - begin;
+  rep.verdict = LeakVerdict::NoTrace;
   if (rep.entries == 0) {
-    rep.verdict = LeakVerdict::NoTrace;
-    rep.message =
-        "no allocation history was recorded on this device, so there are no iterations "
-        "to compare";
+    rep.message = no_history(snap, begin, end, rep.iterations, nullptr);
     return rep;
   }
   rep.iterations = find_iterations(snap, d);
   const Iterations& its = rep.iterations;
   const size_t n = its.complete();
   const replay::Result rr = replay::run(snap, d, cfg);
+  if (rep.message = no_history(snap, begin, end, its, &rr); !rep.message.empty()) return rep;
   if (its.starts.size() < 2) {
     rep.verdict = LeakVerdict::NoIterations;
     rep.message =

@@ -53,6 +53,13 @@ size_t devices_named(const Snapshot& snap) {
   return n;
 }
 
+std::string no_such_device(int64_t device, size_t named) {
+  const std::string lists = named == 0   ? "no device at all (neither a trace nor a segment)"
+                            : named == 1 ? "only device 0"
+                                         : "devices 0 to " + std::to_string(named - 1);
+  return "the snapshot has no device " + std::to_string(device) + ": it lists " + lists;
+}
+
 int64_t moment_event(const Snapshot& snap, size_t device, const replay::Result& rr,
                      std::string_view at) {
   auto [begin, end] =

@@ -5,6 +5,7 @@
 // find_iterations numbers them) or a trace entry index ("205": the state
 // after it; "-1": before the first).
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "allocator/replay.h"
@@ -19,5 +20,8 @@ int64_t moment_event(const Snapshot& snap, size_t device, const replay::Result& 
 
 // The devices a snapshot names: its traces and the devices of its segments.
 size_t devices_named(const Snapshot& snap);
+// Why `device` is not one of the `named` ("the snapshot has no device 2: it
+// lists devices 0 to 1", "... it lists no device at all").
+std::string no_such_device(int64_t device, size_t named);
 
 }  // namespace memsight

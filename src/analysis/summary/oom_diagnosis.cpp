@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "analysis/whatif/whatif.h"
 #include "util/text_format.h"
 
 namespace memsight {
@@ -179,6 +180,28 @@ std::string peak_against_recorded(const SimulatedFix& f, const char* same, const
                                             : other + format_bytes(f.recorded_peak);
 }
 
+// "about 4 entries" / "about 3 steps".
+std::string about(const SimulatedFix& f, int64_t n) {
+  return "about " + (f.by_steps ? count_of(n, "step") : count_of(n, "entry", "entries"));
+}
+
+// Where the history ends at this OOM: what the simulation covers, and how
+// far allocated memory's climb says a setting that fits carries the job.
+std::string recorded_part_sentence(const SimulatedFix& f) {
+  std::string s =
+      " The recording ends at this OOM, so the simulation covers the recorded part only";
+  if (f.growth_window > 0 && f.growth > 0)
+    s += "; allocated memory grew " + format_bytes(static_cast<double>(f.growth)) + " over " +
+         (f.by_steps ? count_of(f.growth_window, "step")
+                     : count_of(f.growth_window, "entry", "entries")) +
+         " before it" + (f.growth_steady ? ", steadily" : ", unevenly");
+  s += ".";
+  if (f.verdict == SimulatedFix::Verdict::Fits && f.postponed_by >= 0)
+    s += " At that pace " + f.settings + " postpones the OOM by " + about(f, f.postponed_by) +
+         " rather than saves the job.";
+  return s;
+}
+
 std::string fix_sentence(const SimulatedFix& f) {
   using V = SimulatedFix::Verdict;
   std::string s = "Simulated on this history: ";
@@ -186,7 +209,8 @@ std::string fix_sentence(const SimulatedFix& f) {
     case V::FitsNearCapHigh:
       s += "with " + f.settings +
            " this request fits only if the cap was near the top of what the recording allows (" +
-           format_bytes(f.cap_high) + "; not with " + format_bytes(f.cap_low) +
+           whatif::size_range(f.cap_low, f.cap_high).second + "; not with " +
+           whatif::size_range(f.cap_low, f.cap_high).first +
            "): the snapshot does not record the cap (memsight whatif --memory-fraction F answers "
            "for the exact one).";
       break;
@@ -201,8 +225,10 @@ std::string fix_sentence(const SimulatedFix& f) {
       break;
   }
   if (f.cap_inferred && f.verdict != V::FitsNearCapHigh)
-    s += " The cap is not recorded: simulated from " + format_bytes(f.cap_low) + " to " +
-         format_bytes(f.cap_high) + ", what the recording allows.";
+    s += " The cap is not recorded: simulated from " +
+         whatif::size_range(f.cap_low, f.cap_high).first + " to " +
+         whatif::size_range(f.cap_low, f.cap_high).second + ", what the recording allows.";
+  if (f.recording_ends && f.verdict != V::NoneFits) s += recorded_part_sentence(f);
   if (!f.reproduces)
     s += " The simulation does not reproduce this recording exactly (memsight whatif says how).";
   return s;
@@ -215,16 +241,23 @@ Remedy fix_remedy(const SimulatedFix& f) {
       return {RemedyKind::SimulatedSetting,
               "set PYTORCH_CUDA_ALLOC_CONF=" + f.settings +
                   " may save it: simulated on this history, the request fits with a cap near " +
-                  format_bytes(f.cap_high) + " but not with " + format_bytes(f.cap_low) +
+                  whatif::size_range(f.cap_low, f.cap_high).second + " but not with " +
+                  whatif::size_range(f.cap_low, f.cap_high).first +
                   " (the snapshot does not record the cap)"};
-    case V::Fits:
+    case V::Fits: {
+      std::string set = f.settings == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
+                                                 : "set PYTORCH_CUDA_ALLOC_CONF=" + f.settings;
+      if (f.postponed_by >= 0)
+        return {RemedyKind::SimulatedSetting,
+                set + " only postpones it, by " + about(f, f.postponed_by) +
+                    " at the pace allocated memory was climbing (simulated on this history up "
+                    "to the OOM, where the recording ends): find what keeps growing"};
       return {RemedyKind::SimulatedSetting,
-              (f.settings == "defaults" ? std::string("unset PYTORCH_CUDA_ALLOC_CONF")
-                                        : "set PYTORCH_CUDA_ALLOC_CONF=" + f.settings) +
-                  " (simulated on this history: the request fits, and reserved memory peaks at " +
+              set + " (simulated on this history: the request fits, and reserved memory peaks at " +
                   format_bytes(f.peak_reserved) +
-                  peak_against_recorded(f, " as recorded)", " instead of ") +
-                  (f.peak_reserved == f.recorded_peak ? "" : ")")};
+                  peak_against_recorded(f, " as recorded", " instead of ") +
+                  (f.recording_ends ? ", up to the OOM, where the recording ends)" : ")")};
+    }
     case V::NoneFits:
       break;
   }

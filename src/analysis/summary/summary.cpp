@@ -110,8 +110,9 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
   ds.peak_active_event = rr.peak_active_event;
   ds.peak_active_time_us = time_of(rr.peak_active_event);
   ds.peak_reserved = rr.peak.reserved;
-  ds.peak_reserved_event = rr.peak_reserved_event;
-  ds.peak_reserved_time_us = time_of(rr.peak_reserved_event);
+  ds.peak_reserved_event = alloc::reserved_peak_entry(
+      in.snap.trace, begin, begin + static_cast<uint32_t>(ds.entries), rr.peak_reserved_event);
+  ds.peak_reserved_time_us = time_of(ds.peak_reserved_event);
   ds.peak_requested = rr.peak.requested;
   ds.orphan_frees = rr.estimated_blocks;
   auto [flag_known, flag_overflow] = in.overflow;

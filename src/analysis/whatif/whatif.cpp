@@ -48,7 +48,11 @@ Alternative make(const std::string& label, const alloc::Settings& recorded,
   if (label == "defaults") a.settings = alloc::Settings{};
   a.recorded = is_recorded;
   a.device = device_for(a.settings, base);
-  if (a.settings.gc_threshold > 0 && a.device.limit < 0)
+  // Only where the label itself sets the threshold: a recorded one carried
+  // into every alternative is not what makes their differences.
+  const bool sets_gc = label.find("garbage_collection_threshold") != std::string::npos ||
+                       (is_recorded && recorded.gc_threshold > 0);
+  if (sets_gc && a.settings.gc_threshold > 0 && a.device.limit < 0)
     a.note =
         "no effect: torch collects cached blocks by this threshold only under "
         "set_per_process_memory_fraction";
@@ -97,20 +101,26 @@ SelfCheck self_check(const simulate::Plan& p, const simulate::Result& r) {
   return c;
 }
 
-// Runs every alternative, several at once.
+// Runs every alternative, several at once; with `check`, the recorded
+// settings once more on the device as recorded (the self-check's run, last).
 std::vector<Outcome> simulate_all(const Snapshot& snap, const simulate::Plan& p,
-                                  std::vector<Alternative> alts, unsigned threads) {
+                                  std::vector<Alternative> alts, unsigned threads,
+                                  const Alternative* check) {
   // One job per alternative, and one more at the top of an inferred cap.
   std::vector<std::pair<size_t, bool>> jobs;
+  if (check) alts.push_back(*check);
   for (size_t i = 0; i < alts.size(); ++i) {
     jobs.push_back({i, false});
-    if (alts[i].device.limit_inferred) jobs.push_back({i, true});
+    if (alts[i].device.limit_inferred && !(check && i + 1 == alts.size()))
+      jobs.push_back({i, true});
   }
   std::vector<Outcome> out(alts.size());
   for (size_t i = 0; i < alts.size(); ++i) out[i].alt = alts[i];
+  // The events are kept only for the run the self-check compares.
+  const size_t checked = check ? alts.size() - 1 : 0;
   parallel_for(jobs.size(), threads ? threads : threads_allowed(), [&](size_t j) {
     auto [i, high] = jobs[j];
-    simulate::Inputs in{alts[i].settings, alts[i].device, alts[i].recorded && !high};
+    simulate::Inputs in{alts[i].settings, alts[i].device, i == checked && !high};
     if (high) {
       in.device.limit = in.device.limit_high;
       out[i].at_cap_high = simulate::run(snap, p, in);
@@ -121,17 +131,32 @@ std::vector<Outcome> simulate_all(const Snapshot& snap, const simulate::Plan& p,
   return out;
 }
 
+// A history that saw none of its memory reserved: only allocations, while
+// segments held memory when it began.
+bool state_only(const Snapshot& snap, const simulate::Plan& p) {
+  return !p.trace.start.segments.empty() &&
+         alloc::allocations_only(snap.trace, p.trace.begin, p.trace.end);
+}
+
 DeviceReport report_device(const Snapshot& snap, size_t device, const Options& opts) {
   DeviceReport d;
   d.device = static_cast<int>(device);
   simulate::Plan p = simulate::plan(snap, device);
   d.entries = p.rows.size();
-  alloc::Settings recorded = alloc::Settings::recorded(snap);
+  alloc::Settings recorded = alloc::Settings::recorded(snap, &d.ignored_settings);
   d.recorded_conf = recorded.conf();
   d.memory = recorded_memory(p, opts.device_memory, opts.memory_fraction);
   d.recorded_ooms = p.recorded_ooms;
   for (int32_t e : p.recorded_ooms)
     d.recorded_oom_sizes.push_back(snap.trace.size[p.trace.begin + e]);
+  if (state_only(snap, p)) {
+    d.state_only = true;
+    d.start_reserved = p.start_reserved;
+    d.start_segments = p.trace.start.segments.size();
+    d.check.incomplete = "the history holds only allocations into memory reserved before it";
+    return d;
+  }
+  d.truncation = truncation(snap, p);
 
   std::vector<Alternative> alts;
   alts.push_back(make("recorded", recorded, d.memory, true));
@@ -148,8 +173,18 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
       if (!(a.settings == recorded)) alts.push_back(std::move(a));
     }
   }
-  std::vector<Outcome> outcomes = simulate_all(snap, p, std::move(alts), opts.threads);
-  d.check = self_check(p, outcomes.front().result);
+  // The self-check reproduces the recording: the recorded settings on the
+  // device as recorded, whatever device the alternatives are asked on.
+  d.check_on_recorded_device = !(d.memory == p.device_recorded);
+  const Alternative on_record = make("recorded", recorded, p.device_recorded, true);
+  std::vector<Outcome> outcomes = simulate_all(snap, p, std::move(alts), opts.threads,
+                                               d.check_on_recorded_device ? &on_record : nullptr);
+  if (d.check_on_recorded_device) {
+    d.check = self_check(p, outcomes.back().result);
+    outcomes.pop_back();
+  } else {
+    d.check = self_check(p, outcomes.front().result);
+  }
   for (Outcome& o : outcomes) o.result.events.clear();
   if (!opts.set.empty()) {
     d.outcomes = std::move(outcomes);
@@ -207,6 +242,15 @@ SimulatedFix simulated_fix(const DeviceReport& d, int32_t entry) {
   f.cap_low = d.memory.limit;
   f.cap_high = d.memory.limit_high + 1;
   f.reproduces = d.check.ok() || !d.check.incomplete.empty();
+  const Truncation& t = d.truncation;
+  if (t.ends_at_oom == entry) {
+    f.recording_ends = true;
+    f.growth = t.growth;
+    f.growth_window = t.window;
+    f.growth_steady = t.steady;
+    f.by_steps = t.by_steps;
+    if (best) f.postponed_by = postponed_by(d, *best);
+  }
   return f;
 }
 
@@ -218,6 +262,7 @@ std::vector<SimulatedFix> simulated_fixes(const Snapshot& snap, size_t device,
   } catch (const Error&) {
     return {};  // nothing to cite; the diagnosis stands as it is
   }
+  if (d.state_only) return {};
   std::vector<SimulatedFix> out;
   for (int32_t e : entries) out.push_back(simulated_fix(d, e));
   return out;

@@ -56,11 +56,33 @@ struct SelfCheck {
   bool operator==(const SelfCheck&) const = default;
 };
 
+// Where the history stops short of the job: it ends at a recorded OOM (the
+// job recorded nothing after it), and how allocated memory grew toward it.
+struct Truncation {
+  int32_t ends_at_oom = -1;  // the OOM's trace entry when only frees follow it
+  // Allocated memory's growth over the last `window` entries (or whole
+  // steps, `by_steps`) before that OOM; steady when every quarter of the
+  // window (every step) grew.
+  int64_t growth = 0, window = 0;
+  bool by_steps = false, steady = false;
+  bool operator==(const Truncation&) const = default;
+};
+
 struct DeviceReport {
   int device = 0;
   size_t entries = 0;
   std::string recorded_conf;  // the recorded settings as a configuration string
-  simulate::Device memory;    // the device as recorded (with --device-memory applied)
+  // Recorded settings torch could not have run with, left at its defaults (why, one each).
+  std::vector<std::string> ignored_settings;
+  // The history made no segment while memory was reserved before it began
+  // (a state-only snapshot): nothing to simulate; start_* say what was there.
+  bool state_only = false;
+  int64_t start_reserved = 0;
+  size_t start_segments = 0;
+  simulate::Device memory;  // the device as asked (--device-memory, --memory-fraction applied)
+  // The self-check ran on the device as recorded, which `memory` is not.
+  bool check_on_recorded_device = false;
+  Truncation truncation;
   SelfCheck check;
   std::vector<int32_t> recorded_ooms;
   std::vector<int64_t> recorded_oom_sizes;
@@ -108,6 +130,17 @@ const Outcome* best_for_oom(const DeviceReport& d, int32_t entry, bool at_cap_hi
 // Whether the recorded OOM at `entry` is avoided (with an inferred cap:
 // at its lowest value; `high`: at its highest).
 bool avoids(const Outcome& o, int32_t entry, bool high = false);
+
+// Where the history stops short (truncation.cpp).
+Truncation truncation(const Snapshot& snap, const simulate::Plan& p);
+// By about how many entries (steps, with Truncation::by_steps) an outcome
+// that avoids the OOM the history ends at only postpones it, at the pace
+// allocated memory grew before it; -1 where no steady growth or cap is known.
+int64_t postponed_by(const DeviceReport& d, const Outcome& o);
+
+// The two bounds of a range of sizes, in a unit small enough that they
+// read apart ("1534.0MiB", "1554.0MiB", not "1.5GiB" twice).
+std::pair<std::string, std::string> size_range(int64_t lo, int64_t hi);
 
 std::string text(const Report& r);
 std::string json(const Report& r);

@@ -1,5 +1,6 @@
 // `memsight whatif` as text and JSON (see whatif.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "analysis/alike/alike.h"
@@ -7,6 +8,7 @@
 #include "analysis/whatif/whatif.h"
 #include "memsight/error.h"
 #include "memsight/whatif.h"
+#include "util/float_chars.h"
 #include "util/json_writer.h"
 #include "util/text_format.h"
 
@@ -15,11 +17,23 @@ namespace {
 
 std::string sz(int64_t v) { return format_bytes(static_cast<double>(v)); }
 
+std::string between(int64_t lo, int64_t hi) {
+  auto [a, b] = size_range(lo, hi);
+  return a + " and " + b;
+}
+
+// The cap at the top of an inferred range, told apart from its bottom.
+std::string cap_high(const simulate::Device& m) {
+  return size_range(m.limit, m.limit_high + 1).second;
+}
+
 // now against was, relative: "+12.5%", "same".
 std::string change(int64_t now, int64_t was) {
   if (now == was) return "same";
   return signed_percent(was ? static_cast<double>(now - was) / static_cast<double>(was) : 1.0);
 }
+
+std::string check_result(const DeviceReport& d);
 
 std::string event(const simulate::SegmentEvent& e) {
   return "a " + sz(e.size) + " " + std::string(action_name(e.action)) + " for trace entry " +
@@ -48,6 +62,13 @@ std::string hang(const std::string& prefix, const std::string& text, size_t widt
 }
 
 std::string check_text(const DeviceReport& d) {
+  std::string s = check_result(d);
+  if (d.check_on_recorded_device)
+    s += " (On the device as recorded; the results below are on the device asked for.)";
+  return s;
+}
+
+std::string check_result(const DeviceReport& d) {
   const SelfCheck& c = d.check;
   if (!c.incomplete.empty())
     return "not possible: " + c.incomplete + ". The results below start from an estimated state.";
@@ -87,7 +108,7 @@ std::string memory_text(const simulate::Device& m) {
   if (m.limit >= 0) {
     if (m.limit_inferred)
       parts.push_back(
-          "a memory cap between " + sz(m.limit) + " and " + sz(m.limit_high + 1) +
+          "a memory cap between " + between(m.limit, m.limit_high + 1) +
           ", inferred from the recorded OOM and simulated at both ends (--memory-fraction "
           "F with --device-memory SIZE give the exact one)");
     else
@@ -107,19 +128,30 @@ std::string oom_cell(const DeviceReport& d, const simulate::Result& r) {
   size_t k = 0;
   for (int32_t e : d.recorded_ooms)
     k += std::find(r.avoided.begin(), r.avoided.end(), e) != r.avoided.end();
-  if (k == d.recorded_ooms.size()) return d.recorded_ooms.size() == 1 ? "avoided" : "all avoided";
+  if (k == d.recorded_ooms.size()) {
+    std::string cell = d.recorded_ooms.size() == 1 ? "avoided" : "all avoided";
+    if (d.truncation.ends_at_oom < 0) return cell;
+    // Nothing after it was recorded: at most postponed.
+    return cell + " (recording ends there)";
+  }
   if (k == 0) return "still happens";
   return "avoided " + count_text(static_cast<int64_t>(k)) + " of " +
          count_text(static_cast<int64_t>(d.recorded_ooms.size()));
 }
 
+// "about 120 entries" / "about 3 steps".
+std::string later(const Truncation& t, int64_t n) {
+  return "about " + (t.by_steps ? count_of(n, "step") : count_of(n, "entry", "entries"));
+}
+
 // With an inferred cap: the outcome at both ends of its range when they differ.
 std::string oom_cell(const DeviceReport& d, const Outcome& o) {
+  if (int64_t k = postponed_by(d, o); k >= 0) return "postponed " + later(d.truncation, k);
   std::string low = oom_cell(d, o.result);
   if (!o.at_cap_high) return low;
   std::string high = oom_cell(d, *o.at_cap_high);
   if (high == low) return low;
-  return low + "; cap " + sz(o.alt.device.limit_high + 1) + ": " + high;
+  return low + "; cap " + cap_high(o.alt.device) + ": " + high;
 }
 
 // Why a prediction from a history with no cudaMalloc address is less sure
@@ -137,15 +169,57 @@ std::string layout_caveat(int64_t placed) {
          "CUDA_MODULE_LOADING=EAGER).";
 }
 
+// What a --set asked for, as it acts: over the recorded settings, or from
+// torch's defaults when it starts with "defaults".
+std::string outcome_label(const std::string& label) {
+  if (label == "defaults") return "torch's defaults (in place of the recorded settings)";
+  if (label.starts_with("defaults,")) return label + " (over torch's defaults)";
+  return label + " (over the recorded settings)";
+}
+
+// When reserved memory peaked.
+std::string peak_moment(int32_t event) {
+  return event < 0 ? std::string("before the first trace entry")
+                   : "after trace entry " + count_text(event);
+}
+
+// What a peak covers where the history ends at an OOM.
+std::string recorded_part(const DeviceReport& d) {
+  if (d.truncation.ends_at_oom < 0) return "";
+  return "; of the recorded part only, up to trace entry " + count_text(d.truncation.ends_at_oom) +
+         ", where the recording ends";
+}
+
+// How allocated memory went toward the OOM the history ends at.
+std::string growth_text(const Truncation& t) {
+  std::string over =
+      t.by_steps ? count_of(t.window, "step") : count_of(t.window, "entry", "entries");
+  if (t.window <= 0) return "";
+  if (t.growth <= 0) return "Allocated memory did not grow over the " + over + " before it.";
+  return "Allocated memory grew " + sz(t.growth) + " over " + over + " before it" +
+         (t.steady ? ", steadily." : ", unevenly.");
+}
+
+// The recorded OOM the history ends at, avoided: the job would have gone on.
+std::string avoided_at_end(const DeviceReport& d, const Outcome& o) {
+  const Truncation& t = d.truncation;
+  std::string s =
+      "is avoided: the request fits, but the recording ends there, so what the job "
+      "did next is not simulated. " +
+      growth_text(t);
+  if (int64_t k = postponed_by(d, o); k >= 0)
+    s += " At that pace the memory left under the cap lasts " + later(t, k) +
+         ": the setting postpones the OOM rather than saves the job.";
+  return s;
+}
+
 std::string outcome_text(const DeviceReport& d, const Outcome& o) {
   const simulate::Result& r = o.result;
-  std::string out = "  with " + o.alt.label + " (over the recorded settings):\n";
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "    peak reserved   %s, after trace entry %s (recorded settings %s, %s)\n",
-                sz(r.peak.reserved).c_str(), count_text(r.peak_reserved_event).c_str(),
-                sz(baseline(d)).c_str(), change(r.peak.reserved, baseline(d)).c_str());
-  out += line;
+  std::string out = "  with " + outcome_label(o.alt.label) + ":\n";
+  out += hang("    peak reserved   ",
+              sz(r.peak.reserved) + ", " + peak_moment(r.peak_reserved_event) +
+                  " (recorded settings " + sz(baseline(d)) + ", " +
+                  change(r.peak.reserved, baseline(d)) + ")" + recorded_part(d));
   out += "    peak allocated  " + sz(r.peak.allocated) + '\n';
   out += "    at the peak     " + sz(r.unused_at_peak) + " reserved but not allocated (" +
          percent(r.unused_at_peak, r.peak.reserved) + "), largest free block " +
@@ -171,10 +245,11 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
     if (!first) oom += ' ';
     oom += std::string(first ? "the" : "The") + " recorded OOM at trace entry " + count_text(e) +
            " (" + sz(d.recorded_oom_sizes[i]) + ") " +
-           (avoids(o, e)         ? "is avoided: the request fits."
+           (avoids(o, e) && e == d.truncation.ends_at_oom ? avoided_at_end(d, o)
+            : avoids(o, e)                                ? "is avoided: the request fits."
             : avoids(o, e, true) ? "is avoided only if the cap was near the top of what the "
                                    "recording allows (" +
-                                       sz(o.alt.device.limit_high + 1) + "); with " +
+                                       cap_high(o.alt.device) + "); with " +
                                        sz(o.alt.device.limit) + " it still happens."
                                  : "still happens.");
   }
@@ -184,11 +259,10 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
     const simulate::Result& h = *o.at_cap_high;
     std::string low = oom_cell(d, r), high = oom_cell(d, h);
     if (low != high || h.peak.reserved != r.peak.reserved)
-      out += hang(
-          "    cap " + sz(o.alt.device.limit_high + 1) +
-              std::string(12 - std::min<size_t>(12, sz(o.alt.device.limit_high + 1).size()), ' '),
-          "with the highest cap the recording allows: peak reserved " + sz(h.peak.reserved) +
-              ", OOM: " + high);
+      out += hang("    cap " + cap_high(o.alt.device) +
+                      std::string(12 - std::min<size_t>(12, cap_high(o.alt.device).size()), ' '),
+                  "with the highest cap the recording allows: peak reserved " +
+                      sz(h.peak.reserved) + ", OOM: " + high);
   }
   if (r.segments_placed_unanchored > 0)
     out += hang("    addresses       ", layout_caveat(r.segments_placed_unanchored));
@@ -228,16 +302,39 @@ std::string table_text(const DeviceReport& d) {
   return out;
 }
 
+// A history that made none of the memory it shows.
+std::string state_only_text(const DeviceReport& d) {
+  return (d.entries == 1 ? std::string("the one trace entry is an allocation")
+                         : "the " + count_text(static_cast<int64_t>(d.entries)) +
+                               " trace entries are allocations") +
+         ", with no segment made and nothing freed: all " + sz(d.start_reserved) + " reserved (" +
+         count_of(static_cast<int64_t>(d.start_segments), "segment") +
+         ") was reserved before recording began. What-if replays the requests that reserve "
+         "memory under other settings, so it needs them recorded: call "
+         "memsight.torch.record() (or torch.cuda.memory._record_memory_history()) before the "
+         "model is built, run, then dump the snapshot.";
+}
+
 // One device's text after its heading.
 std::string device_text(const DeviceReport& d, bool table) {
   std::string out =
       " - " + count_of(d.entries, "trace entry", "trace entries") + "; recorded settings: " +
       (d.recorded_conf.empty() ? std::string("torch's defaults") : d.recorded_conf) + '\n';
+  for (const std::string& why : d.ignored_settings)
+    out += hang("  ignored     ", "the recorded " + why + "; simulated with torch's default");
+  if (d.state_only) return out + hang("  no history  ", state_only_text(d)) + '\n';
   out += hang("  self-check  ", check_text(d));
   out += hang("  memory      ", memory_text(d.memory));
   for (size_t i = 0; i < d.recorded_ooms.size(); ++i)
     out += "  recorded OOM at trace entry " + count_text(d.recorded_ooms[i]) + ": " +
            sz(d.recorded_oom_sizes[i]) + " requested\n";
+  if (const Truncation& t = d.truncation; t.ends_at_oom >= 0)
+    out += hang("  history     ",
+                "ends at the recorded OOM (trace entry " + count_text(t.ends_at_oom) +
+                    "): every prediction is for the recorded part, up to trace entry " +
+                    count_text(t.ends_at_oom) +
+                    ", where the recording ends; the job's later requests are not recorded. " +
+                    growth_text(t));
   out += '\n';
   if (table)
     out += table_text(d);
@@ -251,7 +348,10 @@ std::string device_text(const DeviceReport& d, bool table) {
 }  // namespace
 
 std::string text(const Report& r) {
-  if (r.devices.empty()) return "The snapshot has no allocation history to simulate.\n";
+  if (r.devices.empty())
+    return "The snapshot has no allocation history to simulate: what-if needs the requests "
+           "recorded (memsight.torch.record() or torch.cuda.memory._record_memory_history() "
+           "before the work, then dump the snapshot).\n";
   std::string out;
   for (size_t i = 0; i < r.devices.size(); ++i) {
     const DeviceReport& d = r.devices[i];
@@ -260,6 +360,18 @@ std::string text(const Report& r) {
            device_text(d, r.table);
   }
   return out;
+}
+
+}  // namespace memsight::whatif
+
+namespace memsight::whatif {
+
+std::pair<std::string, std::string> size_range(int64_t lo, int64_t hi) {
+  for (double next_at = 1023.95;; next_at *= 1024) {
+    std::string a = binary_size(static_cast<double>(lo), next_at);
+    std::string b = binary_size(static_cast<double>(hi), next_at);
+    if (a != b || next_at > 1e18) return {a, b};
+  }
 }
 
 }  // namespace memsight::whatif
@@ -276,6 +388,19 @@ int64_t parse_device_memory(const std::string& text, const std::string& what) {
   return static_cast<int64_t>(bytes);
 }
 
+double check_memory_fraction(double fraction, const std::string& typed, const std::string& what) {
+  if (!(fraction > 0 && fraction <= 1))
+    throw Error(what + " " + typed + ": a memory fraction is in (0.0, 1.0]");
+  return fraction;
+}
+
+double parse_memory_fraction(const std::string& text, const std::string& what) {
+  double v = 0;
+  if (!parse_double(text, v) || !std::isfinite(v))
+    throw Error(what + " needs a number in (0.0, 1.0] such as 0.5, got '" + text + "'");
+  return check_memory_fraction(v, text, what);
+}
+
 std::pair<std::string, std::string> whatif_text_and_json(const Snapshot& snap,
                                                          const WhatifRequest& req) {
   whatif::Options opts;
@@ -287,9 +412,7 @@ std::pair<std::string, std::string> whatif_text_and_json(const Snapshot& snap,
     // The CLI's rule for --memory-fraction, on the exact value.
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.17g", req.memory_fraction);
-    alloc::Settings probe;
-    probe.apply(std::string("per_process_memory_fraction:") + buf);
-    opts.memory_fraction = probe.memory_fraction;
+    opts.memory_fraction = check_memory_fraction(req.memory_fraction, buf, "memory_fraction");
   }
   whatif::Report r = whatif::run(snap, opts);
   return {whatif::text(r), whatif::json(r)};

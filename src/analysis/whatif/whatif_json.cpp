@@ -66,7 +66,10 @@ void json_outcome(JsonWriter& w, const DeviceReport& d, const Outcome& o) {
     json_entries(w, avoided_high);
     w.end_object();
   }
-  w.field("stopped_at", r.stopped_at).field("note", o.alt.note).end_object();
+  w.field("stopped_at", r.stopped_at)
+      .field("postponed_by", postponed_by(d, o))
+      .field("note", o.alt.note)
+      .end_object();
 }
 
 void json_self_check(JsonWriter& w, const SelfCheck& c) {
@@ -107,6 +110,20 @@ void device_json(JsonWriter& w, const DeviceReport& d, bool table, const DeviceR
       .field("device", d.device)
       .field("entries", d.entries)
       .field("recorded_settings", d.recorded_conf)
+      .key("ignored_settings")
+      .begin_array();
+  for (const std::string& why : d.ignored_settings) w.value(why);
+  w.end_array()
+      .field("state_only", d.state_only)
+      .key("truncation")
+      .begin_object()
+      .field("ends_at_oom", d.truncation.ends_at_oom)
+      .field("growth", d.truncation.growth)
+      .field("window", d.truncation.window)
+      .field("unit", d.truncation.by_steps ? "steps" : "entries")
+      .field("steady", d.truncation.steady)
+      .end_object()
+      .field("self_check_on_recorded_device", d.check_on_recorded_device)
       .key("memory")
       .begin_object()
       .field("total", d.memory.total)
