@@ -120,6 +120,9 @@ class Gate:
         from .torch.capture.recording import Recording
 
         torch = torch_module()
+        # The allocator has no per-device state (and refuses to reset a peak)
+        # until CUDA has started: the first gated test of a run may be first.
+        torch.cuda.init()
         if budget.reserved is not None:
             torch.cuda.empty_cache()
         devices = range(torch.cuda.device_count())

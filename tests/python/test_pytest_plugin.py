@@ -67,6 +67,7 @@ with open({str(DATA / 'oom.pickle')!r}, "rb") as f:
     alloc = FakeAllocator(pickle.load(f))
 torch = make_fake_torch(alloc)
 torch.cuda.device_count = lambda: 1
+torch.cuda.init = lambda: None
 torch.cuda.reset_peak_memory_stats = lambda device=None: None
 torch.cuda.empty_cache = lambda: None
 torch.cuda.max_memory_allocated = lambda device=None: 1_700_000_000
