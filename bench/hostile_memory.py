@@ -23,6 +23,8 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "cli"))
+import hostile_shapes as shapes  # noqa: E402
 DATA = ROOT / "bench" / ".data" / "hostile"
 KiB, MiB = 1 << 10, 1 << 20
 LAUNCH = """
@@ -87,6 +89,12 @@ def inputs(big):
             "segments": [], "device_traces": [[entry(1, [])] for _ in range(100_000)]}),
         "lists": ("2 million memoised empty lists", lambda: {
             "segments": [], "device_traces": [[]], "x": [[] for _ in range(2_000_000)]}),
+        "shared_annotation": ("2 million references to one annotation dict",
+                              lambda: shapes.shared_annotation(1, 2_000_000)),
+        "devices_annotation": ("10,000 devices and a million references to one annotation",
+                               lambda: shapes.shared_annotation(10_000, 1_000_000)),
+        "alike_times": ("100,000 devices alike but for their times",
+                        lambda: shapes.alike_but_times(100_000)),
     }
     if big:
         huge = "f" * (100 * MiB)

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <span>
 #include <string>
@@ -270,6 +271,23 @@ struct Segment {
   uint32_t extra = 0;  // as Block::extra
 };
 
+class AnnotationIndex;  // model/annotation_index.h
+
+// What is built from a snapshot on first use and kept for later users (an
+// analysis run device by device). A copy starts without it: the copy may be
+// changed before it is used.
+template <class T>
+struct BuiltOnce {
+  BuiltOnce() = default;
+  BuiltOnce(const BuiltOnce&) {}
+  BuiltOnce& operator=(const BuiltOnce&) {
+    index.reset();
+    return *this;
+  }
+  std::mutex mutex;
+  std::shared_ptr<const T> index;
+};
+
 struct Snapshot {
   StringTable strings;
   FrameTable frames;
@@ -300,6 +318,11 @@ struct Snapshot {
   }
   const PyValue* top(std::string_view key) const;
   std::string_view str(StrId id) const { return strings.get(id); }
+  // external_annotations by device, built on first use (thread-safe).
+  const AnnotationIndex& annotations() const;
+
+ private:
+  mutable BuiltOnce<AnnotationIndex> annotations_;
 };
 
 // The Python dicts the model was read from, rebuilt (for repr and for keys

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <set>
+#include <utility>
 
 namespace memsight::alloc {
 
@@ -32,8 +34,7 @@ class SegmentAddresses {
   void taken(int64_t addr, int64_t size) {
     take_released(addr, addr + size);
     if (auto c = chunk_at(addr); c != chunks_.end()) {
-      c->second.top = std::max(c->second.top, addr + size);
-      c->second.end = std::max(c->second.end, addr + size);
+      reshape(c, std::max(c->second.top, addr + size), std::max(c->second.end, addr + size));
       ++c->second.live;
       return;
     }
@@ -41,20 +42,16 @@ class SegmentAddresses {
     if (auto next = chunks_.upper_bound(addr); next != chunks_.end())
       end = std::max(addr + size, std::min(end, next->first));
     take_released(addr, end);
-    chunks_[addr] = {end, addr + size, 1};
+    add_chunk(addr, {end, addr + size, 1});
     floor_ = std::min(floor_, addr);
   }
 
   int64_t place(int64_t size) {
-    auto best = chunks_.end();
-    for (auto c = chunks_.begin(); c != chunks_.end(); ++c) {
-      int64_t room = c->second.end - c->second.top;
-      if (room >= size && (best == chunks_.end() || room < best->second.end - best->second.top))
-        best = c;
-    }
-    if (best != chunks_.end()) {
+    // The smallest room that holds it, the lowest address on ties.
+    if (auto r = by_room_.lower_bound({size, INT64_MIN}); r != by_room_.end()) {
+      auto best = chunks_.find(r->second);
       int64_t addr = best->second.top;
-      best->second.top += size;
+      reshape(best, addr + size, best->second.end);
       ++best->second.live;
       return addr;
     }
@@ -65,7 +62,7 @@ class SegmentAddresses {
         break;
       }
     take_released(start, start + reserve);
-    chunks_[start] = {start + reserve, start + size, 1};
+    add_chunk(start, {start + reserve, start + size, 1});
     floor_ = std::min(floor_, start);
     return start;
   }
@@ -73,9 +70,10 @@ class SegmentAddresses {
   void release(int64_t addr, int64_t size) {
     auto c = chunk_at(addr);
     if (c == chunks_.end()) return;
-    if (c->second.top == addr + size) c->second.top = addr;
+    if (c->second.top == addr + size) reshape(c, addr, c->second.end);
     if (--c->second.live > 0) return;
     int64_t start = c->first, end = c->second.end;
+    by_room_.erase(room_key(c));
     chunks_.erase(c);
     // Merged with the released ranges it touches.
     if (auto next = released_.find(end); next != released_.end()) {
@@ -100,7 +98,26 @@ class SegmentAddresses {
   static int64_t reserve_size(int64_t size) {
     return (size + kReserveUnit - 1) / kReserveUnit * kReserveUnit;
   }
-  std::map<int64_t, Chunk>::iterator chunk_at(int64_t addr) {
+  using Chunks = std::map<int64_t, Chunk>;
+  static std::pair<int64_t, int64_t> room_key(Chunks::const_iterator c) {
+    return {c->second.end - c->second.top, c->first};
+  }
+  void add_chunk(int64_t start, Chunk chunk) {
+    auto [c, added] = chunks_.try_emplace(start, chunk);
+    if (!added) {
+      by_room_.erase(room_key(c));
+      c->second = chunk;
+    }
+    by_room_.insert(room_key(c));
+  }
+  // Every change of a range's free end goes through here, to keep by_room_.
+  void reshape(Chunks::iterator c, int64_t top, int64_t end) {
+    by_room_.erase(room_key(c));
+    c->second.top = top;
+    c->second.end = end;
+    by_room_.insert(room_key(c));
+  }
+  Chunks::iterator chunk_at(int64_t addr) {
     auto c = chunks_.upper_bound(addr);
     if (c == chunks_.begin()) return chunks_.end();
     --c;
@@ -122,7 +139,11 @@ class SegmentAddresses {
     }
   }
 
-  std::map<int64_t, Chunk> chunks_;      // reserved ranges by start
+  Chunks chunks_;  // reserved ranges by start
+  // (free room, start) of every reserved range: place() takes the best fit
+  // in a lookup, where a scan of every range made a history of n new
+  // segments cost n^2.
+  std::set<std::pair<int64_t, int64_t>> by_room_;
   std::map<int64_t, int64_t> released_;  // released ranges: start -> end
   int64_t floor_;
 };

@@ -3,34 +3,38 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <type_traits>
+
+#include "model/annotation_index.h"
 
 namespace memsight::report {
 namespace {
 
+// Names are views of the snapshot's text: an annotation dict referred to
+// two million times is still held once.
 struct Mark {
   int64_t time;
+  std::string_view name;
+  uint32_t seq;  // its place in the list (the trace after): ties keep it
   bool start;
-  std::string name;
 };
 
 int64_t as_int(const PyValue* v) { return v && v->kind == PyValue::Kind::Int ? v->i : -1; }
-std::string as_str(const PyValue* v) {
-  return v && v->kind == PyValue::Kind::Str ? v->s.str() : "";
+std::string_view as_str(const PyValue* v) {
+  return v && v->kind == PyValue::Kind::Str ? std::string_view(v->s) : std::string_view();
 }
 
 }  // namespace
 
 AnnotationRanges annotation_ranges(const Snapshot& snap, size_t device) {
   std::vector<Mark> marks;
-  if (const PyValue* list = snap.top("external_annotations");
-      list && list->kind == PyValue::Kind::List) {
-    for (const PyValue& a : list->items) {
-      if (a.kind != PyValue::Kind::Dict) continue;
-      std::string stage = as_str(a.get("stage"));
-      if ((stage != "START" && stage != "END") || as_int(a.get("device")) != int64_t(device))
-        continue;
-      marks.push_back({as_int(a.get("time_us")), stage == "START", as_str(a.get("name"))});
-    }
+  const auto listed = snap.annotations().of(static_cast<int64_t>(device));
+  marks.reserve(listed.size());
+  for (const PyValue* a : listed) {
+    std::string_view stage = as_str(a->get("stage"));
+    if (stage != "START" && stage != "END") continue;
+    marks.push_back({as_int(a->get("time_us")), as_str(a->get("name")),
+                     static_cast<uint32_t>(marks.size()), stage == "START"});
   }
   // Recordings before torch 2.5 kept them in the trace.
   if (device < snap.device_count()) {
@@ -44,41 +48,55 @@ AnnotationRanges annotation_ranges(const Snapshot& snap, size_t device) {
       const Frame& f = snap.frames.frame(frames[0]);
       std::string_view stage = snap.str(f.name);
       if (stage != "START" && stage != "END") continue;
-      marks.push_back({snap.trace.time_us[r], stage == "START", std::string(snap.str(f.filename))});
+      marks.push_back({snap.trace.time_us[r], snap.str(f.filename),
+                       static_cast<uint32_t>(marks.size()), stage == "START"});
     }
   }
-  std::stable_sort(marks.begin(), marks.end(),
-                   [](const Mark& a, const Mark& b) { return a.time < b.time; });
+  // By time, in list order on ties (sorted in place: a stable sort's
+  // buffer was as large again).
+  std::sort(marks.begin(), marks.end(), [](const Mark& a, const Mark& b) {
+    return a.time != b.time ? a.time < b.time : a.seq < b.seq;
+  });
 
   AnnotationRanges out;
-  std::map<std::string, std::vector<size_t>> open;  // name -> ranges without an END yet
-  for (Mark& m : marks) {
+  out.name.reserve(marks.size());
+  out.start.reserve(marks.size());
+  out.end.reserve(marks.size());
+  std::map<std::string_view, std::vector<uint32_t>> open;  // name -> ranges without an END yet
+  for (const Mark& m : marks) {
     if (m.start) {
-      open[m.name].push_back(out.name.size());
-      out.name.push_back(std::move(m.name));
+      open[m.name].push_back(static_cast<uint32_t>(out.name.size()));
+      out.name.push_back(m.name);
       out.start.push_back(m.time);
       out.end.push_back(-1);
     } else if (auto it = open.find(m.name); it != open.end() && !it->second.empty()) {
       out.end[it->second.back()] = m.time;
       it->second.pop_back();
     } else {
-      out.name.push_back(std::move(m.name));
+      out.name.push_back(m.name);
       out.start.push_back(-1);
       out.end.push_back(m.time);
     }
   }
-  // In order of start, ranges begun before the recording first.
-  std::vector<size_t> order(out.name.size());
+  std::vector<Mark>().swap(marks);
+  decltype(open)().swap(open);
+  // In order of start, ranges begun before the recording first; one column
+  // at a time.
+  std::vector<uint32_t> order(out.name.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return out.start[a] < out.start[b]; });
-  AnnotationRanges sorted;
-  for (size_t i : order) {
-    sorted.name.push_back(std::move(out.name[i]));
-    sorted.start.push_back(out.start[i]);
-    sorted.end.push_back(out.end[i]);
-  }
-  return sorted;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return out.start[a] != out.start[b] ? out.start[a] < out.start[b] : a < b;
+  });
+  auto in_order = [&](auto& column) {
+    std::remove_reference_t<decltype(column)> sorted;
+    sorted.reserve(order.size());
+    for (uint32_t i : order) sorted.push_back(column[i]);
+    column.swap(sorted);
+  };
+  in_order(out.name);
+  in_order(out.start);
+  in_order(out.end);
+  return out;
 }
 
 }  // namespace memsight::report

@@ -6,7 +6,7 @@
 // entries (a START or END frame whose filename is the name). The page draws
 // them as labelled ranges and markers on every timeline.
 #include <cstdint>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include "memsight/snapshot.h"
@@ -14,7 +14,7 @@
 namespace memsight::report {
 
 struct AnnotationRanges {
-  std::vector<std::string> name;
+  std::vector<std::string_view> name;  // the snapshot's text
   // Microseconds since the epoch; -1 where the recording holds no START (the
   // scope began before it) or no END (still open at the snapshot).
   std::vector<int64_t> start, end;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/alike/alike.h"
+#include "analysis/summary/summary_times.h"
 #include "memsight/error.h"
 #include "memsight/html.h"
 #include "memsight/input_limits.h"
@@ -93,7 +94,13 @@ std::vector<size_t> page_devices(const Snapshot& snap, int device) {
 std::string page_summary_json(const Snapshot& snap, Summary s, std::vector<size_t> devices) {
   // Each group keeps the devices of its that the page holds (a group of
   // 100,000 alike devices keeps at most kPageDevices); groups with none go.
+  // A group may be named by another of its devices after: its times are
+  // made that device's (counted from the first entry in between).
+  for (DeviceSummary& d : s.devices)
+    shift_times(d, first_entry_time(snap, static_cast<size_t>(d.device)), 0);
   keep_devices(s.devices, s.members, std::move(devices));
+  for (DeviceSummary& d : s.devices)
+    shift_times(d, 0, first_entry_time(snap, static_cast<size_t>(d.device)));
   return summary_json(snap, s, DeviceListing::Page);
 }
 

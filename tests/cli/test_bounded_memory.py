@@ -14,6 +14,7 @@ import subprocess
 import zlib
 from pathlib import Path
 
+import hostile_shapes
 import pytest
 
 MiB = 1 << 20
@@ -426,3 +427,63 @@ def test_alike_devices_are_summarised_once(memsight_bin, tmp_path):
     assert d["verdict"] == "no iterations" and d["alike"] == [[0, 19_999]]
     # and whatif (it reported each device: 4 KB of JSON a device)
     assert results["whatif --json"][1] < 8 * KiB and results["whatif --json"][0] < 48 * MiB, results
+
+
+# --- Work that grew with the product of two counts (issue 34, item 1), and
+# devices alike but for their times (item 3). Inputs from hostile_shapes.py.
+
+def pickled(tmp: Path, name: str, snap: dict) -> Path:
+    f = tmp / f"{name}.pickle"
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    return f
+
+
+def finishes(memsight_bin: str, *args: object, within: float) -> subprocess.CompletedProcess:
+    """Runs memsight, which must end well inside `within` seconds: these
+    inputs took minutes where the work was a product of two counts."""
+    r = subprocess.run([memsight_bin, *map(str, args)], capture_output=True, timeout=within)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_many_devices_and_one_shared_annotation(memsight_bin, tmp_path):
+    # 3,000 devices and 300,000 references to one annotation of device 0
+    # (0.6 MB): every device scanned the whole list, 9 * 10^8 lookups (summary
+    # 30 s, leaks 80 s). The annotations are grouped by device once.
+    f = pickled(tmp_path, "shared", hostile_shapes.shared_annotation(3000, 300_000))
+    for cmd in (("summary",), ("leaks",), ("view", "-o", tmp_path / "p.html")):
+        finishes(memsight_bin, cmd[0], f, *cmd[1:], within=20)
+
+
+def test_one_annotation_dict_referred_to_two_million_times(memsight_bin, tmp_path):
+    # The page's ranges named each reference with its own copy of the name
+    # (457 MB for 2 million); they are views of the one string now.
+    f = pickled(tmp_path, "shared", hostile_shapes.shared_annotation(1, 2_000_000))
+    rc, err, rss = run_measured(memsight_bin, "view", f, "-o", tmp_path / "p.html", tmp=tmp_path)
+    assert rc == 0, err
+    assert rss < 70 * f.stat().st_size + 16 * MiB, rss
+
+
+def test_whatif_places_many_new_segments_in_n_log_n(memsight_bin, tmp_path):
+    # 20,000 requests of 12 MiB, never freed, no segment events recorded:
+    # every new segment the simulation placed scanned every reserved range
+    # (60 s); a lookup now.
+    trace = [{"action": "alloc", "addr": i << 26, "size": 12 * MiB, "stream": 0, "time_us": i}
+             for i in range(20_000)]
+    f = pickled(tmp_path, "segments", {"segments": [], "device_traces": [trace]})
+    finishes(memsight_bin, "whatif", f, within=20)
+
+
+def test_devices_alike_but_for_their_times_are_one_group(memsight_bin, tmp_path):
+    # 5,000 devices of one allocation each, device d's at d microseconds:
+    # summary printed 5,000 blocks; they are one group now, and the JSON
+    # still gives each device its own times.
+    n = 5000
+    f = pickled(tmp_path, "times", hostile_shapes.alike_but_times(n))
+    text = finishes(memsight_bin, "summary", f, within=60).stdout.decode()
+    assert text.startswith(f"Devices 0-{n - 1} ({n} alike) - 1 trace entry, 0 segments\n"), text[:300]
+    assert len(text) < 2 * KiB
+    devices = json.loads(finishes(memsight_bin, "summary", "--json", f, within=60).stdout)["devices"]
+    assert [d["peak_allocated_time_us"] for d in devices] == list(range(n))
+    rc, err, rss = run_measured(memsight_bin, "summary", f, tmp=tmp_path)
+    assert rc == 0 and rss < 24 * MiB, (err, rss)

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "memsight/html.h"
 #include "memsight/reader.h"
+#include "model/annotation_index.h"
 #include "report/page_annotations.h"
 #include "report/page_pack.h"
 #include "test_data.h"
@@ -36,27 +38,55 @@ TEST(Annotations, PairedPerNameAndDeviceOpenEndsMarked) {
                       annotation("START", "step#1", 0, 15), PyValue::integer(3),  // not a dict
                       annotation("MIDDLE", "fwd", 0, 21), annotation("END", "fwd", 0, 30)})});
   report::AnnotationRanges r = report::annotation_ranges(snap, 0);
-  EXPECT_EQ(r.name, (std::vector<std::string>{"step#0", "fwd", "fwd", "step#1"}));
+  EXPECT_EQ(r.name, (std::vector<std::string_view>{"step#0", "fwd", "fwd", "step#1"}));
   // The inner START is closed by the first END of its name.
   EXPECT_EQ(r.start, (std::vector<int64_t>{-1, 10, 12, 15}));
   EXPECT_EQ(r.end, (std::vector<int64_t>{5, 30, 20, -1}));
   report::AnnotationRanges r1 = report::annotation_ranges(snap, 1);
-  EXPECT_EQ(r1.name, std::vector<std::string>{"other"});
+  EXPECT_EQ(r1.name, std::vector<std::string_view>{"other"});
   EXPECT_EQ(r1.end, std::vector<int64_t>{-1});
   EXPECT_TRUE(report::annotation_ranges(snap, 2).name.empty());
+}
+
+TEST(Annotations, IndexedByTheDeviceEachNames) {
+  // One index a snapshot, each device's in list order; an annotation with
+  // no integer device belongs to none (every device scanned the whole list,
+  // and analyses counted one without a device for every device).
+  Snapshot snap;
+  snap.device_begin = {0, 0, 0};
+  PyValue no_device = annotation("START", "ProfilerStep#9", 0, 1);
+  no_device.items = {PyValue::str("stage"), PyValue::str("START"), PyValue::str("name"),
+                     PyValue::str("ProfilerStep#9")};
+  snap.top_level.push_back(
+      {"external_annotations",
+       PyValue::list({annotation("START", "a", 1, 5), annotation("START", "b", 0, 4), no_device,
+                      annotation("END", "c", 1, 3), PyValue::integer(7)})});
+  auto names = [&](int64_t d) {
+    std::vector<std::string_view> out;
+    for (const PyValue* a : snap.annotations().of(d)) out.push_back(a->get("name")->s);
+    return out;
+  };
+  EXPECT_EQ(names(1), (std::vector<std::string_view>{"a", "c"}));
+  EXPECT_EQ(names(0), (std::vector<std::string_view>{"b"}));
+  EXPECT_TRUE(names(2).empty());
+  EXPECT_EQ(&snap.annotations(), &snap.annotations());  // built once
+  Snapshot moved = std::move(snap);                     // builds its own
+  EXPECT_EQ(moved.annotations().of(1).size(), 2u);
 }
 
 TEST(Annotations, ExternalAndUserDefinedEntriesOfTheSyntheticFixture) {
   Snapshot snap = read_snapshot_file(kData + "/synthetic_annotated.pickle.gz");
   report::AnnotationRanges r = report::annotation_ranges(snap, 0);
-  EXPECT_EQ(r.name, (std::vector<std::string>{"ProfilerStep#0", "ProfilerStep#1", "## forward ##",
-                                              "## forward ##", "legacy_scope", "ProfilerStep#2"}));
+  EXPECT_EQ(r.name,
+            (std::vector<std::string_view>{"ProfilerStep#0", "ProfilerStep#1", "## forward ##",
+                                           "## forward ##", "legacy_scope", "ProfilerStep#2"}));
   EXPECT_EQ(r.start[0], -1);
   EXPECT_EQ(r.end[5], -1);
   // legacy_scope: the times of its two user_defined trace entries (8 and 14).
   EXPECT_EQ(r.start[4], snap.trace.time_us[8]);
   EXPECT_EQ(r.end[4], snap.trace.time_us[14]);
-  EXPECT_EQ(report::annotation_ranges(snap, 1).name, std::vector<std::string>{"ProfilerStep#1"});
+  EXPECT_EQ(report::annotation_ranges(snap, 1).name,
+            std::vector<std::string_view>{"ProfilerStep#1"});
 }
 
 TEST(PagePack, ASinkGetsTheColumnsInBlobOrder) {

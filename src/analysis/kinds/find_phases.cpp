@@ -16,6 +16,7 @@
 #include "analysis/kinds/classify.h"
 #include "analysis/kinds/phase_timeline.h"
 #include "analysis/kinds/stack_phases.h"
+#include "model/annotation_index.h"
 
 namespace memsight {
 namespace {
@@ -103,13 +104,14 @@ class PhaseFinder {
       ++by_stacks_;
       return out;
     }
-    const int64_t time = optimizer_steps_.empty() ? 0 : t.time_us[row];
-    for (auto [from, to] : optimizer_steps_)
-      if (time >= from && time <= to) {
-        ++by_optimizer_annotations_;
-        out.phase = Phase::Optimizer;
-        return out;
-      }
+    if (optimizer_steps_.empty()) return out;
+    const int64_t time = t.time_us[row];
+    auto it = std::upper_bound(optimizer_steps_.begin(), optimizer_steps_.end(), time,
+                               [](int64_t v, const auto& step) { return v < step.first; });
+    if (it != optimizer_steps_.begin() && std::prev(it)->second >= time) {
+      ++by_optimizer_annotations_;
+      out.phase = Phase::Optimizer;
+    }
     return out;
   }
 
@@ -161,14 +163,10 @@ class PhaseFinder {
   // memsight's marks (a START per mark: it is a point in time) and torch's
   // optimizer steps, of this device.
   void read_annotations(int64_t device) {
-    const PyValue* ann = snap_.top("external_annotations");
-    if (!ann || ann->kind != PyValue::Kind::List) return;
     std::vector<int64_t> open_steps;
-    for (const PyValue& a : ann->items) {
-      if (a.kind != PyValue::Kind::Dict) continue;
-      if (int_of(a.get("device"), device) != device) continue;
-      std::string_view name = str_of(a.get("name")), stage = str_of(a.get("stage"));
-      int64_t time = int_of(a.get("time_us"), 0);
+    for (const PyValue* a : snap_.annotations().of(device)) {
+      std::string_view name = str_of(a->get("name")), stage = str_of(a->get("stage"));
+      int64_t time = int_of(a->get("time_us"), 0);
       if (name.starts_with("memsight:")) {
         Mark m = parse_mark(name);
         if (stage == "START" && m.phase != Phase::Unknown) marks_.push_back({time, found_of(m)});
@@ -183,6 +181,13 @@ class PhaseFinder {
     }
     std::stable_sort(marks_.begin(), marks_.end(),
                      [](const TimedMark& a, const TimedMark& b) { return a.time < b.time; });
+    // By start, each step's end raised to the latest end up to it: whether
+    // any step holds a time is one lookup (a scan of every step for every
+    // allocation cost their product).
+    std::sort(optimizer_steps_.begin(), optimizer_steps_.end());
+    for (size_t i = 1; i < optimizer_steps_.size(); ++i)
+      optimizer_steps_[i].second =
+          std::max(optimizer_steps_[i].second, optimizer_steps_[i - 1].second);
   }
 
   const Snapshot& snap_;

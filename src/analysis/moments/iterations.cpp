@@ -14,8 +14,10 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <unordered_map>
 
 #include "memsight/leaks.h"
+#include "model/annotation_index.h"
 
 namespace memsight {
 namespace {
@@ -46,13 +48,10 @@ struct Mark {
 // The START annotations of this device named with `prefix`, by time.
 std::vector<Mark> annotation_marks(const Snapshot& snap, int64_t device, std::string_view prefix) {
   std::vector<Mark> out;
-  const PyValue* ann = snap.top("external_annotations");
-  if (!ann || ann->kind != PyValue::Kind::List) return out;
-  for (const PyValue& a : ann->items) {
-    if (a.kind != PyValue::Kind::Dict || int_or(a.get("device"), device) != device) continue;
-    std::string_view name = str_or_empty(a.get("name"));
-    if (!name.starts_with(prefix) || str_or_empty(a.get("stage")) != "START") continue;
-    out.push_back({int_or(a.get("time_us"), 0), number_after(name, prefix)});
+  for (const PyValue* a : snap.annotations().of(device)) {
+    std::string_view name = str_or_empty(a->get("name"));
+    if (!name.starts_with(prefix) || str_or_empty(a->get("stage")) != "START") continue;
+    out.push_back({int_or(a->get("time_us"), 0), number_after(name, prefix)});
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Mark& a, const Mark& b) { return a.time < b.time; });
@@ -87,15 +86,29 @@ Iterations from_pattern(const Snapshot& snap, size_t device) {
   const size_t n = snap.frames.stack_count();
   constexpr uint32_t kNone = UINT32_MAX;
   struct Seen {
+    StackId stack = 0;
     uint32_t count = 0, first = kNone, last = 0, min_gap = kNone, max_gap = 0;
   };
-  std::vector<Seen> seen(n);
+  // The stacks this device allocates from, in order of their first use.
+  // Each stack's slot in `seen` is looked up in a vector over the
+  // snapshot's stacks when there are no more of them than the device has
+  // entries, else in a map: a vector on every device cost devices times
+  // stacks.
+  std::vector<Seen> seen;
+  const bool dense = n <= end - begin;
+  std::vector<uint32_t> dense_slot(dense ? n : 0, kNone);
+  std::unordered_map<StackId, uint32_t> sparse_slot;
   uint32_t k = 0;  // allocation index
   for (uint32_t r = begin; r < end; ++r) {
     if (t.action[r] != Action::Alloc) continue;
     StackId s = t.stack[r];
     if (s != 0 && s < n) {
-      Seen& e = seen[s];
+      uint32_t& slot = dense ? dense_slot[s] : sparse_slot.try_emplace(s, kNone).first->second;
+      if (slot == kNone) {
+        slot = static_cast<uint32_t>(seen.size());
+        seen.push_back({s});
+      }
+      Seen& e = seen[slot];
       if (e.count == 0) {
         e.first = k;
       } else {
@@ -121,20 +134,17 @@ Iterations from_pattern(const Snapshot& snap, size_t device) {
       count = c;
       most = stacks;
     }
-  StackId marker = 0;
-  for (StackId s = 1; s < n; ++s)
-    if (seen[s].count == count && regular(seen[s]) &&
-        (marker == 0 || seen[s].first < seen[marker].first))
-      marker = s;
+  // The earliest first use among them: the first in `seen`.
+  const Seen& m = *std::find_if(seen.begin(), seen.end(),
+                                [&](const Seen& e) { return e.count == count && regular(e); });
+  const StackId marker = m.stack;
   for (uint32_t r = begin; r < end; ++r)
     if (t.action[r] == Action::Alloc && t.stack[r] == marker) {
       it.starts.push_back(r - begin);
       it.numbers.push_back(static_cast<int64_t>(it.numbers.size()));
     }
   it.marker = marker;
-  it.period = seen[marker].count > 1 ? (seen[marker].last - seen[marker].first) /
-                                           static_cast<double>(seen[marker].count - 1)
-                                     : 0;
+  it.period = m.count > 1 ? (m.last - m.first) / static_cast<double>(m.count - 1) : 0;
   return it;
 }
 

@@ -12,6 +12,7 @@
 #include "analysis/summary/oom_diagnosis.h"
 #include "analysis/summary/sites.h"
 #include "analysis/summary/summary_json.h"
+#include "analysis/summary/summary_times.h"
 #include "analysis/whatif/whatif.h"
 #include "util/parallel.h"
 #include "util/text_format.h"
@@ -250,9 +251,10 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   for (size_t d = 0; d < snap.device_count() && !big; ++d)
     big = snap.device_rows(d).second - snap.device_rows(d).first >= kThreadedEntries;
   auto devices = [&](std::function<void()> side) {
-    // Devices are alike when their summaries (device number aside) and the
-    // time of their first entry (from which the text counts) are the same;
-    // each group keeps one summary, however many devices the snapshot lists.
+    // Devices are alike when their summaries are the same but for the
+    // device number and when they ran: times are compared from each
+    // device's first entry (summary_times.h); each group keeps one summary,
+    // however many devices the snapshot lists.
     AlikeDevices alike;
     std::vector<int64_t> first_time;  // of each group's first device
     for (size_t d = 0; d < ndev; ++d) {
@@ -260,13 +262,16 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
       sum.total_entries += ds.entries;
       const int dev = ds.device;
       if (opts.group_alike) {
-        const int64_t t0 = ds.entries ? snap.trace.time_us[snap.device_rows(d).first] : 0;
-        uint64_t h = hash_mix(ds.entries, static_cast<uint64_t>(t0));
+        const int64_t t0 = first_entry_time(snap, d);
+        uint64_t h = hash_mix(0, ds.entries);
         for (int64_t v : {ds.peak_allocated, ds.peak_reserved, ds.allocated_now, ds.reserved_now,
                           static_cast<int64_t>(ds.ooms.size())})
           h = hash_mix(h, static_cast<uint64_t>(v));
         if (alike.add(h, dev, [&](size_t g) {
-              return first_time[g] == t0 && alike_reports(sum.devices[g], ds);
+              shift_times(ds, t0, first_time[g]);
+              const bool same = alike_reports(sum.devices[g], ds);
+              shift_times(ds, first_time[g], t0);
+              return same;
             }))
           continue;
         first_time.push_back(t0);

@@ -5,6 +5,7 @@
 #include "analysis/alike/alike.h"
 #include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
+#include "analysis/summary/summary_times.h"
 #include "memsight/input_limits.h"
 #include "util/json_writer.h"
 
@@ -112,6 +113,7 @@ namespace {
 
 // Every device in its place, from its group's summary.
 void every_device_json(JsonWriter& w, const FrameClassifier& fc, const Summary& s) {
+  const Snapshot& snap = fc.snapshot();
   std::vector<uint32_t> group(s.devices_listed, 0);
   for (size_t g = 0; g < s.members.size(); ++g)
     for (auto [a, b] : s.members[g])
@@ -139,6 +141,8 @@ void every_device_json(JsonWriter& w, const FrameClassifier& fc, const Summary& 
     } else {
       one = g;
       one.device = static_cast<int>(d);
+      shift_times(one, first_entry_time(snap, static_cast<size_t>(g.device)),
+                  first_entry_time(snap, d));
       device_json(w, fc, one);
     }
   }
