@@ -96,6 +96,7 @@ class Gate:
         self.folder = folder
         self.written: list[str] = []
         self.budgets: dict[str, Budget | None] = {}
+        self.problems: dict[str, str] = {}  # nodeid -> why it failed its budget
 
     def pytest_runtest_setup(self, item: Any) -> None:
         try:
@@ -137,7 +138,18 @@ class Gate:
         finally:
             recording.stop()
         if outcome.excinfo is None and problems:
-            pytest.fail(problems, pytrace=False)
+            self.problems[item.nodeid] = problems
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
+        """A test over its budget fails in its own report: raising from the
+        call's wrapper would be reported as the plugin's error instead."""
+        outcome = yield
+        report = outcome.get_result()
+        problems = self.problems.pop(item.nodeid, "") if call.when == "call" else ""
+        if problems and report.passed:
+            report.outcome = "failed"
+            report.longrepr = problems
 
     def _check(self, torch: Any, devices: range, budget: Budget, item: Any) -> str:
         """'' when the test kept its budget; else the failure's text (the snapshot written)."""
