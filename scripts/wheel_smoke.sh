@@ -25,7 +25,7 @@ if [ -n "${MEMSIGHT_WASM_PREBUILT:-}" ]; then
 fi
 PYTHONPATH=$ROOT/build/wheel-backend/site "$PY" -m pip wheel . --no-build-isolation --no-deps \
   -q -w dist "${settings[@]}" >build/wheel-pip.log 2>&1 || { tail -40 build/wheel-pip.log; exit 1; }
-wheel=$("$PY" scripts/wheel_tag.py dist/memsight-*.whl)
+wheel=$ROOT/$("$PY" scripts/wheel_tag.py dist/memsight-*.whl)
 echo "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 "$PY" - "$wheel" <<'PY'
 import sys, zipfile
@@ -49,7 +49,6 @@ cd "$work"  # outside the source tree from here on
 ms="$work/plain/bin/memsight"
 "$ms" --version
 "$ms" summary "$FIX/mlp_train.pickle" | head -3
-status=0
 "$ms" trace "$FIX/transformer_train.pickle" 2>"$work/pipe.err" | head -1 >/dev/null || true
 [ ! -s "$work/pipe.err" ] || { echo "a closed pipe printed: $(cat "$work/pipe.err")"; exit 1; }
 "$ms" viewer -o "$work/viewer.html"
