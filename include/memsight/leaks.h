@@ -95,10 +95,14 @@ struct LeakReport {
   int64_t measured = 0;
   int64_t bytes_per_iteration = 0;  // of the leaking sites together
   std::vector<LeakSite> sites;      // leaking, most bytes per iteration first
-  // The newest surviving allocation of most iterations: what keeps the
-  // rest alive when they are a graph (docs/leaks.md, "The line to fix").
-  std::string fix_site;
-  StackId fix_stack = 0;
+  // Where the newest surviving allocation of most iterations was made: the
+  // tensor that likely keeps the rest alive when they are a graph. The
+  // snapshot says where memory was allocated, not who keeps it
+  // (docs/leaks.md, "Allocated at, and what keeps it").
+  std::string alloc_site;
+  StackId alloc_stack = 0;
+  // What to look for, from how the blocks were made (leak_advice.h).
+  std::string advice;
   std::vector<GrowthSeries> growth;  // all memory first, then the leaking and largest sites
   bool operator==(const LeakReport&) const = default;
 };

@@ -129,9 +129,10 @@ constexpr Syntax kLeaks{
     "an allocation that recurs at a steady interval) and reports the allocation\n"
     "sites whose memory outlives its iteration in every part of the run: bytes\n"
     "per iteration, in how many iterations, the allocations still live with\n"
-    "their stacks and kind, and the line to fix. Memory made once and kept\n"
-    "(weights, optimizer state, a cache that fills up and stays) is not a leak.\n"
-    "It needs at least 5 complete iterations and says so when there are fewer.\n"
+    "their stacks and kind, where they were allocated and what to look for.\n"
+    "Memory made once and kept (weights, optimizer state, a cache that fills\n"
+    "up and stays) is not a leak. It needs at least 5 complete iterations and\n"
+    "says so when there are fewer.\n"
     "Devices whose reports are alike are reported once, as in `summary`\n"
     "(\"Devices 0-7 (8 alike)\"; in the JSON \"alike\": [[0, 7]]).\n",
     kLeaksOptions, 18};
@@ -302,7 +303,7 @@ constexpr Listing kDiffRow[] = {{"diff BEFORE AFTER [-o FILE]",
                                  "two moments of one snapshot"}};
 constexpr Listing kLeaksRow[] = {{"leaks SNAP [--json]",
                                   "memory that grows from iteration to iteration:\n"
-                                  "the sites, bytes per iteration, the line to fix"}};
+                                  "the sites, bytes per iteration, where allocated"}};
 constexpr Listing kWhatifRow[] = {{"whatif SNAP [--set KEY:VALUE]",
                                    "the recorded requests through torch's allocator,\n"
                                    "simulated under other settings: peak reserved,\n"

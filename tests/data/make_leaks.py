@@ -15,6 +15,7 @@ How the iterations are marked is a choice of the run, as in real snapshots:
 
 from __future__ import annotations
 
+import bisect
 import random
 import sys
 import pathlib
@@ -106,4 +107,41 @@ def loop(steps: int = 30, marks: str = "memsight", keep_loss: bool = False, keep
     snap = sim.snapshot()
     if marks == "none":
         snap["external_annotations"] = []
+    return snap
+
+
+def one_process_two_devices(steps: int = 30, marks: str = "optimizer", leak_on: int = 1) -> dict:
+    """One process driving two GPUs (a model split across cuda:0 and cuda:1):
+    the same loop runs on both devices on one clock (each step's part of
+    device 1's trace retimed into the same step's span of device 0), and, as
+    torch records an annotation on the device
+    current when it runs, every step mark and optimizer step lands on device
+    0 only, though each optimizer step allocates on both. Device `leak_on`
+    keeps the model's output of every step (1 MiB, made in the forward)."""
+    snaps = [loop(steps=steps, marks=marks, keep_output=(d == leak_on)) for d in (0, 1)]
+    shift = 1 << 44
+    second = snaps[1]
+    # Both loops annotate the same points (step marks, optimizer START/END):
+    # device 1's times are mapped, span by span, onto device 0's.
+    ours = [a["time_us"] for a in snaps[0]["external_annotations"]]
+    theirs = [a["time_us"] for a in second["external_annotations"]]
+    for e in second["device_traces"][0]:
+        e["addr"] += shift
+        t = e["time_us"]
+        j = bisect.bisect_right(theirs, t) - 1
+        if j < 0 or j + 1 >= len(theirs):
+            k = max(j, 0)
+            e["time_us"] = t - theirs[k] + ours[k]
+        else:
+            span = (t - theirs[j]) / (theirs[j + 1] - theirs[j])
+            e["time_us"] = ours[j] + int(span * (ours[j + 1] - ours[j]))
+    for seg in second["segments"]:
+        seg["device"] = 1
+        seg["address"] += shift
+        for b in seg["blocks"]:
+            b["address"] += shift
+    snap = snaps[0]
+    snap["segments"] = snap["segments"] + second["segments"]
+    snap["device_traces"] = [snap["device_traces"][0], second["device_traces"][0]]
+    snap["external_annotations"] = [a for a in snap["external_annotations"] if a["device"] == 0]
     return snap

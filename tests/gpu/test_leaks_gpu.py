@@ -13,7 +13,7 @@ the loop is then found from its repeating allocations). Then:
     diff --at-step` between two steps shows the same site grown by as much;
   - an evaluation loop without torch.no_grad() that keeps its losses keeps
     their whole graphs: a leak of at least the activations, with the loss's
-    line as the line to fix;
+    line as where it was allocated;
   - appending loss.item() keeps nothing on the GPU: no leak;
   - a cache that gains a tensor in each of the first 4 steps and then stays
     is not a leak.
@@ -113,7 +113,7 @@ def test_a_list_of_losses_is_a_leak_at_the_loss_line(tmp_path, mark):
     (s,) = dev.sites
     assert s.bytes_per_iteration == per_step, str(dev)
     assert s.iterations_grown == dev.measured
-    assert dev.fix.site == site
+    assert dev.allocated_at.site == site
     if mark:  # ten steps apart, the loss line holds ten steps' more
         d = memsight.diff(snap, at_step=(5, 15))
         grown = {x.site: x.change for x in d.data.sites if x.change > 0}
@@ -137,7 +137,7 @@ def test_eval_without_no_grad_keeps_whole_graphs(tmp_path):
     _, dev, _ = run_loop(eval_step, True, tmp_path, "eval_graphs")
     assert dev.verdict == "leak", str(dev)
     site = f"{pathlib.Path(__file__).name}:{line_of(eval_step, '# EVAL LOSS')}:eval_step"
-    assert dev.fix.site == site, dev.fix
+    assert dev.allocated_at.site == site, dev.allocated_at
     # the hidden activations saved for backward: 64 x 2048 floats, twice (Linear, GELU)
     assert dev.bytes_per_iteration >= 2 * 64 * 2048 * 4, dev.bytes_per_iteration
     assert len(dev.sites) >= 2

@@ -79,7 +79,7 @@ def test_leaks_is_the_clis(graph):
     assert leaks == json.loads(cli("leaks", "--json", graph))
     assert str(leaks) == cli("leaks", graph).decode()
     (dev,) = leaks.devices
-    assert dev.verdict == "leak" and dev.fix.site == ml.LOSS_SITE
+    assert dev.verdict == "leak" and dev.allocated_at.site == ml.LOSS_SITE
     assert [s.site for s in dev.sites] == [ml.OUTPUT_SITE, ml.LOSS_SITE]
     none = memsight.load(DATA / "mlp_train.pickle").leaks()
     assert none.devices[0].verdict == "too few iterations"

@@ -1,7 +1,7 @@
 // Leaks: memory that grows from iteration to iteration, as `memsight leaks`
 // finds it (the engine embeds its JSON as meta.leaks): live memory at the
 // start of each iteration, all of it and per site, and the sites that leave
-// memory behind in every part of the run with the line to fix.
+// memory behind in every part of the run, where it was allocated and what to look for.
 
 import { TABLEAU10, entryOfDevice, formatCount, formatSize } from './format.js';
 import { fill, h, longText, stackLines } from './ui.js';
@@ -92,13 +92,9 @@ export class LeaksView {
             type: 'button', class: 'link', title: 'show the allocator state after this allocation',
             onclick: () => this.app.showState(dev.index, dev.eventOfEntry(v.event)),
           }, `trace entry ${formatCount(v.event)}`)]))))));
-    const fix = r.fix ? h('p', { class: 'verdict leak-fix' }, h('b', null, 'The line to fix: '), longText(r.fix.stack),
-      r.sites.length > 1
-        ? '. In most iterations the newest surviving allocation is made there; what the iteration made before it ' +
-          'and kept is likely held through it (a tensor\'s autograd graph holds the tensors it was computed from).'
-        : '.',
-      ' Look for where its result is kept past the iteration (a list, a dict, an attribute, a global): keep ' +
-      'loss.item() or tensor.detach() instead of the tensor, or clear the container.') : null;
+    // The engine's advice (leaks --json "advice"): the page says what the text says.
+    const fix = r.allocated_at ? h('p', { class: 'verdict leak-fix' }, h('b', null, 'Allocated at: '),
+      longText(r.allocated_at.stack), '. ' + r.advice) : null;
     return h('section', { class: 'panel leak-panel' },
       h('h3', null, 'What keeps memory from iteration to iteration'),
       h('p', { class: 'sub' }, `Allocations made in the ${formatCount(r.measured)} iterations checked that are still ` +

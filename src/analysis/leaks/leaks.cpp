@@ -18,7 +18,9 @@
 #include "analysis/alike/alike.h"
 #include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
+#include "analysis/leaks/leak_advice.h"
 #include "analysis/leaks/leaks_format.h"
+#include "analysis/moments/process_marks.h"
 #include "analysis/summary/sites.h"
 #include "util/text_format.h"
 
@@ -167,11 +169,12 @@ LeakSite leak_site(const Survivors& acc, int64_t checked, const FrameClassifier&
   return s;
 }
 
-// The line to fix: the site of most checked iterations' newest survivor
-// (among the leaking sites), and that survivor's stack.
-std::pair<std::string, StackId> line_to_fix(const std::vector<const Survivors*>& leaks,
-                                            const replay::Result& rr, const Iterations& its,
-                                            int64_t checked) {
+// The site to cite: that of most checked iterations' newest survivor (among
+// the leaking sites), and that survivor's stack. It is where the likely root
+// of what is kept was allocated, not what keeps it.
+std::pair<std::string, StackId> newest_survivors_site(const std::vector<const Survivors*>& leaks,
+                                                      const replay::Result& rr,
+                                                      const Iterations& its, int64_t checked) {
   std::vector<std::pair<int64_t, size_t>> newest(checked, {-1, 0});  // event, index into leaks
   std::vector<StackId> stack(checked, 0);
   for (size_t k = 0; k < leaks.size(); ++k)
@@ -186,11 +189,11 @@ std::pair<std::string, StackId> line_to_fix(const std::vector<const Survivors*>&
   std::vector<int64_t> votes(leaks.size(), 0);
   for (auto [ev, k] : newest)
     if (ev >= 0) ++votes[k];
-  size_t fix = static_cast<size_t>(std::max_element(votes.begin(), votes.end()) - votes.begin());
-  StackId fix_stack = leaks[fix]->stack;
+  size_t cited = static_cast<size_t>(std::max_element(votes.begin(), votes.end()) - votes.begin());
+  StackId cited_stack = leaks[cited]->stack;
   for (int64_t i = 0; i < checked; ++i)
-    if (newest[i].first >= 0 && newest[i].second == fix) fix_stack = stack[i];
-  return {leaks[fix]->label, fix_stack};
+    if (newest[i].first >= 0 && newest[i].second == cited) cited_stack = stack[i];
+  return {leaks[cited]->label, cited_stack};
 }
 
 // Growth per site over the iterations: the leaking sites, then the largest
@@ -248,7 +251,8 @@ std::string no_history(const Snapshot& snap, uint32_t begin, uint32_t end, const
 }
 
 LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier& fc,
-                           const alloc::Settings& cfg, const std::vector<StorageTag>& tags) {
+                           const alloc::Settings& cfg, const std::vector<StorageTag>& tags,
+                           ProcessMarks& marks) {
   LeakReport rep;
   rep.device = static_cast<int>(d);
   auto [begin, end] = snap.device_rows(d);
@@ -258,7 +262,7 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
     rep.message = no_history(snap, begin, end, rep.iterations, nullptr);
     return rep;
   }
-  rep.iterations = find_iterations(snap, d);
+  rep.iterations = find_iterations(snap, d, marks);
   const Iterations& its = rep.iterations;
   const size_t n = its.complete();
   const replay::Result rr = replay::run(snap, d, cfg);
@@ -309,11 +313,15 @@ LeakReport leaks_of_device(const Snapshot& snap, size_t d, const FrameClassifier
     rep.bytes_per_iteration += sorted.back().bytes_per_iteration;
   }
   rep.sites = std::move(sorted);
-  std::tie(rep.fix_site, rep.fix_stack) = line_to_fix(by_rate, rr, its, checked);
+  std::tie(rep.alloc_site, rep.alloc_stack) = newest_survivors_site(by_rate, rr, its, checked);
+  const LeakSite& cited = *std::find_if(rep.sites.begin(), rep.sites.end(), [&](const LeakSite& s) {
+    return s.site == rep.alloc_site;
+  });
+  rep.advice = leak_advice(cited, rep.sites.size(), snap.top("memsight_holders") != nullptr);
   rep.message = "leak: " + format_bytes(rep.bytes_per_iteration) +
                 " more stays allocated after each iteration, at " +
-                count_of(static_cast<int64_t>(rep.sites.size()), "site") +
-                "; the line to fix: " + rep.fix_site;
+                count_of(static_cast<int64_t>(rep.sites.size()), "site") + "; allocated at " +
+                rep.alloc_site;
   if (rep.sites.size() > kMaxSites) rep.sites.resize(kMaxSites);
   growth_of(rep, fc, rr);
   return rep;
@@ -349,10 +357,11 @@ Leaks find_leaks(const Snapshot& snap, const UserCode& user_code) {
       has_segments[s.device] = true;
   // Alike devices (analysis/alike/alike.h) keep one report.
   AlikeDevices alike;
+  ProcessMarks marks(snap);
   for (size_t d = 0; d < snap.device_count(); ++d) {
     auto [begin, end] = snap.device_rows(d);
     if (begin == end && !has_segments[d]) continue;
-    LeakReport rep = leaks_of_device(snap, d, fc, cfg, tags);
+    LeakReport rep = leaks_of_device(snap, d, fc, cfg, tags, marks);
     uint64_t h = hash_mix(rep.entries, static_cast<uint64_t>(rep.verdict));
     h = hash_mix(h, static_cast<uint64_t>(rep.bytes_per_iteration));
     if (!alike.add(h, rep.device, [&](size_t g) { return alike_reports(out.devices[g], rep); }))

@@ -86,17 +86,7 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
                step_name(r.iterations, static_cast<size_t>(s.newest[i].iteration)) + ")";
       out += '\n';
     }
-    std::string fix = "The line to fix: " + fc.describe(r.fix_stack, 3) + ". ";
-    fix += r.sites.size() > 1
-               ? "In most iterations the newest surviving allocation is made there; what the "
-                 "iteration made before it and kept is likely held through it (a tensor's "
-                 "autograd graph holds the tensors it was computed from). "
-               : "";
-    fix +=
-        "Look for where its result is kept past the iteration (a list, a dict, an attribute, a "
-        "global): keep loss.item() or tensor.detach() instead of the tensor, or clear the "
-        "container.";
-    out += wrap_words(fix, "  ");
+    out += wrap_words("Allocated at: " + fc.describe(r.alloc_stack, 3) + ". " + r.advice, "  ");
   }
   if (!r.growth.empty() && r.growth[0].live.size() >= 2) {
     const auto& live = r.growth[0].live;
@@ -173,14 +163,15 @@ void leak_device_json(JsonWriter& w, const FrameClassifier& fc, const LeakReport
       .key("sites")
       .begin_array();
   for (const LeakSite& s : r.sites) leak_site_json(w, fc, s);
-  w.end_array().key("fix");
-  if (r.fix_site.empty()) {
+  w.end_array().key("allocated_at");
+  if (r.alloc_site.empty()) {
     w.null();
   } else {
-    w.begin_object().field("site", r.fix_site);
-    stack_json(w, fc, r.fix_stack);
+    w.begin_object().field("site", r.alloc_site);
+    stack_json(w, fc, r.alloc_stack);
     w.end_object();
   }
+  w.field("advice", r.advice);
   w.key("growth").begin_array();
   for (const auto& g : r.growth) {
     w.begin_object().field("site", g.site).field("leak", g.leak).key("live");

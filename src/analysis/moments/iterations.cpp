@@ -10,14 +10,15 @@
 //      step's allocation lines run once per step), then by the earliest first
 //      occurrence (the start of the step).
 // An annotation is a point in time; its iteration begins with the first
-// trace entry at or after it.
+// trace entry at or after it. A device with fewer than two marks of its own
+// of a kind takes the process's (process_marks.h): torch records each on
+// the device current when it runs, one device of a process driving several.
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <unordered_map>
 
+#include "analysis/moments/process_marks.h"
 #include "memsight/leaks.h"
-#include "model/annotation_index.h"
 
 namespace memsight {
 namespace {
@@ -26,56 +27,43 @@ constexpr std::string_view kMemsightStep = "memsight:step:";
 constexpr std::string_view kProfilerStep = "ProfilerStep#";
 constexpr std::string_view kOptimizerStep = "Optimizer.step#";
 
-int64_t int_or(const PyValue* v, int64_t otherwise) {
-  return v && v->kind == PyValue::Kind::Int ? v->i : otherwise;
-}
-std::string_view str_or_empty(const PyValue* v) {
-  return v && v->kind == PyValue::Kind::Str ? std::string_view(v->s) : std::string_view();
-}
-
-// The number after a prefix ("ProfilerStep#12" -> 12); -1 when none.
-int64_t number_after(std::string_view name, std::string_view prefix) {
-  std::string_view n = name.substr(prefix.size());
-  int64_t v = -1;
-  auto r = std::from_chars(n.data(), n.data() + n.size(), v);
-  return r.ec == std::errc() && r.ptr == n.data() + n.size() && v >= 0 ? v : -1;
-}
-
-struct Mark {
-  int64_t time, number;
-};
-
-// The START annotations of this device named with `prefix`, by time.
-std::vector<Mark> annotation_marks(const Snapshot& snap, int64_t device, std::string_view prefix) {
-  std::vector<Mark> out;
-  for (const PyValue* a : snap.annotations().of(device)) {
-    std::string_view name = str_or_empty(a->get("name"));
-    if (!name.starts_with(prefix) || str_or_empty(a->get("stage")) != "START") continue;
-    out.push_back({int_or(a->get("time_us"), 0), number_after(name, prefix)});
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Mark& a, const Mark& b) { return a.time < b.time; });
-  return out;
-}
-
-// Iterations from marks: each begins with the first entry at or after its
-// mark; marks with no entry before the next are one iteration (the first
-// one's number).
-Iterations from_marks(const Snapshot& snap, size_t device, const std::vector<Mark>& marks) {
+// Iterations from marks (by time): each begins with the first entry at or
+// after its mark; marks with no entry before the next are one iteration (the
+// first one's number, else its index). Each step jumps past the marks up to
+// the entry found, so a device costs its iterations, not every mark.
+Iterations from_marks(const Snapshot& snap, size_t device, const std::vector<StepMark>& marks) {
   Iterations it;
   auto [begin, end] = snap.device_rows(device);
-  const int64_t* times = snap.trace.time_us.data();
-  int64_t index = 0;
-  for (const Mark& m : marks) {
-    const int64_t* at = std::lower_bound(times + begin, times + end, m.time);
-    auto ev = static_cast<int64_t>(at - (times + begin));
-    if (ev < static_cast<int64_t>(end - begin) && (it.starts.empty() || ev > it.starts.back())) {
-      it.starts.push_back(ev);
-      it.numbers.push_back(m.number >= 0 ? m.number : index);
-    }
-    ++index;
+  const int64_t* first = snap.trace.time_us.data() + begin;
+  const int64_t* last = snap.trace.time_us.data() + end;
+  for (auto m = marks.begin(); m != marks.end();) {
+    const int64_t* at = std::lower_bound(first, last, m->time);
+    if (at == last) break;
+    it.starts.push_back(at - first);
+    it.numbers.push_back(m->number >= 0 ? m->number : m - marks.begin());
+    m = std::upper_bound(m, marks.end(), *at,
+                         [](int64_t t, const StepMark& x) { return t < x.time; });
   }
   return it;
+}
+
+// The process's optimizer steps that touched `device`: a trace entry of its
+// falls between the step's START and END (ends raised as ProcessMarks has
+// them). Only the steps within the device's time span are looked at.
+std::vector<StepMark> steps_touching(const Snapshot& snap, size_t device,
+                                     const std::vector<StepMark>& steps) {
+  std::vector<StepMark> out;
+  auto [begin, end] = snap.device_rows(device);
+  if (begin == end) return out;
+  const int64_t* first = snap.trace.time_us.data() + begin;
+  const int64_t* last = snap.trace.time_us.data() + end;
+  auto from = std::partition_point(steps.begin(), steps.end(),
+                                   [&](const StepMark& m) { return m.end < *first; });
+  for (auto m = from; m != steps.end() && m->time <= last[-1]; ++m) {
+    const int64_t* at = std::lower_bound(first, last, m->time);
+    if (at != last && *at <= m->end) out.push_back(*m);
+  }
+  return out;
 }
 
 // The allocation stack that recurs once per iteration (see the top).
@@ -150,7 +138,7 @@ Iterations from_pattern(const Snapshot& snap, size_t device) {
 
 }  // namespace
 
-Iterations find_iterations(const Snapshot& snap, size_t device) {
+Iterations find_iterations(const Snapshot& snap, size_t device, ProcessMarks& process) {
   Iterations none;
   none.source = "none";
   if (device >= snap.device_count()) return none;
@@ -163,8 +151,15 @@ Iterations find_iterations(const Snapshot& snap, size_t device) {
       {kProfilerStep, "profiler steps"},
       {kOptimizerStep, "optimizer steps"},
   };
-  for (const Source& s : kSources) {
-    Iterations it = from_marks(snap, device, annotation_marks(snap, dev, s.prefix));
+  for (size_t k = 0; k < std::size(kSources); ++k) {
+    const Source& s = kSources[k];
+    Iterations it = from_marks(snap, device, device_marks(snap, dev, s.prefix));
+    // None of its own: the process's (process_marks.h).
+    if (it.starts.size() < 2) {
+      const std::vector<StepMark>& all = process.of(k, s.prefix);
+      it = from_marks(snap, device,
+                      s.prefix == kOptimizerStep ? steps_touching(snap, device, all) : all);
+    }
     if (it.starts.size() >= 2) {
       it.source = s.name;
       return it;
@@ -173,6 +168,11 @@ Iterations find_iterations(const Snapshot& snap, size_t device) {
   Iterations it = from_pattern(snap, device);
   it.source = it.starts.size() >= 2 ? "repeating allocations" : "none";
   return it;
+}
+
+Iterations find_iterations(const Snapshot& snap, size_t device) {
+  ProcessMarks process(snap);
+  return find_iterations(snap, device, process);
 }
 
 }  // namespace memsight
