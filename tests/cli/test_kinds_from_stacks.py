@@ -53,3 +53,36 @@ def test_fsdp2_buffers_and_unsharded_parameters(run, tmp_path):
     got = kinds_at(run, tmp_path, snap, at)
     assert got == {"communication": 8 * MiB, "parameter": 4 * MiB, "activation": 1 * MiB,
                    "gradient": 2 * MiB}, got
+
+
+def with_graph_pool(snap):
+    """A CUDA graph's private pool beside the default one: a 32 MiB segment
+    of pool (1, 0), 8 MiB of it allocated, the rest in two free blocks."""
+    base = 0x7F8000000000
+    blocks = [{"address": base, "size": 8 * MiB, "requested_size": 8 * MiB, "state": "active_allocated",
+               "frames": []},
+              {"address": base + 8 * MiB, "size": 4 * MiB, "requested_size": 0, "state": "inactive",
+               "frames": []},
+              {"address": base + 12 * MiB, "size": 20 * MiB, "requested_size": 0, "state": "inactive",
+               "frames": []}]
+    snap["segments"].append({"device": 0, "address": base, "total_size": 32 * MiB,
+                             "allocated_size": 8 * MiB, "active_size": 8 * MiB,
+                             "requested_size": 8 * MiB, "stream": 0, "segment_type": "large",
+                             "segment_pool_id": (1, 0), "is_expandable": False, "frames": [],
+                             "blocks": blocks})
+    return snap
+
+
+def test_graph_pool_named_and_out_of_fragmentation(run, tmp_path):
+    plain, _ = mk.ddp()
+    path = tmp_path / "plain.pickle"
+    path.write_bytes(pickle.dumps(plain))
+    before = json.loads(run("summary", path, "--json").stdout)["devices"][0]
+    path = tmp_path / "graph.pickle"
+    path.write_bytes(pickle.dumps(with_graph_pool(mk.ddp()[0])))
+    d = json.loads(run("summary", path, "--json").stdout)["devices"][0]
+    assert d["graph_pools"] == {"pools": 1, "reserved": 32 * MiB, "allocated": 8 * MiB, "free": 24 * MiB}
+    assert (d["free_now"], d["fragmentation"]) == (before["free_now"], before["fragmentation"])
+    assert d["reserved_now"] == before["reserved_now"] + 32 * MiB
+    text = run("summary", path).stdout.decode()
+    assert "graph pools     32.0MiB reserved in 1 private pool of CUDA graphs, 8.0MiB allocated" in text

@@ -51,7 +51,7 @@ std::optional<Category> phased_category(const PhaseTimeline& tl, const PhaseTime
     default:  // Backward
       if (freed_before(f, pass.end) && f <= pass.last) return Category::AutogradInternal;
       if (freed_before(f, pass.end)) return std::nullopt;  // freed in its tail: settle_tail
-      if (pass.end == kOpen)  // the trace ended in this backward
+      if (pass.end == kOpen)                               // the trace ended in this backward
         return accumulate ? Category::Gradient : Category::AutogradInternal;
       if (freed_before(f, tl.next_backward_end(run.pass)) || accumulate)
         return Category::Gradient;  // freed by the next zero_grad, or AccumulateGrad's
@@ -68,8 +68,9 @@ enum class TailFree { ZeroGrad, Backward, NotKnown };
 TailFree tail_free(const Snapshot& snap, size_t device, int32_t event) {
   const uint32_t row = snap.device_rows(device).first + static_cast<uint32_t>(event);
   const StackId s = snap.trace.stack[row];
-  if (!s) return shape_has(snap, snap.trace.shape[row], Field::Frames) ? TailFree::Backward
-                                                                      : TailFree::NotKnown;
+  if (!s)
+    return shape_has(snap, snap.trace.shape[row], Field::Frames) ? TailFree::Backward
+                                                                 : TailFree::NotKnown;
   TailFree out = TailFree::NotKnown;
   for (FrameId id : snap.frames.stack(s)) {
     std::string_view name = snap.str(snap.frames.frame(id).name);
@@ -102,8 +103,9 @@ Category tail_category(TailFree by, int64_t requested, const std::vector<int64_t
 struct Unsettled {
   std::vector<size_t> lasting, tail;
 };
-void settle(const Unsettled& u, std::vector<int64_t> param_sizes, const std::vector<StorageTag>& tags,
-            const Snapshot& snap, size_t device, const replay::Result& rr, BlockCategories& bc) {
+void settle(const Unsettled& u, std::vector<int64_t> param_sizes,
+            const std::vector<StorageTag>& tags, const Snapshot& snap, size_t device,
+            const replay::Result& rr, BlockCategories& bc) {
   if (u.lasting.empty() && u.tail.empty()) return;
   for (const StorageTag& t : tags)
     if (t.device == static_cast<int64_t>(device) && t.category == Category::Parameter)
@@ -169,14 +171,16 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
     } else if (a.phase == Phase::Unknown) {
       c.category = Category::Unknown;
     } else if (a.phase == Phase::None || run < 0) {
-      c.category = comm ? Category::Communication : unphased_category(tl, next_run, l.free_requested);
+      c.category =
+          comm ? Category::Communication : unphased_category(tl, next_run, l.free_requested);
     } else if (auto category = phased_category(tl, tl.runs[static_cast<size_t>(run)], a.phase,
                                                a.accumulate, l.free_requested)) {
       c.category = comm && *category != Category::Gradient ? Category::Communication : *category;
     } else {
       c.category = comm ? Category::Communication : Category::Unknown;
-      (l.free_requested == kOpen || !freed_before(l.free_requested,
-                                                  tl.passes[tl.runs[static_cast<size_t>(run)].pass].end)
+      (l.free_requested == kOpen ||
+               !freed_before(l.free_requested,
+                             tl.passes[tl.runs[static_cast<size_t>(run)].pass].end)
            ? unsettled.lasting
            : unsettled.tail)
           .push_back(i);

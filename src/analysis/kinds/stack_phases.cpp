@@ -41,8 +41,9 @@ uint8_t file_bits_of(std::string_view f) {
   if (has(f, "torch/optim/")) b |= kOptim;
   if (has(f, "torch/nn/modules/module.py")) b |= kModulePy;
   if (has(f, "torch/utils/checkpoint.py")) b |= kCheckpoint;
-  if (has(f, "torch/nn/parallel/distributed.py") || has(f, "torch/distributed/distributed_c10d.py") ||
-      has(f, "torch/distributed/utils.py") || has(f, "torch/distributed/algorithms/") ||
+  if (has(f, "torch/nn/parallel/distributed.py") ||
+      has(f, "torch/distributed/distributed_c10d.py") || has(f, "torch/distributed/utils.py") ||
+      has(f, "torch/distributed/algorithms/") ||
       has(f, "torch/distributed/_functional_collectives.py") ||
       has(f, "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py"))
     b |= kComm;

@@ -60,7 +60,13 @@ void counters_text(std::string& out, const Snapshot& snap, const DeviceSummary& 
                  : "  peaks are lower bounds: " + d.exactness + "\n";
   out += "  cached free     " + format_bytes(d.free_now) + " in " +
          count_of(d.free_blocks_now, "block") + ", largest " + format_bytes(d.largest_free_now) +
-         " (fragmentation " + percent(d.fragmentation) + ")\n";
+         " (fragmentation " + percent(d.fragmentation) + ")" +
+         (d.graph_pools ? ", outside graph pools" : "") + "\n";
+  if (d.graph_pools)
+    out += "  graph pools     " + format_bytes(d.graph_pool_reserved) + " reserved in " +
+           count_of(d.graph_pools, "private pool") + " of CUDA graphs, " +
+           format_bytes(d.graph_pool_allocated) + " allocated, " + format_bytes(d.graph_pool_free) +
+           " free: kept for the graphs' replays (not the cache, not fragmentation)\n";
   out += "  history         ";
   if (d.history_wrapped == "yes")
     out += "the ring buffer overflowed: the oldest events were dropped\n";
