@@ -86,3 +86,37 @@ def test_graph_pool_named_and_out_of_fragmentation(run, tmp_path):
     assert d["reserved_now"] == before["reserved_now"] + 32 * MiB
     text = run("summary", path).stdout.decode()
     assert "graph pools     32.0MiB reserved in 1 private pool of CUDA graphs, 8.0MiB allocated" in text
+
+
+def state_only():
+    """A state-only recording (enabled="state"): segments and blocks, no
+    trace; one block from before recording (no stack), one allocated while
+    recording (its stack is in the snapshot)."""
+    base = 0x7F0000000000
+    frames = [{"name": "load", "filename": "/work/project/train.py", "line": 12}]
+    seg = {"device": 0, "address": base, "total_size": 20 * MiB, "allocated_size": 3 * MiB,
+           "active_size": 3 * MiB, "requested_size": 3 * MiB, "stream": 0, "segment_type": "large",
+           "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+           "blocks": [{"address": base, "size": MiB, "requested_size": MiB, "state": "active_allocated",
+                       "frames": []},
+                      {"address": base + MiB, "size": 2 * MiB, "requested_size": 2 * MiB,
+                       "state": "active_allocated", "frames": frames},
+                      {"address": base + 3 * MiB, "size": 17 * MiB, "requested_size": 0,
+                       "state": "inactive", "frames": []}]}
+    return {"segments": [seg], "device_traces": [[]], "allocator_settings": {}}
+
+
+def test_state_only_says_it_has_no_history(run, tmp_path):
+    path = tmp_path / "state.pickle"
+    path.write_bytes(pickle.dumps(state_only()))
+    text = run("summary", path).stdout.decode()
+    assert "before the first trace entry" not in text
+    assert "peak allocated  3.0MiB, at the snapshot (no allocation history" in text
+    assert "history         none: the snapshot holds the state at its end only" in text
+    assert "complete: every freed allocation was recorded" not in text
+    # only the block with no stack was allocated before recording began
+    assert "before recording 1.0MiB in 1 block was allocated before recording" in text
+    assert "train.py:12:load" in text
+    d = json.loads(run("summary", path, "--json").stdout)["devices"][0]
+    assert d["exact"] is False and "no allocation history" in d["exactness"]
+    assert d["categories"]["at_snapshot"]["by_category"]["before_recording"]["bytes"] == MiB

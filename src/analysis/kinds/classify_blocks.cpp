@@ -7,6 +7,7 @@
 
 #include "analysis/kinds/classify.h"
 #include "analysis/kinds/phase_timeline.h"
+#include "analysis/kinds/stack_phases.h"
 #include "analysis/kinds/storage_tags.h"
 
 namespace memsight {
@@ -127,6 +128,16 @@ void settle(const Unsettled& u, std::vector<int64_t> param_sizes,
   }
 }
 
+// A block live before the trace whose stack was recorded, kept since.
+Category recorded_category(const Snapshot& snap, StackId s, std::optional<StackPhases>& stacks) {
+  if (!stacks) stacks.emplace(snap);
+  const StackPhases::Found f = stacks->of(s);
+  if (f.hint == KindHint::Communication) return Category::Communication;
+  if (f.hint == KindHint::Parameter || f.phase == Phase::Init) return Category::Parameter;
+  if (f.phase == Phase::Optimizer) return Category::OptimizerState;
+  return Category::Unknown;
+}
+
 }  // namespace
 
 BlockCategories classify_blocks(const Snapshot& snap, size_t device, const replay::Result& rr,
@@ -146,6 +157,7 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
   const size_t first = rr.blocks.size() - found.size();
   const PhaseTimeline& tl = *phases.timeline;
 
+  std::optional<StackPhases> stacks;  // made on the first block that needs it
   Unsettled unsettled;
   std::vector<int64_t> param_sizes;  // requested sizes of parameters, and of blocks kept throughout
   size_t next_run = 0;               // the first run starting after the current allocation
@@ -153,7 +165,9 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
     const replay::Lifetime& l = rr.blocks[i];
     BlockClass& c = bc.blocks.emplace_back();
     if (l.alloc_event < 0 || i < first) {
-      c.category = Category::BeforeRecording;
+      // With a recorded stack it was allocated while recording (enabled=
+      // "state", or its entry dropped): kept since, by what the stack says.
+      c.category = l.stack ? recorded_category(snap, l.stack, stacks) : Category::BeforeRecording;
       if (l.free_requested == kOpen) param_sizes.push_back(l.requested);
       continue;
     }

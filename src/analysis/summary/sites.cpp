@@ -18,7 +18,10 @@ SiteGroups group_sites(const FrameClassifier& fc, const replay::Result& rr, int6
   for (size_t i = 0, n = replay::allocated_by(rr, event); i < n; ++i) {
     const replay::Lifetime& l = rr.blocks[i];
     if (l.free_requested <= event) continue;
-    if (l.alloc_event == replay::Lifetime::kBefore) {
+    // A block live before the trace with a recorded stack was allocated
+    // while recording (enabled="state", or its entry was dropped): its site
+    // is known.
+    if (l.alloc_event == replay::Lifetime::kBefore && !l.stack) {
       g.before_bytes += l.size;
       ++g.before_count;
       continue;

@@ -15,7 +15,10 @@ namespace memsight {
 namespace {
 
 std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, int64_t time_us) {
-  if (event < 0) return "before the first trace entry";
+  if (event < 0)
+    return d.entries
+               ? "before the first trace entry"
+               : "at the snapshot (no allocation history: the run's peak may have been higher)";
   std::string s = "after trace entry " + count_text(event) + " of " + count_text(d.entries);
   auto [begin, end] = d.device < static_cast<int>(snap.device_count())
                           ? snap.device_rows(static_cast<size_t>(d.device))
@@ -70,6 +73,8 @@ void counters_text(std::string& out, const Snapshot& snap, const DeviceSummary& 
   out += "  history         ";
   if (d.history_wrapped == "yes")
     out += "the ring buffer overflowed: the oldest events were dropped\n";
+  else if (!d.entries)
+    out += "none: the snapshot holds the state at its end only (recorded with enabled=\"state\")\n";
   else if (d.history_wrapped == "possibly")
     out += count_of(d.orphan_frees, "free") +
            " of allocations not in the trace (made before recording began, or dropped "
