@@ -112,7 +112,7 @@ def test_state_only_says_it_has_no_history(run, tmp_path):
     text = run("summary", path).stdout.decode()
     assert "before the first trace entry" not in text
     assert "peak allocated  3.0MiB, at the snapshot (no allocation history" in text
-    assert "history         none: the snapshot holds the state at its end only" in text
+    assert "history         none: the device's trace is empty" in text
     assert "complete: every freed allocation was recorded" not in text
     # only the block with no stack was allocated before recording began
     assert "before recording 1.0MiB in 1 block was allocated before recording" in text

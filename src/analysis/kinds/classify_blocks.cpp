@@ -158,6 +158,8 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
   const PhaseTimeline& tl = *phases.timeline;
 
   std::optional<StackPhases> stacks;  // made on the first block that needs it
+  const bool state_only = device >= snap.device_count() ||
+                          snap.device_rows(device).first == snap.device_rows(device).second;
   Unsettled unsettled;
   std::vector<int64_t> param_sizes;  // requested sizes of parameters, and of blocks kept throughout
   size_t next_run = 0;               // the first run starting after the current allocation
@@ -165,9 +167,10 @@ BlockCategories classify_blocks(const Snapshot& snap, size_t device, const repla
     const replay::Lifetime& l = rr.blocks[i];
     BlockClass& c = bc.blocks.emplace_back();
     if (l.alloc_event < 0 || i < first) {
-      // With a recorded stack it was allocated while recording (enabled=
-      // "state", or its entry dropped): kept since, by what the stack says.
-      c.category = l.stack ? recorded_category(snap, l.stack, stacks) : Category::BeforeRecording;
+      // With no trace (enabled="state"), a recorded stack says it was
+      // allocated while recording: kept since, by what the stack says.
+      c.category = state_only && l.stack ? recorded_category(snap, l.stack, stacks)
+                                         : Category::BeforeRecording;
       if (l.free_requested == kOpen) param_sizes.push_back(l.requested);
       continue;
     }

@@ -142,13 +142,13 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
         "the snapshot has no allocation history (a state-only recording): the peaks are the "
         "state at its end";
   }
-  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event, in.top_sites);
+  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event, in.top_sites, !ds.entries);
   ds.sites_total = static_cast<int64_t>(g.total);
   ds.top_sites = std::move(g.sites);
   ds.before_recording_bytes = g.before_bytes;
   ds.before_recording_count = g.before_count;
   for (size_t i = 0, n = replay::allocated_by(rr, replay::Lifetime::kBefore); i < n; ++i) {
-    if (rr.blocks[i].stack) continue;  // allocated while recording (sites.cpp)
+    if (!ds.entries && rr.blocks[i].stack) continue;  // allocated while recording (sites.h)
     ds.before_recording_start_bytes += rr.blocks[i].size;
     ++ds.before_recording_start_count;
   }

@@ -74,7 +74,9 @@ void counters_text(std::string& out, const Snapshot& snap, const DeviceSummary& 
   if (d.history_wrapped == "yes")
     out += "the ring buffer overflowed: the oldest events were dropped\n";
   else if (!d.entries)
-    out += "none: the snapshot holds the state at its end only (recorded with enabled=\"state\")\n";
+    out +=
+        "none: the device's trace is empty, only its state at the snapshot is known (as "
+        "recorded with enabled=\"state\")\n";
   else if (d.history_wrapped == "possibly")
     out += count_of(d.orphan_frees, "free") +
            " of allocations not in the trace (made before recording began, or dropped "
