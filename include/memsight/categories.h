@@ -1,7 +1,7 @@
 #pragma once
 // What kind of memory, and whose: every live block of a device classified
 // as parameter, gradient, optimizer state, buffer, activation, temporary,
-// autograd-internal, before-recording or unknown, and attributed to the
+// autograd-internal, before-recording, unknown or communication, and attributed to the
 // module it belongs to or was made in. One classifier for every output
 // (summary text and JSON, OOM diagnosis, page, Python), as memsight/frames.h
 // is one frame rule.
@@ -37,8 +37,9 @@ enum class Category : uint8_t {
   AutogradInternal,
   BeforeRecording,
   Unknown,
+  Communication,  // DDP buckets, FSDP all-gather and reduce-scatter buffers, NCCL's
 };
-inline constexpr size_t kCategoryCount = 9;
+inline constexpr size_t kCategoryCount = 10;
 // "parameter", "gradient", "optimizer state", ..., "autograd-internal", "before-recording"
 std::string_view category_name(Category c);
 // The JSON key: "parameter", "optimizer_state", "autograd_internal", ...

@@ -115,6 +115,10 @@ struct DeviceSummary {
   int64_t largest_free_now = 0;
   int64_t free_blocks_now = 0;
   double fragmentation = 0;  // 1 - largest_free / free (0 when nothing is free)
+  // CUDA graphs' private memory pools (segments whose segment_pool_id is not
+  // (0, 0)): kept for the graphs' replays, so their free blocks are not in
+  // free_now nor in fragmentation.
+  int64_t graph_pools = 0, graph_pool_reserved = 0, graph_pool_allocated = 0, graph_pool_free = 0;
   int64_t segments_now = 0;
   // Frees of allocations the trace never saw: made before recording began or
   // dropped when the history buffer wrapped.

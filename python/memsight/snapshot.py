@@ -187,7 +187,7 @@ class Snapshot:
         ``device``: default the device with the longest trace. Returns a dict
         with attribute access: ``total``, ``by_category`` (for each of
         parameter, gradient, optimizer_state, buffer, activation, temporary,
-        autograd_internal, before_recording, unknown: ``bytes`` (block
+        autograd_internal, before_recording, unknown, communication: ``bytes`` (block
         bytes, as ``memory_allocated()`` counts them), ``tagged`` (of them,
         recorded by memsight.torch rather than inferred), ``requested``,
         ``count``), ``modules`` (the module tree, depth first, each with its

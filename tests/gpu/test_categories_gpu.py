@@ -34,7 +34,7 @@ import pathlib
 import pytest
 
 KINDS = ["parameter", "gradient", "optimizer_state", "buffer", "activation", "temporary",
-         "autograd_internal", "before_recording", "unknown"]
+         "autograd_internal", "before_recording", "unknown", "communication"]
 MADE_IN_A_STEP = ["activation", "temporary", "autograd_internal"]
 
 

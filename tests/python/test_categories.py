@@ -19,7 +19,7 @@ sys.modules["make_categories"] = mc  # dataclasses look their module up
 spec.loader.exec_module(mc)
 
 KINDS = ["parameter", "gradient", "optimizer_state", "buffer", "activation", "temporary",
-         "autograd_internal", "before_recording", "unknown"]
+         "autograd_internal", "before_recording", "unknown", "communication"]
 
 
 @pytest.fixture

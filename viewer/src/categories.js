@@ -17,6 +17,7 @@ export const CATEGORIES = [
   { key: 'autograd_internal', name: 'autograd-internal', color: '#5aaedc' },
   { key: 'before_recording', name: 'before-recording', color: '#6f7f8f' },
   { key: 'unknown', name: 'unknown', color: '#b9aa98' },
+  { key: 'communication', name: 'communication', color: '#2a9d8f' },
 ];
 export const KIND_COLORS = CATEGORIES.map((c) => c.color);
 

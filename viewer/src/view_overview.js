@@ -40,7 +40,11 @@ export class OverviewView {
           go('segments-timeline', 'Segment timeline →')),
         card('At the snapshot', `${formatSize(sum.allocated_now, false)} / ${formatSize(sum.reserved_now, false)}`,
           `allocated / reserved · ${formatSize(sum.free_now, false)} cached free, ` +
-            `${formatPercent(sum.fragmentation)} fragmented`,
+            `${formatPercent(sum.fragmentation)} fragmented` +
+            (sum.graph_pools && sum.graph_pools.pools
+              ? ` · ${formatSize(sum.graph_pools.reserved, false)} in ${countOf(sum.graph_pools.pools, 'CUDA graph pool')} ` +
+                `(${formatSize(sum.graph_pools.allocated, false)} allocated), kept for replays, not fragmentation`
+              : ''),
           go('state', 'Allocator state →')),
         card('History', entriesText(dm.entries),
           `${countOf(dm.events, 'event')} on the page${this.span()}`, go('flamegraph', 'Flamegraphs →')),

@@ -108,10 +108,11 @@ void json_moment(JsonWriter& w, const DiffMoment& m) {
       .end_object();
 }
 
-constexpr Category kAll[kCategoryCount] = {
-    Category::Parameter,        Category::Gradient,        Category::OptimizerState,
-    Category::Buffer,           Category::Activation,      Category::Temporary,
-    Category::AutogradInternal, Category::BeforeRecording, Category::Unknown};
+constexpr Category kAll[kCategoryCount] = {Category::Parameter,        Category::Gradient,
+                                           Category::OptimizerState,   Category::Buffer,
+                                           Category::Activation,       Category::Temporary,
+                                           Category::AutogradInternal, Category::BeforeRecording,
+                                           Category::Unknown,          Category::Communication};
 
 std::string module_name(const std::string& m) { return m.empty() ? "(model)" : m; }
 

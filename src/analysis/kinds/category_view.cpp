@@ -19,10 +19,11 @@ namespace {
 
 constexpr size_t kMaxDepth = 64;  // module nesting shown
 
-constexpr Category kAll[kCategoryCount] = {
-    Category::Parameter,        Category::Gradient,        Category::OptimizerState,
-    Category::Buffer,           Category::Activation,      Category::Temporary,
-    Category::AutogradInternal, Category::BeforeRecording, Category::Unknown};
+constexpr Category kAll[kCategoryCount] = {Category::Parameter,        Category::Gradient,
+                                           Category::OptimizerState,   Category::Buffer,
+                                           Category::Activation,       Category::Temporary,
+                                           Category::AutogradInternal, Category::BeforeRecording,
+                                           Category::Unknown,          Category::Communication};
 
 // Modules by name, with every enclosing module, bytes added up the tree;
 // returned depth first, children largest first.
@@ -113,15 +114,15 @@ std::vector<size_t> by_size(const CategoryTotals& t) {
 
 std::string_view category_name(Category c) {
   static constexpr std::string_view kNames[] = {
-      "parameter", "gradient",          "optimizer state",  "buffer", "activation",
-      "temporary", "autograd-internal", "before-recording", "unknown"};
+      "parameter", "gradient",          "optimizer state",  "buffer",  "activation",
+      "temporary", "autograd-internal", "before-recording", "unknown", "communication"};
   return kNames[static_cast<size_t>(c)];
 }
 
 std::string_view category_key(Category c) {
   static constexpr std::string_view kKeys[] = {
-      "parameter", "gradient",          "optimizer_state",  "buffer", "activation",
-      "temporary", "autograd_internal", "before_recording", "unknown"};
+      "parameter", "gradient",          "optimizer_state",  "buffer",  "activation",
+      "temporary", "autograd_internal", "before_recording", "unknown", "communication"};
   return kKeys[static_cast<size_t>(c)];
 }
 

@@ -23,6 +23,11 @@ enum class Phase : uint8_t {
   Optimizer,  // an optimizer's step
 };
 
+// The kind an allocation's stack names outright, whatever its lifetime: a
+// frame of a communication library (DDP's reducer, c10d, FSDP2's
+// collectives, NCCL) or of FSDP's parameter storage, inside any phase.
+enum class KindHint : uint8_t { None, Communication, Parameter };
+
 // A storage memsight.torch tagged at dump time (top-level "memsight_tags").
 struct StorageTag {
   int64_t device = 0, address = 0, size = 0;
@@ -56,6 +61,7 @@ struct AllocPhases {
     uint32_t module = 0;  // as BlockClass::module
     Phase phase = Phase::Unknown;
     bool accumulate = false;  // made by AccumulateGrad (C++ stacks)
+    KindHint hint = KindHint::None;
   };
   std::vector<Alloc> allocs;  // the trace's alloc entries, in order
   std::vector<std::string> modules;

@@ -10,7 +10,6 @@
 //      stacks is the autograd engine's thread (backward);
 //   4. torch's own "Optimizer.step#..." annotations, by time.
 #include <algorithm>
-#include <tuple>
 #include <unordered_map>
 
 #include "analysis/kinds/classify.h"
@@ -96,11 +95,14 @@ class PhaseFinder {
     }
     StackId s = t.stack[row];
     if (s) {
-      std::tie(out.phase, out.accumulate) = stacks_.of(s);
+      const StackPhases::Found f = stacks_.of(s);
+      out.phase = f.phase;
+      out.accumulate = f.accumulate;
+      out.hint = f.hint;
     } else if (frames_recorded_ && has_frames(t.shape[row])) {
       out.phase = Phase::Backward;  // a thread with no Python frames: the autograd engine's
     }
-    if (out.phase != Phase::None && out.phase != Phase::Unknown) {
+    if ((out.phase != Phase::None && out.phase != Phase::Unknown) || out.hint != KindHint::None) {
       ++by_stacks_;
       return out;
     }

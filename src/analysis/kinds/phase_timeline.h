@@ -37,6 +37,7 @@ struct PhaseTimeline {
   struct Pass {
     PassGroup group;
     int32_t start, end;
+    int32_t last;  // its last allocation: what is freed after it, the pass did not need
   };
   std::vector<Run> runs;
   std::vector<Pass> passes;
@@ -45,12 +46,16 @@ struct PhaseTimeline {
 
   // Called once per allocation of a known phase, in trace order.
   void add(Phase p, int32_t event, Phase& last) {
-    if (!runs.empty() && p == last) return;
+    if (!runs.empty() && p == last) {
+      passes.back().last = event;
+      return;
+    }
     PassGroup g = group_of(p);
     if (passes.empty() || passes.back().group != g) {
       if (!passes.empty()) passes.back().end = event;
-      passes.push_back({g, event, kOpen});
+      passes.push_back({g, event, kOpen, event});
     }
+    passes.back().last = event;
     if (!runs.empty()) runs.back().end = event;
     runs.push_back({event, kOpen, static_cast<uint32_t>(passes.size() - 1)});
     last = p;

@@ -2,7 +2,8 @@
 // checkpointing anywhere in the stack, else the innermost of
 // Module.__call__ (forward), a function named `backward` or the autograd
 // engine (backward), torch/optim (optimizer step), Module._apply (moving a
-// model).
+// model). Inside those, the innermost frame of a communication library
+// names the block's kind outright (classify.h, KindHint).
 #include "analysis/kinds/stack_phases.h"
 
 namespace memsight {
@@ -16,7 +17,14 @@ bool has(std::string_view s, std::string_view part) {
 // once per string: a stack's frames share their strings, and a name can be
 // long enough that searching it again for every stack would cost more than
 // reading the snapshot.
-enum FileBit : uint8_t { kPython = 1, kOptim = 2, kModulePy = 4, kCheckpoint = 8 };
+enum FileBit : uint8_t {
+  kPython = 1,
+  kOptim = 2,
+  kModulePy = 4,
+  kCheckpoint = 8,
+  kComm = 16,        // DDP, c10d collectives, FSDP2's all-gather and reduce-scatter
+  kShardParam = 32,  // FSDP's parameter storage, sharded or unsharded
+};
 enum NameBit : uint8_t {
   kBackward = 1,      // exactly "backward"
   kRecomputeish = 2,  // "recompute" or "unpack" in it
@@ -24,6 +32,7 @@ enum NameBit : uint8_t {
   kAutograd = 8,      // the autograd engine or a generated backward
   kCallImpl = 16,     // Module._call_impl or _wrapped_call_impl
   kApply = 32,        // Module._apply
+  kCommNative = 64,   // c10d's or NCCL's C++ (the reducer's buckets, NCCL's own buffers)
 };
 
 uint8_t file_bits_of(std::string_view f) {
@@ -32,6 +41,15 @@ uint8_t file_bits_of(std::string_view f) {
   if (has(f, "torch/optim/")) b |= kOptim;
   if (has(f, "torch/nn/modules/module.py")) b |= kModulePy;
   if (has(f, "torch/utils/checkpoint.py")) b |= kCheckpoint;
+  if (has(f, "torch/nn/parallel/distributed.py") ||
+      has(f, "torch/distributed/distributed_c10d.py") || has(f, "torch/distributed/utils.py") ||
+      has(f, "torch/distributed/algorithms/") ||
+      has(f, "torch/distributed/_functional_collectives.py") ||
+      has(f, "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py"))
+    b |= kComm;
+  if (has(f, "torch/distributed/fsdp/_fully_shard/_fsdp_param.py") ||
+      has(f, "torch/distributed/fsdp/_flat_param.py"))
+    b |= kShardParam;
   return b;
 }
 
@@ -43,6 +61,7 @@ uint8_t name_bits_of(std::string_view n) {
   if (has(n, "torch::autograd::Engine") || has(n, "torch::autograd::generated::")) b |= kAutograd;
   if (n == "_call_impl" || n == "_wrapped_call_impl") b |= kCallImpl;
   if (n == "_apply") b |= kApply;
+  if (has(n, "c10d::") || has(n, "nccl")) b |= kCommNative;
   return b;
 }
 
@@ -79,6 +98,7 @@ uint8_t StackPhases::find(StackId s) {
   auto frames = snap_.frames.stack(s);
   if (frames.empty()) return static_cast<uint8_t>(Phase::Unknown);
   Phase inner = Phase::None;
+  KindHint hint = KindHint::None;
   bool accumulate = false;
   for (FrameId id : frames) {
     const Frame& f = snap_.frames.frame(id);
@@ -87,9 +107,16 @@ uint8_t StackPhases::find(StackId s) {
     if ((file & kCheckpoint) && (name & (kRecomputeish | kBackward)))
       return static_cast<uint8_t>(Phase::Recompute);
     accumulate = accumulate || (name & kAccumulate);
-    if (inner == Phase::None) inner = frame_phase(name, file);
+    if (inner != Phase::None) continue;
+    // A library's frame inside the innermost phase (DDP's forward calls the
+    // model's; FSDP's hooks run inside Module.__call__) names the kind.
+    if (hint == KindHint::None && ((file & kComm) || (name & kCommNative)))
+      hint = KindHint::Communication;
+    if (hint == KindHint::None && (file & kShardParam)) hint = KindHint::Parameter;
+    inner = frame_phase(name, file);
   }
-  return static_cast<uint8_t>(static_cast<uint8_t>(inner) | (accumulate ? 0x80 : 0));
+  return static_cast<uint8_t>(static_cast<uint8_t>(inner) | (static_cast<uint8_t>(hint) << 4) |
+                              (accumulate ? 0x80 : 0));
 }
 
 }  // namespace memsight

@@ -14,18 +14,24 @@ class StackPhases {
  public:
   explicit StackPhases(const Snapshot& snap);
 
-  // The phase of stack s (not 0; Unknown for an empty stack) and whether it
-  // accumulates a gradient (AccumulateGrad, with C++ stacks). Asked once
-  // per allocation, so the cached answer is read inline.
-  std::pair<Phase, bool> of(StackId s) {
+  // The phase of stack s (not 0; Unknown for an empty stack), whether it
+  // accumulates a gradient (AccumulateGrad, with C++ stacks) and the kind
+  // a library frame names. Asked once per allocation, so the cached answer
+  // is read inline.
+  struct Found {
+    Phase phase;
+    bool accumulate;
+    KindHint hint;
+  };
+  Found of(StackId s) {
     uint8_t& c = stacks_[s];
     if (c == kNotYet) c = find(s);
-    return {static_cast<Phase>(c & 0x7f), (c & 0x80) != 0};
+    return {static_cast<Phase>(c & 0x0f), (c & 0x80) != 0, static_cast<KindHint>((c >> 4) & 0x7)};
   }
 
  private:
   static constexpr uint8_t kNotYet = 0xff;
-  uint8_t find(StackId s);  // phase | 0x80 for AccumulateGrad
+  uint8_t find(StackId s);  // phase | hint << 4 | 0x80 for AccumulateGrad
   uint8_t bits(std::vector<uint8_t>& cache, StrId s, uint8_t (*of)(std::string_view));
 
   const Snapshot& snap_;

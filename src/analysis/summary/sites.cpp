@@ -7,7 +7,7 @@
 namespace memsight {
 
 SiteGroups group_sites(const FrameClassifier& fc, const replay::Result& rr, int64_t event,
-                       size_t keep) {
+                       size_t keep, bool state_only) {
   SiteGroups g;
   // Sites by their label, unbuilt: a snapshot may give thousands of stacks
   // labels of a megabyte each (one long name, shared through the memo).
@@ -18,7 +18,7 @@ SiteGroups group_sites(const FrameClassifier& fc, const replay::Result& rr, int6
   for (size_t i = 0, n = replay::allocated_by(rr, event); i < n; ++i) {
     const replay::Lifetime& l = rr.blocks[i];
     if (l.free_requested <= event) continue;
-    if (l.alloc_event == replay::Lifetime::kBefore) {
+    if (l.alloc_event == replay::Lifetime::kBefore && !(state_only && l.stack)) {
       g.before_bytes += l.size;
       ++g.before_count;
       continue;

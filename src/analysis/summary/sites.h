@@ -18,8 +18,10 @@ struct SiteGroups {
 
 // Blocks allocated (not yet free_requested) after trace entry `event`
 // (-1: before the first entry). Only the `keep` largest sites are labelled
-// and returned (ties: by label).
+// and returned (ties: by label). `state_only`: the device has no trace, so
+// a block with a recorded stack was allocated while recording (enabled=
+// "state") and is grouped by its site, not as before recording.
 SiteGroups group_sites(const FrameClassifier& fc, const replay::Result& rr, int64_t event,
-                       size_t keep);
+                       size_t keep, bool state_only = false);
 
 }  // namespace memsight

@@ -36,17 +36,33 @@ std::pair<bool, bool> overflow_flag(const Snapshot& snap) {
   return {true, o->kind == PyValue::Kind::Bool && o->b};
 }
 
+// A CUDA graph's private pool: memory only that graph's (or graph tree's)
+// allocations use, held for its replays. Its free blocks are not the cache
+// any other request can use, so they are not fragmentation.
+void add_graph_pool(const Snapshot& snap, const Segment& s,
+                    std::vector<std::pair<int64_t, int64_t>>& seen, DeviceSummary& ds) {
+  const std::pair<int64_t, int64_t> id{s.pool_id[0], s.pool_id[1]};
+  if (std::find(seen.begin(), seen.end(), id) == seen.end()) seen.push_back(id);
+  ds.graph_pools = static_cast<int64_t>(seen.size());
+  ds.graph_pool_reserved += s.total_size;
+  for (const Block& b : snap.segment_blocks(s))
+    (active(b) ? ds.graph_pool_allocated : ds.graph_pool_free) += b.size;
+}
+
 void state_at_snapshot(const Snapshot& snap, DeviceSummary& ds) {
+  std::vector<std::pair<int64_t, int64_t>> pools;
   for (const Segment& s : snap.segments) {
     if (s.device != ds.device) continue;
     ds.reserved_now += s.total_size;
     ++ds.segments_now;
+    const bool graph_pool = s.pool_id[0] != 0 || s.pool_id[1] != 0;
+    if (graph_pool) add_graph_pool(snap, s, pools, ds);
     for (const Block& b : snap.segment_blocks(s)) {
       if (active(b)) {
         ds.active_now += b.size;
         ds.requested_now += b.requested_size;
         if (b.state == BlockState::ActiveAllocated) ds.allocated_now += b.size;
-      } else {
+      } else if (!graph_pool) {
         ds.free_now += b.size;
         ++ds.free_blocks_now;
         ds.largest_free_now = std::max(ds.largest_free_now, b.size);
@@ -120,12 +136,19 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
   ds.history_wrapped =
       flag_known ? (flag_overflow ? "yes" : "no") : (ds.orphan_frees ? "possibly" : "no");
   judge_exactness(rr, ds);
-  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event, in.top_sites);
+  if (!ds.entries && rr.blocks.size()) {  // state-only: blocks, no history
+    ds.exact = false;
+    ds.exactness =
+        "the snapshot has no allocation history (a state-only recording): the peaks are the "
+        "state at its end";
+  }
+  SiteGroups g = group_sites(in.fc, rr, ds.peak_allocated_event, in.top_sites, !ds.entries);
   ds.sites_total = static_cast<int64_t>(g.total);
   ds.top_sites = std::move(g.sites);
   ds.before_recording_bytes = g.before_bytes;
   ds.before_recording_count = g.before_count;
   for (size_t i = 0, n = replay::allocated_by(rr, replay::Lifetime::kBefore); i < n; ++i) {
+    if (!ds.entries && rr.blocks[i].stack) continue;  // allocated while recording (sites.h)
     ds.before_recording_start_bytes += rr.blocks[i].size;
     ++ds.before_recording_start_count;
   }

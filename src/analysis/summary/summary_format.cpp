@@ -15,7 +15,10 @@ namespace memsight {
 namespace {
 
 std::string when(const Snapshot& snap, const DeviceSummary& d, int64_t event, int64_t time_us) {
-  if (event < 0) return "before the first trace entry";
+  if (event < 0)
+    return d.entries
+               ? "before the first trace entry"
+               : "at the snapshot (no allocation history: the run's peak may have been higher)";
   std::string s = "after trace entry " + count_text(event) + " of " + count_text(d.entries);
   auto [begin, end] = d.device < static_cast<int>(snap.device_count())
                           ? snap.device_rows(static_cast<size_t>(d.device))
@@ -60,10 +63,20 @@ void counters_text(std::string& out, const Snapshot& snap, const DeviceSummary& 
                  : "  peaks are lower bounds: " + d.exactness + "\n";
   out += "  cached free     " + format_bytes(d.free_now) + " in " +
          count_of(d.free_blocks_now, "block") + ", largest " + format_bytes(d.largest_free_now) +
-         " (fragmentation " + percent(d.fragmentation) + ")\n";
+         " (fragmentation " + percent(d.fragmentation) + ")" +
+         (d.graph_pools ? ", outside graph pools" : "") + "\n";
+  if (d.graph_pools)
+    out += "  graph pools     " + format_bytes(d.graph_pool_reserved) + " reserved in " +
+           count_of(d.graph_pools, "private pool") + " of CUDA graphs, " +
+           format_bytes(d.graph_pool_allocated) + " allocated, " + format_bytes(d.graph_pool_free) +
+           " free: kept for the graphs' replays (not the cache, not fragmentation)\n";
   out += "  history         ";
   if (d.history_wrapped == "yes")
     out += "the ring buffer overflowed: the oldest events were dropped\n";
+  else if (!d.entries)
+    out +=
+        "none: the device's trace is empty, only its state at the snapshot is known (as "
+        "recorded with enabled=\"state\")\n";
   else if (d.history_wrapped == "possibly")
     out += count_of(d.orphan_frees, "free") +
            " of allocations not in the trace (made before recording began, or dropped "
