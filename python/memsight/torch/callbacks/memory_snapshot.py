@@ -66,6 +66,7 @@ class MemorySnapshot(FileCallback):
         stacks: str = "python",
         model: Any = None,
         optimizer: Any = None,
+        holders: bool | None = None,
     ) -> None:
         super().__init__(folder, filename, remote_file_name, overwrite)
         if int(skip_batches) < 0:
@@ -74,7 +75,7 @@ class MemorySnapshot(FileCallback):
         self.interval = parse_batches(interval)
         self.max_entries = int(max_entries)
         self._recording = Recording(max_entries, context, stacks, owner="MemorySnapshot", model=model,
-                                    optimizer=optimizer)
+                                    optimizer=optimizer, holders=holders)
         self._seen = 0  # batches ended since fit_start
         self._start_batch: int | None = None
         self.done = False

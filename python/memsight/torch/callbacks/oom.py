@@ -163,6 +163,7 @@ class OOMObserver(FileCallback):
         parallel: bool = True,
         model: Any = None,
         optimizer: Any = None,
+        holders: bool | None = None,
         all_ranks: bool = True,
         ranks_timeout: float = 30.0,
     ) -> None:
@@ -174,7 +175,7 @@ class OOMObserver(FileCallback):
         self.last_round: rank_dumps.DumpRound | None = None
         self.max_entries = int(max_entries)
         self._recording = Recording(max_entries, context, stacks, owner="OOMObserver", model=model,
-                                    optimizer=optimizer)
+                                    optimizer=optimizer, holders=holders)
         self.parallel = parallel
         self.armed = False
         #: Files written for the last OOM, and how long that took (seconds).
