@@ -132,3 +132,18 @@ def test_paths_read_as_written():
     assert H.holder_of("f:cache[7][0]") == "f:cache"
     assert H.holder_of("f:h[3].loss") == "f:h"
     assert H.holder_of("f:x") == "f:x"
+
+
+def test_a_closure_of_one_cell_is_walked_when_few_objects_are_looked_for():
+    def make():
+        seen = [torch.zeros(2)]
+        return lambda: seen
+
+    fn = make()
+    mine = H._storage_at(fn()[0])
+    import gc
+
+    others = {k for k in map(H._storage_at, H.live_tensors(gc.get_objects(), None)) if k != mine}
+    v = walk(skip=others)  # one tensor: the gc's get_referrers answers each level
+    name = "test_a_closure_of_one_cell_is_walked_when_few_objects_are_looked_for:fn"
+    assert [s["path"] for s in v["storages"]] == [f"{name} \u2192 seen[0]"]

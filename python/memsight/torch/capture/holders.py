@@ -231,10 +231,9 @@ class _Walk:
     def _referrers(self, frontier: list[Any]) -> list[Any]:
         """The gc's objects that refer to any of ``frontier``."""
         if len(frontier) <= _FEW:
-            found = gc.get_referrers(*frontier)
-            n = len(frontier)
-            # the call's own argument tuple is one of them
-            return [r for r in found if not (type(r) is tuple and len(r) == n and r[0] is frontier[0])]
+            args = tuple(frontier)
+            # a tuple handed to f(*args) is the call's argument tuple itself: one of the referrers
+            return [r for r in gc.get_referrers(*args) if r is not args]
         ids = {id(o) for o in frontier}
         heap = list(compress(self.heap, map(not_, map(_NEVER.__contains__, map(type, self.heap)))))
         self.own.add(id(heap))
