@@ -62,3 +62,18 @@ def test_without_holders_or_with_a_broken_value_nothing_is_said(run, tmp_path):
                    {"holders": [], "storages": [{"device": 0, "addr": 1, "holder": 3}]}, []):
         snap["memsight_holders"] = broken
         assert "held by" not in leaks_of(run, tmp_path, snap)
+
+
+def test_summary_says_what_each_holder_keeps_at_the_dump(run, tmp_path):
+    snap = mh.held(ml.loop(steps=30, keep_output=True, keep_loss=True), ml.OUTPUT, "__main__.kept")
+    snap = mh.held(snap, ml.LOSS, "train:losses", line=44)
+    f = tmp_path / "held.pickle"
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    r = run("summary", f)
+    assert r.returncode == 0, r.stderr
+    flat = " ".join(r.stdout.decode().split())
+    assert ("Held at the dump (named by memsight.torch): the list `kept` (train.py, `__main__`) 30 blocks, "
+            "31.0MiB; the list `losses` (train.py, in `train()`) 30 blocks, 15.0KiB.") in flat
+    del snap["memsight_holders"]
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    assert "Held at the dump" not in run("summary", f).stdout.decode()

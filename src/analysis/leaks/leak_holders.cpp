@@ -15,8 +15,14 @@ std::string base_name(const std::string& file) {
   return slash == std::string::npos ? file : file.substr(slash + 1);
 }
 
-// "`kept` (train.py, `__main__`)" or "`cache` (train.py, in `train()`)".
 std::string named(const HeldBy& h) {
+  return holder_words({h.path, h.type, h.module, h.file, h.line});
+}
+
+}  // namespace
+
+// "the list `kept` (train.py, `__main__`)", "the dict `cache` (train.py, in `train()`)".
+std::string holder_words(const Holder& h) {
   std::string name = h.path, where;
   size_t colon = name.find(':'), dot = name.find('.');
   if (!h.module.empty() && name.starts_with(h.module + ".")) {
@@ -31,8 +37,6 @@ std::string named(const HeldBy& h) {
   std::string what = h.type.empty() ? "" : "the " + h.type + " ";
   return what + "`" + name + "`" + (paren.empty() ? "" : " (" + paren + ")");
 }
-
-}  // namespace
 
 void attach_holders(const Snapshot& snap, const Holders& holders, LeakReport& report) {
   if (holders.empty() || static_cast<size_t>(report.device) >= snap.device_count()) return;

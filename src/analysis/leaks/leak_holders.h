@@ -17,6 +17,9 @@ void attach_holders(const Snapshot& snap, const Holders& holders, LeakReport& re
 // `__main__`)"; "" when the site has no holder.
 std::string held_by_text(const LeakSite& site, const Iterations& it);
 
+// "the list `kept` (train.py, `__main__`)": a holder as the reports name it.
+std::string holder_words(const Holder& h);
+
 // "held_by": {...} in a leaking site's JSON, only where it has a holder.
 void held_by_json(JsonWriter& w, const LeakSite& site);
 
