@@ -38,6 +38,15 @@ struct Holders {
   const HeldStorage* in_block(int64_t device, int64_t address, int64_t size) const;
 };
 
+// The snapshot's live blocks of `device` by holder: how many and how many
+// bytes each holder keeps at the dump; largest first, ties by path.
+struct HeldAmount {
+  Holder holder;
+  int64_t blocks = 0, bytes = 0;
+  bool operator==(const HeldAmount&) const = default;
+};
+std::vector<HeldAmount> held_amounts(const Snapshot& snap, const Holders& holders, int64_t device);
+
 // The snapshot's "memsight_holders"; empty where it has none or the value
 // is not of the documented shape (entries that are not are skipped).
 Holders read_holders(const Snapshot& snap);

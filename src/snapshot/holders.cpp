@@ -79,4 +79,24 @@ const HeldStorage* Holders::in_block(int64_t device, int64_t address, int64_t si
   return &*it;
 }
 
+std::vector<HeldAmount> held_amounts(const Snapshot& snap, const Holders& holders, int64_t device) {
+  std::vector<HeldAmount> out(holders.holders.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i].holder = holders.holders[i];
+  for (const Segment& seg : snap.segments) {
+    if (seg.device != device) continue;
+    for (const Block& b : snap.segment_blocks(seg)) {
+      if (b.state != BlockState::ActiveAllocated) continue;
+      if (const HeldStorage* h = holders.in_block(device, b.address, b.size)) {
+        ++out[h->holder].blocks;
+        out[h->holder].bytes += b.size;
+      }
+    }
+  }
+  std::erase_if(out, [](const HeldAmount& a) { return a.blocks == 0; });
+  std::stable_sort(out.begin(), out.end(), [](const HeldAmount& a, const HeldAmount& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.holder.path < b.holder.path;
+  });
+  return out;
+}
+
 }  // namespace memsight

@@ -77,3 +77,19 @@ def test_summary_says_what_each_holder_keeps_at_the_dump(run, tmp_path):
     del snap["memsight_holders"]
     f.write_bytes(pickle.dumps(snap, protocol=4))
     assert "Held at the dump" not in run("summary", f).stdout.decode()
+
+
+def test_diff_gives_each_holder_before_and_after_at_the_dumps(run, tmp_path):
+    a, b = tmp_path / "a.pickle", tmp_path / "b.pickle"
+    a.write_bytes(pickle.dumps(mh.held(ml.loop(steps=10, keep_output=True), ml.OUTPUT, "__main__.kept"), protocol=4))
+    b.write_bytes(pickle.dumps(mh.held(ml.loop(steps=30, keep_output=True), ml.OUTPUT, "__main__.kept"), protocol=4))
+    r = run("diff", a, b)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    assert ("by holder (named by memsight.torch at each dump), largest change first:\n"
+            "    the list `kept` (train.py, `__main__`): 11.0MiB -> 31.0MiB (+20.0MiB, +20 blocks)\n") in text
+    # two moments before the dump: the holders were named at the dump only
+    r = run("diff", b, "--at", "step:3", "--at", "step:20")
+    assert r.returncode == 0 and "by holder" not in r.stdout.decode()
+    r = run("diff", b, "--at", "step:3")  # step 3 against the dump: one side has no holders
+    assert r.returncode == 0 and "by holder" not in r.stdout.decode()
