@@ -50,6 +50,8 @@ class MemorySnapshot(FileCallback):
     closed the window. If the fit ends inside the window, what was recorded
     so far is written at ``fit_end``. ``model=`` / ``optimizer=``: their
     storages are tagged and their phases marked (see ``record``).
+    ``holders=``: name who holds the live tensors in the snapshot (see
+    ``record``; None follows ``MEMSIGHT_HOLDERS``, on unless it is 0).
     """
 
     def __init__(

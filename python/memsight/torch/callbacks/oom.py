@@ -141,6 +141,10 @@ class OOMObserver(FileCallback):
         model, optimizer: tag their storages in the snapshot and mark their
             phases, so the diagnosis tells parameters, gradients, optimizer
             state and activations apart exactly (see ``record``).
+        holders: name the Python objects that hold the live tensors in the
+            snapshot (``memsight_holders``), so ``summary``, ``diff`` and
+            ``leaks`` say who keeps the memory; None follows ``MEMSIGHT_HOLDERS`` (on
+            unless it is 0). See ``record``.
         all_ranks: in a distributed job, every rank writes its snapshot of the
             moment too (``{tag}_{n}_rank{r}.pickle`` in its folder, through the
             job's torch.distributed store; see ``rank_dumps``), and the
