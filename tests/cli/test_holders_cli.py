@@ -93,3 +93,12 @@ def test_diff_gives_each_holder_before_and_after_at_the_dumps(run, tmp_path):
     assert r.returncode == 0 and "by holder" not in r.stdout.decode()
     r = run("diff", b, "--at", "step:3")  # step 3 against the dump: one side has no holders
     assert r.returncode == 0 and "by holder" not in r.stdout.decode()
+
+
+def test_the_key_round_trips_through_convert(run, tmp_path):
+    snap = mh.held(ml.loop(steps=5, keep_output=True), ml.OUTPUT, "__main__.kept")
+    f, out = tmp_path / "held.pickle", tmp_path / "again.pickle"
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    r = run("convert", f, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert pickle.loads(out.read_bytes())["memsight_holders"] == snap["memsight_holders"]
