@@ -11,7 +11,7 @@ set(MEMSIGHT_HEADERS_util error.h)
 set(MEMSIGHT_HEADERS_input io.h input_limits.h)
 set(MEMSIGHT_HEADERS_model snapshot.h pyvalue.h trace_fields.h)
 set(MEMSIGHT_HEADERS_pickle "")
-set(MEMSIGHT_HEADERS_snapshot reader.h from_raw.h)
+set(MEMSIGHT_HEADERS_snapshot reader.h from_raw.h holders.h)
 set(MEMSIGHT_HEADERS_allocator "")
 set(MEMSIGHT_HEADERS_analysis frames.h label.h categories.h text_tools.h summary.h diff.h
     leaks.h ranks.h whatif.h)

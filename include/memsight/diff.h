@@ -15,6 +15,7 @@
 
 #include "memsight/categories.h"
 #include "memsight/frames.h"
+#include "memsight/holders.h"
 #include "memsight/snapshot.h"
 #include "memsight/text_tools.h"
 
@@ -52,6 +53,9 @@ struct DiffMoment {
   std::unordered_map<std::string, int64_t> folded;
   std::unordered_map<std::string, FrameKind> frame_kinds;
   std::string note;  // why the numbers are estimates, if they are ("" when exact)
+  // At the moment "snapshot" only (the dump): the live blocks by the holder
+  // memsight.torch named then (memsight_holders; empty without it).
+  std::vector<HeldAmount> held;
 };
 
 // The default device of a snapshot: the lowest with trace entries, else with

@@ -50,6 +50,16 @@ struct Survivor {
   bool operator==(const Survivor&) const = default;
 };
 
+// Who holds a site's survivors, where the snapshot names them
+// (memsight_holders; analysis/leaks/leak_holders.cpp).
+struct HeldBy {
+  std::string path, type, module, file;  // the holder (memsight/holders.h); "" none
+  int64_t line = 0;
+  int64_t votes = 0, checked = 0;  // newest survivors it holds, of those checked
+  bool through_graph = false;      // held through autograd graphs of what it holds
+  bool operator==(const HeldBy&) const = default;
+};
+
 struct LeakSite {
   std::string site;  // the frame rule's site label
   FrameKind kind = FrameKind::Internal;
@@ -62,6 +72,7 @@ struct LeakSite {
   std::string module;                     // of most of them ("" none; "(model)" the model)
   std::string made_in;                    // their phase: "forward", "backward", ... ("" unknown)
   std::vector<Survivor> newest;           // the newest survivors, newest first (at most 5)
+  HeldBy held_by;                         // who holds them ("" path: not named)
   bool operator==(const LeakSite&) const = default;
 };
 

@@ -200,6 +200,7 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
     m.file = file;
     m.device = static_cast<int>(device);
     m.at = at[i];
+    if (at[i] == "snapshot") m.held = held_amounts(snap, read_holders(snap), device);
     m.entries = device < snap.device_count()
                     ? snap.device_rows(device).second - snap.device_rows(device).first
                     : 0;

@@ -1,6 +1,7 @@
 // diff_text / diff_json / diff_folded / diff_svg (memsight/diff.h).
 #include <cstdio>
 
+#include "analysis/diff/diff_holders.h"
 #include "analysis/frames/report_text.h"
 #include "memsight/diff.h"
 #include "util/json_writer.h"
@@ -152,6 +153,7 @@ std::string diff_text(const SnapshotDiff& d) {
          (sum == b.allocated - a.allocated
               ? ", the change in allocated memory\n"
               : " (allocated memory changed by " + signed_bytes(b.allocated - a.allocated) + ")\n");
+  out += held_change_text(a, b);
   if (!a.note.empty()) out += wrap_words("note (BEFORE): " + a.note, "  ");
   if (!b.note.empty()) out += wrap_words("note (AFTER): " + b.note, "  ");
   return out;

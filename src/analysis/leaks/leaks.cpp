@@ -19,6 +19,7 @@
 #include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
 #include "analysis/leaks/leak_advice.h"
+#include "analysis/leaks/leak_holders.h"
 #include "analysis/leaks/leaks_format.h"
 #include "analysis/moments/process_marks.h"
 #include "analysis/summary/sites.h"
@@ -351,6 +352,7 @@ Leaks find_leaks(const Snapshot& snap, const UserCode& user_code) {
   FrameClassifier fc(snap, user_code);
   const alloc::Settings cfg = alloc::Settings::recorded(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
+  const Holders holders = read_holders(snap);
   std::vector<bool> has_segments(snap.device_count(), false);
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && static_cast<size_t>(s.device) < has_segments.size())
@@ -362,6 +364,7 @@ Leaks find_leaks(const Snapshot& snap, const UserCode& user_code) {
     auto [begin, end] = snap.device_rows(d);
     if (begin == end && !has_segments[d]) continue;
     LeakReport rep = leaks_of_device(snap, d, fc, cfg, tags, marks);
+    attach_holders(snap, holders, rep);
     uint64_t h = hash_mix(rep.entries, static_cast<uint64_t>(rep.verdict));
     h = hash_mix(h, static_cast<uint64_t>(rep.bytes_per_iteration));
     if (!alike.add(h, rep.device, [&](size_t g) { return alike_reports(out.devices[g], rep); }))

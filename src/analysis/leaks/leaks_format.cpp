@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "analysis/frames/report_text.h"
+#include "analysis/leaks/leak_holders.h"
 #include "util/json_writer.h"
 #include "util/lines.h"
 #include "util/text_format.h"
@@ -85,8 +86,11 @@ void device_text(std::string& out, const FrameClassifier& fc, const LeakReport& 
         out += (i ? ", " : "") + count_text(s.newest[i].event) + " (" +
                step_name(r.iterations, static_cast<size_t>(s.newest[i].iteration)) + ")";
       out += '\n';
+      if (std::string held = held_by_text(s, r.iterations); !held.empty())
+        out += wrap_words(held, "        ");
     }
     out += wrap_words("Allocated at: " + fc.describe(r.alloc_stack, 3) + ". " + r.advice, "  ");
+    if (std::string holder = holder_fix_text(r); !holder.empty()) out += wrap_words(holder, "  ");
   }
   if (!r.growth.empty() && r.growth[0].live.size() >= 2) {
     const auto& live = r.growth[0].live;
@@ -144,7 +148,9 @@ void leak_site_json(JsonWriter& w, const FrameClassifier& fc, const LeakSite& s)
         .field("requested", v.requested)
         .field("stack", fc.describe(v.stack))
         .end_object();
-  w.end_array().end_object();
+  w.end_array();
+  held_by_json(w, s);
+  w.end_object();
 }
 
 }  // namespace

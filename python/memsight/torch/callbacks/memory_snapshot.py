@@ -50,6 +50,8 @@ class MemorySnapshot(FileCallback):
     closed the window. If the fit ends inside the window, what was recorded
     so far is written at ``fit_end``. ``model=`` / ``optimizer=``: their
     storages are tagged and their phases marked (see ``record``).
+    ``holders=``: name who holds the live tensors in the snapshot (see
+    ``record``; None follows ``MEMSIGHT_HOLDERS``, on unless it is 0).
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class MemorySnapshot(FileCallback):
         stacks: str = "python",
         model: Any = None,
         optimizer: Any = None,
+        holders: bool | None = None,
     ) -> None:
         super().__init__(folder, filename, remote_file_name, overwrite)
         if int(skip_batches) < 0:
@@ -74,7 +77,7 @@ class MemorySnapshot(FileCallback):
         self.interval = parse_batches(interval)
         self.max_entries = int(max_entries)
         self._recording = Recording(max_entries, context, stacks, owner="MemorySnapshot", model=model,
-                                    optimizer=optimizer)
+                                    optimizer=optimizer, holders=holders)
         self._seen = 0  # batches ended since fit_start
         self._start_batch: int | None = None
         self.done = False

@@ -141,6 +141,10 @@ class OOMObserver(FileCallback):
         model, optimizer: tag their storages in the snapshot and mark their
             phases, so the diagnosis tells parameters, gradients, optimizer
             state and activations apart exactly (see ``record``).
+        holders: name the Python objects that hold the live tensors in the
+            snapshot (``memsight_holders``), so ``summary``, ``diff`` and
+            ``leaks`` say who keeps the memory; None follows ``MEMSIGHT_HOLDERS`` (on
+            unless it is 0). See ``record``.
         all_ranks: in a distributed job, every rank writes its snapshot of the
             moment too (``{tag}_{n}_rank{r}.pickle`` in its folder, through the
             job's torch.distributed store; see ``rank_dumps``), and the
@@ -163,6 +167,7 @@ class OOMObserver(FileCallback):
         parallel: bool = True,
         model: Any = None,
         optimizer: Any = None,
+        holders: bool | None = None,
         all_ranks: bool = True,
         ranks_timeout: float = 30.0,
     ) -> None:
@@ -174,7 +179,7 @@ class OOMObserver(FileCallback):
         self.last_round: rank_dumps.DumpRound | None = None
         self.max_entries = int(max_entries)
         self._recording = Recording(max_entries, context, stacks, owner="OOMObserver", model=model,
-                                    optimizer=optimizer)
+                                    optimizer=optimizer, holders=holders)
         self.parallel = parallel
         self.armed = False
         #: Files written for the last OOM, and how long that took (seconds).

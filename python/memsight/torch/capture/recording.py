@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import _native_dump
+from . import holders as _holders
 from . import tags as _tags
 from .._util.atomic import write_atomic
 from .._util.cuda import cuda_available, history_enabled, torch_module, warn_once
@@ -193,6 +194,10 @@ class Recording:
     the history and every snapshot memsight.torch takes tags their storages
     (parameters, gradients, optimizer state, buffers), so that memsight
     tells what kind of memory each block is exactly (docs/summary.md).
+
+    ``holders=``: whether its dumps name the Python objects that hold the
+    live tensors (``memsight_holders``, capture/holders.py); None follows
+    ``MEMSIGHT_HOLDERS`` (on unless it is 0).
     """
 
     def __init__(
@@ -208,6 +213,7 @@ class Recording:
         owner: str = "record",
         model: Any = None,
         optimizer: Any = None,
+        holders: bool | None = None,
     ) -> None:
         self.options = RecordOptions(
             enabled=enabled,
@@ -223,6 +229,9 @@ class Recording:
         self.optimizer = optimizer
         self._token: int | None = None
         self._tagged: tuple[int, int] | None = None
+        #: name who holds the live tensors in its dumps (None: MEMSIGHT_HOLDERS, on by default)
+        self.holders = holders
+        self._holders_token: int | None = None
 
     @property
     def active(self) -> bool:
@@ -239,6 +248,7 @@ class Recording:
             )
             return self
         self._tagged = _tags.acquire(self.model, self.optimizer)
+        self._holders_token = _holders.acquire_setting(self.holders)
         options = self.options
         if _tags.marker_kind() == "annotations" and not options.global_record_annotations:
             # the autograd engine's threads mark the backward: record them all
@@ -254,6 +264,8 @@ class Recording:
             recorder.release(token)
         tagged, self._tagged = self._tagged, None
         _tags.release(tagged)
+        token, self._holders_token = self._holders_token, None
+        _holders.release_setting(token)
 
     def hand_over(self, model: Any = None, optimizer: Any = None) -> None:
         """Sets the model and optimizer (those not given stay); a running
@@ -274,7 +286,7 @@ class Recording:
 
     def with_options(self, **changes: Any) -> Recording:
         """A new, stopped Recording with some options changed."""
-        r = Recording(owner=self.owner, model=self.model, optimizer=self.optimizer)
+        r = Recording(owner=self.owner, model=self.model, optimizer=self.optimizer, holders=self.holders)
         r.options = replace(self.options, **changes)
         return r
 

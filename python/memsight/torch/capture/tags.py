@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any
 
+from .holders import holders_top_level
 from .phase_marks import PhaseMarks, clean_name, unwrap
 
 log = logging.getLogger("memsight")
@@ -202,14 +203,22 @@ def tags_value() -> dict[str, Any] | None:
 
 
 def tags_top_level() -> dict[str, Any]:
-    """``{"memsight_tags": ...}`` for a snapshot taken now, or ``{}`` (nothing handed
-    over, or tagging failed: logged)."""
+    """The keys memsight adds to every snapshot it dumps (every dump path goes
+    through here): ``memsight_tags`` (what each storage of the models and
+    optimizers handed over is) and ``memsight_holders`` (who holds the other
+    live storages, holders.py). ``{}`` where neither applies; a failure is
+    logged and leaves its key out."""
+    out: dict[str, Any] = {}
     try:
         value = tags_value()
     except Exception:
         log.exception("memsight: could not tag the snapshot's storages; its memory kinds will be inferred")
-        return {}
-    return {} if value is None else {TAGS_KEY: value}
+        value = None
+    if value is not None:
+        out[TAGS_KEY] = value
+    tagged = {(t["device"], t["addr"]) for t in value["storages"]} if value else set()
+    out.update(holders_top_level(skip=tagged))
+    return out
 
 
 def add_tags(snapshot: Any) -> Any:
