@@ -101,7 +101,9 @@ def test_tagged_storages_are_skipped_and_the_switch_turns_it_off(monkeypatch):
         token = H.acquire_setting(False)
         assert not H.enabled()
         H.release_setting(token)
-        assert H.enabled()  # on by default
+        assert not H.enabled()  # off by default
+        monkeypatch.setenv("MEMSIGHT_HOLDERS", "1")
+        assert H.enabled()
     finally:
         kept.clear()
 

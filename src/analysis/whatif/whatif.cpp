@@ -174,9 +174,17 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
     }
   }
   // The self-check reproduces the recording: the recorded settings on the
-  // device as recorded, whatever device the alternatives are asked on.
-  d.check_on_recorded_device = !(d.memory == p.device_recorded);
-  const Alternative on_record = make("recorded", recorded, p.device_recorded, true);
+  // device as recorded, whatever device the alternatives are asked on. A
+  // recording that does not say what its device was (torch's own) is checked
+  // on the device asked for when that device could have held it (the options
+  // then describe the recorded device, as --memory-fraction does for a
+  // capped job), and without a limit when it could not.
+  simulate::Device as_recorded = p.device_recorded;
+  if (as_recorded == simulate::Device{} && d.memory.capacity >= p.recorded_peak_reserved &&
+      (d.memory.limit < 0 || d.memory.limit >= p.recorded_peak_reserved))
+    as_recorded = d.memory;
+  d.check_on_recorded_device = !(d.memory == as_recorded);
+  const Alternative on_record = make("recorded", recorded, as_recorded, true);
   std::vector<Outcome> outcomes = simulate_all(snap, p, std::move(alts), opts.threads,
                                                d.check_on_recorded_device ? &on_record : nullptr);
   if (d.check_on_recorded_device) {
