@@ -41,18 +41,29 @@ def load(b):
         raise
     except Exception:
         return (False, None)
-def same(a, b):
+def same(a, b, seen=None):
     if isinstance(a, float) and isinstance(b, float):
         return math.copysign(1, a) == math.copysign(1, b) and (a == b or (a != a and b != b))
     if isinstance(a, (bytes, bytearray)) and isinstance(b, (bytes, bytearray)):
         return bytes(a) == bytes(b)
     if type(a) is not type(b):
         return False
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if not isinstance(a, (list, tuple, dict)):
+        return bool(a == b)
+    # A pair of containers compared once: a few bytes of pickle can refer
+    # to one list 2^n times (chained references), which a plain walk would
+    # visit 2^n times.
+    if seen is None:
+        seen = {}
+    key = (id(a), id(b))
+    if key in seen:
+        return seen[key]
     if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return bool(a == b)
+        ok = list(a) == list(b) and all(same(a[k], b[k], seen) for k in a)
+    else:
+        ok = len(a) == len(b) and all(same(x, y, seen) for x, y in zip(a, b))
+    seen[key] = ok
+    return ok
 def check(original, written):
     # 0: agree; 1: values differ; 2: too deep for Python to compare (skipped).
     try:

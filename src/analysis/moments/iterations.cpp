@@ -17,7 +17,7 @@
 #include <unordered_map>
 
 #include "memsight/leaks.h"
-#include "model/annotation_index.h"
+#include "model/device_dicts.h"
 
 namespace memsight {
 namespace {
