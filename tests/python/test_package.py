@@ -86,6 +86,10 @@ def test_pyproject_builds_the_cmake_module():
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert cfg["build-system"]["build-backend"] == "scikit_build_core.build"
     assert cfg["tool"]["scikit-build"]["wheel"]["packages"] == ["python/memsight"]
+    # The wheel compiles the compression libraries in and ships the engine
+    # once: the module, whose CLI the entry point runs (no bin/memsight).
+    assert cfg["tool"]["scikit-build"]["cmake"]["define"]["MEMSIGHT_BUNDLED_COMPRESSION"] == "ON"
+    assert cfg["project"]["scripts"]["memsight"] == "memsight.__main__:main"
     cmake = (REPO / "CMakeLists.txt").read_text()
-    assert "python/src/core_module.cpp" in cmake and "memsight/bin" in cmake
+    assert "python/src/core_module.cpp" in cmake and "memsight/bin" not in cmake
     assert Path(PYTHON_DIR / "memsight" / "__main__.py").exists()
