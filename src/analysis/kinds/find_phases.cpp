@@ -69,8 +69,9 @@ std::pair<uint32_t, uint32_t> rows_of(const Snapshot& snap, size_t device) {
 class PhaseFinder {
  public:
   PhaseFinder(const Snapshot& snap, size_t device, std::vector<std::string>& modules)
-      : snap_(snap), modules_(modules), stacks_(snap, rows_of(snap, device).second -
-                                                         rows_of(snap, device).first) {
+      : snap_(snap),
+        modules_(modules),
+        stacks_(snap, rows_of(snap, device).second - rows_of(snap, device).first) {
     auto [begin, end] = rows_of(snap, device);
     for (uint32_t r = begin; r < end && !frames_recorded_; ++r)
       frames_recorded_ = snap.trace.action[r] == Action::Alloc && snap.trace.stack[r] != 0;

@@ -233,9 +233,9 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
                   change(r.peak.reserved, baseline(d)) + ")" + recorded_part(d));
   out += "    peak allocated  " + sz(r.peak.allocated) + '\n';
   out += hang("    at the peak     ", sz(r.unused_at_peak) + " reserved but not allocated (" +
-                                            percent(r.unused_at_peak, r.peak.reserved) +
-                                            "), largest free block " + sz(r.largest_free_at_peak) +
-                                            outside_text(r.outside_at_peak));
+                                          percent(r.unused_at_peak, r.peak.reserved) +
+                                          "), largest free block " + sz(r.largest_free_at_peak) +
+                                          outside_text(r.outside_at_peak));
   out += "    segments        " + count_text(r.segments_created) +
          " created or grown (segment_alloc and segment_map events)\n";
   if (o.alt.device.limit != d.memory.limit && o.alt.device.limit >= 0)
@@ -308,9 +308,10 @@ std::string table_text(const DeviceReport& d) {
     out += line;
   }
   for (const std::string& n : notes) out += hang("  * ", n);
-  auto outside = std::max_element(
-      d.outcomes.begin(), d.outcomes.end(),
-      [](const Outcome& x, const Outcome& y) { return x.result.outside_at_peak < y.result.outside_at_peak; });
+  auto outside = std::max_element(d.outcomes.begin(), d.outcomes.end(),
+                                  [](const Outcome& x, const Outcome& y) {
+                                    return x.result.outside_at_peak < y.result.outside_at_peak;
+                                  });
   if (outside != d.outcomes.end() && outside->result.outside_at_peak > 0)
     out += hang("  unused at peak: ", "of the segments the snapshot records" +
                                           outside_text(outside->result.outside_at_peak));
