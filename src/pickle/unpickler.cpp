@@ -205,10 +205,16 @@ Val Unpickler::run() {
         if (v > 5) fail("unsupported pickle protocol " + std::to_string(v));
         break;
       }
-      case FRAME:
+      case FRAME: {
+        // The frame's bytes must be there, as pickle.loads requires (it
+        // refuses a frame longer than the data as truncated); they are
+        // read as opcodes from here.
         need(8);
+        const uint64_t n = load_le<uint64_t>(p_);
         p_ += 8;
+        if (n > static_cast<uint64_t>(end_ - p_)) need(static_cast<size_t>(n));
         break;
+      }
       case STOP: {
         if (stack_.empty()) fail("STOP with an empty stack");
         if (progress_) progress_(src_.consumed(), src_.total());
