@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """How each command's time grows with what a snapshot holds: entries,
 devices, annotations and segments, each scaled by 10x and 100x while the
-others stay put (issue 34: every command O(n log n) or better in each).
+others stay put (issue 34: every command O(n log n) or better in each);
+and three shapes whose two counts grow together (devices with records of
+memsight_device_memory and memsight_tags; devices with stacks; released
+address ranges against new segments in whatif's model of the driver).
 
     bench/complexity_bench.py [--memsight build/release/memsight] [--axes entries,devices,...]
                               [--commands summary,leaks,...] [--repeat 1]
@@ -78,8 +81,20 @@ def segments(n):
     return snap
 
 
+def device_records(n):
+    """n devices and 10n references to one memsight_device_memory record
+    and to one tagged storage: both counts grow together, so a scan of
+    either list per device grows 100x per 10x."""
+    snap = shapes.shared_device_memory(n, 10 * n)
+    snap["memsight_tags"] = shapes.shared_storage_tag(1, 10 * n)["memsight_tags"]
+    return snap
+
+
 AXES = {"entries": (entries, 1000), "devices": (devices, 100),
-        "annotations": (annotations, 1000), "segments": (segments, 300)}
+        "annotations": (annotations, 1000), "segments": (segments, 300),
+        "device_records": (device_records, 100),
+        "stacks": (lambda n: shapes.stacks_and_devices(n // 10, n), 1000),
+        "released": (shapes.released_ranges, 300)}
 COMMANDS = {"summary": ["summary"], "leaks": ["leaks"], "view": ["view", "-o", "/dev/null"],
             "ranks": ["ranks"], "whatif": ["whatif"], "diff": ["diff", "--at", "0"],
             "trace": ["trace"], "segments": ["segments", "-o", "-"], "stats": ["stats"]}

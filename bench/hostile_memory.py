@@ -41,7 +41,8 @@ with open(sys.argv[1], "w") as f:
 COMMANDS = [["stats"], ["trace"], ["segments", "-o", "-"], ["memory", "-o", "-"], ["summary"],
             ["summary", "--json"], ["view", "-o", "OUT.html"], ["convert", "-o", "OUT.pickle"],
             ["leaks"], ["leaks", "--json"], ["diff", "--at", "0"], ["diff", "--at", "0", "--json"],
-            ["diff", "--at", "0", "-o", "OUT.folded"], ["diff", "--at", "0", "-o", "OUT.svg"]]
+            ["diff", "--at", "0", "-o", "OUT.folded"], ["diff", "--at", "0", "-o", "OUT.svg"],
+            ["whatif"]]
 
 
 def entry(i, frames):
@@ -95,6 +96,14 @@ def inputs(big):
                                lambda: shapes.shared_annotation(10_000, 1_000_000)),
         "alike_times": ("100,000 devices alike but for their times",
                         lambda: shapes.alike_but_times(100_000)),
+        "devices_device_memory": ("10,000 devices and a million references to one device-memory "
+                                  "record", lambda: shapes.shared_device_memory(10_000, 1_000_000)),
+        "devices_tags": ("10,000 devices and a million references to one storage tag",
+                         lambda: shapes.shared_storage_tag(10_000, 1_000_000)),
+        "stacks_devices": ("3,000 devices and 200,000 stacks",
+                           lambda: shapes.stacks_and_devices(3000, 200_000)),
+        "released_ranges": ("30,000 released ranges, then 30,000 larger segments",
+                            lambda: shapes.released_ranges(30_000)),
     }
     if big:
         huge = "f" * (100 * MiB)

@@ -271,7 +271,8 @@ struct Segment {
   uint32_t extra = 0;  // as Block::extra
 };
 
-class AnnotationIndex;  // model/annotation_index.h
+class DeviceDicts;   // model/device_dicts.h
+class SegmentIndex;  // model/segment_index.h
 
 // What is built from a snapshot on first use and kept for later users (an
 // analysis run device by device). A copy starts without it: the copy may be
@@ -318,11 +319,18 @@ struct Snapshot {
   }
   const PyValue* top(std::string_view key) const;
   std::string_view str(StrId id) const { return strings.get(id); }
-  // external_annotations by device, built on first use (thread-safe).
-  const AnnotationIndex& annotations() const;
+  // Top-level lists of dicts by the device each names, built on first use
+  // (thread-safe): external_annotations, memsight_device_memory and
+  // memsight_tags' storages.
+  const DeviceDicts& annotations() const;
+  const DeviceDicts& device_memory() const;
+  const DeviceDicts& storage_tags() const;
+  // `segments` by device, built on first use (thread-safe).
+  const SegmentIndex& segments_by_device() const;
 
  private:
-  mutable BuiltOnce<AnnotationIndex> annotations_;
+  mutable BuiltOnce<DeviceDicts> annotations_, device_memory_, storage_tags_;
+  mutable BuiltOnce<SegmentIndex> segments_by_device_;
 };
 
 // The Python dicts the model was read from, rebuilt (for repr and for keys

@@ -311,6 +311,7 @@ uint32_t CachingAllocator::add_detached(int64_t addr, int64_t size, int64_t requ
   x.requested = requested;
   set_start(b);
   now.allocated += size;
+  detached_allocated += size;
   now.active += size;
   now.requested += requested;
   return b;
@@ -322,6 +323,7 @@ void CachingAllocator::free_requested(uint32_t b) {
   x.allocated = false;
   x.pending = true;
   now.allocated -= x.size;
+  if (x.detached) detached_allocated -= x.size;
 }
 
 void CachingAllocator::free_block(uint32_t b) {

@@ -84,6 +84,10 @@ class CachingAllocator {
   std::vector<Pool> pools;  // [0] large, [1] small, then private pools' large and small
   std::vector<AddressSpace> spaces;
   Counters now, peak;
+  // Allocated bytes of blocks in no segment (add_detached, a segment the
+  // replay released under them): counted in now.allocated, not in
+  // now.reserved.
+  int64_t detached_allocated = 0;
   int32_t peak_allocated_event = -1, peak_active_event = -1, peak_reserved_event = -1;
   int64_t peak_requested = 0;
 

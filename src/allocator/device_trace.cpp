@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "allocator/address_map.h"
+#include "model/segment_index.h"
 
 namespace memsight::alloc {
 namespace {
@@ -16,8 +17,8 @@ bool is_alloc_event(Action a) {
 void read_final_state(const Snapshot& snap, size_t device, DeviceTrace& dt) {
   auto dev = static_cast<int64_t>(device);
   std::vector<SegmentRange>& final_segments = dt.index.final_segments;
-  for (const Segment& sg : snap.segments) {
-    if (sg.device != dev) continue;
+  for (uint32_t i : snap.segments_by_device().of(dev)) {
+    const Segment& sg = snap.segments[i];
     final_segments.push_back({sg.address,
                               sg.total_size,
                               sg.stream,

@@ -43,6 +43,7 @@ void free_segment(alloc::CachingAllocator& a, int64_t addr, int64_t size) {
       a.drop(b);
     } else {
       x.detached = true;
+      if (x.allocated) a.detached_allocated += x.size;
     }
     b = next;
   }

@@ -19,6 +19,8 @@
 #include <set>
 #include <utility>
 
+#include "allocator/released_ranges.h"
+
 namespace memsight::alloc {
 
 class SegmentAddresses {
@@ -32,7 +34,7 @@ class SegmentAddresses {
   // A segment at a known address (at the start of the trace, or where the
   // recording put it): in the range that holds it, else in a new one.
   void taken(int64_t addr, int64_t size) {
-    take_released(addr, addr + size);
+    released_.take(addr, addr + size);
     if (auto c = chunk_at(addr); c != chunks_.end()) {
       reshape(c, std::max(c->second.top, addr + size), std::max(c->second.end, addr + size));
       ++c->second.live;
@@ -41,7 +43,7 @@ class SegmentAddresses {
     int64_t end = std::max(addr + size, addr + reserve_size(size));
     if (auto next = chunks_.upper_bound(addr); next != chunks_.end())
       end = std::max(addr + size, std::min(end, next->first));
-    take_released(addr, end);
+    released_.take(addr, end);
     add_chunk(addr, {end, addr + size, 1});
     floor_ = std::min(floor_, addr);
   }
@@ -56,12 +58,8 @@ class SegmentAddresses {
       return addr;
     }
     int64_t reserve = reserve_size(size), start = floor_ - reserve;
-    for (auto r = released_.rbegin(); r != released_.rend(); ++r)
-      if (r->second - r->first >= reserve) {
-        start = r->second - reserve;
-        break;
-      }
-    take_released(start, start + reserve);
+    if (auto r = released_.highest_holding(reserve)) start = r->second - reserve;
+    released_.take(start, start + reserve);
     add_chunk(start, {start + reserve, start + size, 1});
     floor_ = std::min(floor_, start);
     return start;
@@ -75,19 +73,7 @@ class SegmentAddresses {
     int64_t start = c->first, end = c->second.end;
     by_room_.erase(room_key(c));
     chunks_.erase(c);
-    // Merged with the released ranges it touches.
-    if (auto next = released_.find(end); next != released_.end()) {
-      end = next->second;
-      released_.erase(next);
-    }
-    if (auto it = released_.lower_bound(start); it != released_.begin()) {
-      auto prev = std::prev(it);
-      if (prev->second == start) {
-        prev->second = end;
-        return;
-      }
-    }
-    released_[start] = end;
+    released_.release(start, end);
   }
 
  private:
@@ -123,28 +109,12 @@ class SegmentAddresses {
     --c;
     return addr < c->second.end ? c : chunks_.end();
   }
-  // [start, end) is reserved again: out of the released ranges.
-  void take_released(int64_t start, int64_t end) {
-    auto it = released_.upper_bound(start);
-    if (it != released_.begin()) --it;
-    while (it != released_.end() && it->first < end) {
-      auto [s, e] = *it;
-      if (e <= start) {
-        ++it;
-        continue;
-      }
-      it = released_.erase(it);
-      if (s < start) released_[s] = start;
-      if (end < e) it = std::next(released_.emplace(end, e).first);
-    }
-  }
-
   Chunks chunks_;  // reserved ranges by start
   // (free room, start) of every reserved range: place() takes the best fit
   // in a lookup, where a scan of every range made a history of n new
   // segments cost n^2.
   std::set<std::pair<int64_t, int64_t>> by_room_;
-  std::map<int64_t, int64_t> released_;  // released ranges: start -> end
+  ReleasedRanges released_;
   int64_t floor_;
 };
 

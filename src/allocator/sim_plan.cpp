@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "allocator/simulate.h"
+#include "model/device_dicts.h"
 #include "util/text_format.h"
 
 namespace memsight::simulate {
@@ -14,15 +15,12 @@ bool releases(Action a) { return a == Action::SegmentFree || a == Action::Segmen
 bool creates(Action a) { return a == Action::SegmentAlloc || a == Action::SegmentMap; }
 
 // The devices' memory as memsight's OOM observer records it beside the
-// snapshot (top-level "memsight_device_memory": [{device, total, limit}]).
+// snapshot (top-level "memsight_device_memory": [{device, total, limit}]),
+// the device's own entries (the last wins).
 void observed_device(const Snapshot& snap, size_t device, Device& d) {
-  const PyValue* v = snap.top("memsight_device_memory");
-  if (!v || v->kind != PyValue::Kind::List) return;
-  for (const PyValue& e : v->items) {
-    const PyValue* dev = e.get("device");
-    if (!dev || dev->kind != PyValue::Kind::Int || dev->i != static_cast<int64_t>(device)) continue;
-    if (const PyValue* t = e.get("total"); t && t->kind == PyValue::Kind::Int) d.total = t->i;
-    if (const PyValue* l = e.get("limit"); l && l->kind == PyValue::Kind::Int && l->i >= 0)
+  for (const PyValue* e : snap.device_memory().of(static_cast<int64_t>(device))) {
+    if (const PyValue* t = e->get("total"); t && t->kind == PyValue::Kind::Int) d.total = t->i;
+    if (const PyValue* l = e->get("limit"); l && l->kind == PyValue::Kind::Int && l->i >= 0)
       d.limit = l->i;
   }
 }

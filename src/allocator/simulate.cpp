@@ -22,7 +22,8 @@ class Simulator {
     load_start();
     for (const auto& id : p.pool_ids)
       private_.push_back(a_.pool_of(false, id.first, id.second));  // large; small is + 1
-    res_.unused_at_peak = a_.now.reserved - a_.now.allocated;
+    res_.unused_at_peak = unused();
+    res_.outside_at_peak = a_.detached_allocated;
     res_.largest_free_at_peak = largest_free();
   }
 
@@ -127,14 +128,20 @@ class Simulator {
   void observe() {
     int64_t before = a_.peak.reserved;
     a_.observe(owner_);
-    int64_t unused = a_.now.reserved - a_.now.allocated;
+    const int64_t now_unused = unused();
     if (a_.peak.reserved > before ||
-        (a_.now.reserved == a_.peak.reserved && unused < res_.unused_at_peak)) {
+        (a_.now.reserved == a_.peak.reserved && now_unused < res_.unused_at_peak)) {
       res_.peak_reserved_event = a_.peak_reserved_event;
-      res_.unused_at_peak = unused;
+      res_.unused_at_peak = now_unused;
+      res_.outside_at_peak = a_.detached_allocated;
       res_.largest_free_at_peak = largest_free();
     }
   }
+
+  // Reserved bytes not allocated: of the segments the simulation holds, so
+  // blocks in no segment (their memory never counted as reserved) do not
+  // make it negative.
+  int64_t unused() const { return a_.now.reserved - (a_.now.allocated - a_.detached_allocated); }
 
   Result finish() {
     res_.segments_placed_unanchored = addresses_.placed_unanchored();

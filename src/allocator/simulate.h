@@ -85,7 +85,10 @@ struct Result {
   int32_t peak_reserved_event = -1, peak_allocated_event = -1;
   // While reserved memory stood at its peak: the fewest reserved bytes not
   // allocated, and the largest free block then.
-  int64_t unused_at_peak = 0, largest_free_at_peak = 0;
+  // Blocks live when the trace began in segments the snapshot does not
+  // record are allocated outside reserved memory: unused counts the
+  // recorded segments only, and `outside_at_peak` says what they held then.
+  int64_t unused_at_peak = 0, largest_free_at_peak = 0, outside_at_peak = 0;
   std::vector<SegmentEvent> events;
   std::vector<Oom> ooms;         // the last one ends the run unless it was recorded
   std::vector<int32_t> avoided;  // recorded OOMs whose request fit

@@ -205,12 +205,19 @@ Val Unpickler::run() {
         if (v > 5) fail("unsupported pickle protocol " + std::to_string(v));
         break;
       }
-      case FRAME:
+      case FRAME: {
+        // Its bytes are read as opcodes from here; where it ends is checked
+        // at STOP (a cut file fails on the way, as it always did).
         need(8);
+        const uint64_t n = load_le<uint64_t>(p_);
         p_ += 8;
+        frame_end_ = n > UINT64_MAX - offset() ? UINT64_MAX : offset() + n;
         break;
+      }
       case STOP: {
         if (stack_.empty()) fail("STOP with an empty stack");
+        // pickle.loads refuses a frame longer than the data as truncated.
+        if (frame_end_ > offset()) need(static_cast<size_t>(frame_end_ - offset()));
         if (progress_) progress_(src_.consumed(), src_.total());
         return stack_.back();
       }

@@ -357,6 +357,7 @@ class Unpickler {
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_nodes_;
   uint64_t shared_changes_ = 0;
+  uint64_t frame_end_ = 0;      // where the last FRAME says its bytes end
   uint64_t memo_rewrites_ = 0;  // stores into a memo slot already stored
   std::vector<double> floats_;
   std::vector<std::string> blobs_;  // bytes and big ints

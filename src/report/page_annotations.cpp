@@ -5,7 +5,7 @@
 #include <numeric>
 #include <type_traits>
 
-#include "model/annotation_index.h"
+#include "model/device_dicts.h"
 
 namespace memsight::report {
 namespace {

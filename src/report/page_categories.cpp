@@ -12,7 +12,7 @@ namespace memsight::report {
 std::string pack_categories(DeviceColumns& p, const Snapshot& snap, const Annotated& ann, size_t d,
                             const Timeline& tl) {
   const replay::Result rr = replay::run(snap, d, alloc::Settings::recorded(snap));
-  const BlockCategories bc = classify_blocks(snap, d, rr, read_tags(snap));
+  const BlockCategories bc = classify_blocks(snap, d, rr, read_tags(snap, static_cast<int64_t>(d)));
   // Replay blocks by the trace entry that allocated them, and those live
   // throughout (the snapshot's blocks the trace never touched) by address.
   const uint32_t first_row = d < snap.device_count() ? snap.device_rows(d).first : 0;

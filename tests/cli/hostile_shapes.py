@@ -65,3 +65,77 @@ def alike_but_times(devices: int) -> dict:
     """`devices` devices with one allocation each, alike but for its time
     (device d's at d microseconds)."""
     return {"segments": [], "device_traces": [[entry(0, time_us=d)] for d in range(devices)]}
+
+
+def released_ranges(n: int, size: int = 34 * MiB, big: int = 70 * MiB) -> dict:
+    """`n` pairs of segments of `size`, the first of each pair freed and
+    released by empty_cache(), then `n` requests of `big`: under other
+    settings the simulation places segments by the model of the driver, and
+    each new range looked through every small released range from the top."""
+    base, trace, t = 0x7F0000000000, [], 0
+
+    def add(action: str, addr: int, sz: int) -> None:
+        nonlocal t
+        trace.append(entry(t, action, sz, addr, t))
+        t += 1
+
+    slot = 128 * MiB
+    for i in range(2 * n):
+        addr = base - (i + 1) * slot
+        add("segment_alloc", addr, size)
+        add("alloc", addr, size)
+    for i in range(0, 2 * n, 2):
+        addr = base - (i + 1) * slot
+        add("free_requested", addr, size)
+        add("free_completed", addr, size)
+        add("segment_free", addr, size)
+    for i in range(n):
+        addr = base - (2 * n + i + 1) * slot
+        add("segment_alloc", addr, big)
+        add("alloc", addr, big)
+    return {"segments": [], "device_traces": [trace]}
+
+
+def shared_device_memory(devices: int, references: int) -> dict:
+    """`devices` devices of one allocation each and `references` references
+    to one `memsight_device_memory` record (of device 0): every device
+    scanned the whole list."""
+    one = {"device": 0, "total": 80 << 30, "limit": -1}
+    return {"segments": [], "device_traces": [[entry(0)] for _ in range(devices)],
+            "memsight_device_memory": [one] * references}
+
+
+def shared_storage_tag(devices: int, references: int) -> dict:
+    """`devices` devices of one allocation each and `references` references
+    to one tagged storage (memsight_tags, a parameter of device 0): every
+    device read and scanned the whole list."""
+    one = {"device": 0, "addr": 0, "size": 512, "category": "parameter", "name": "w",
+           "module": "m"}
+    return {"segments": [], "device_traces": [[entry(0)] for _ in range(devices)],
+            "memsight_tags": {"storages": [one] * references}}
+
+
+def stacks_and_devices(devices: int, stacks: int) -> dict:
+    """Device 0 allocates from `stacks` distinct stacks (a frame of its own
+    each: as many file and function names); `devices` - 1 more devices
+    allocate once each, from one stack. The phase finder of every device
+    kept a slot for every stack and string of the snapshot."""
+    def frames(i: int) -> list:
+        return [{"filename": f"f{i}.py", "name": f"n{i}", "line": 1}]
+    first = [dict(entry(i), frames=frames(i)) for i in range(stacks)]
+    one = frames(0)
+    rest = [[dict(entry(0), frames=one)] for _ in range(devices - 1)]
+    return {"segments": [], "device_traces": [first, *rest]}
+
+
+def shared_segment(devices: int, references: int) -> dict:
+    """`devices` devices of one allocation each and `references` references
+    to one segment dict of device 0 (each a segment of the model): every
+    device's replay scanned every segment of the snapshot."""
+    one = {"device": 0, "address": 1 << 40, "total_size": 2 * MiB, "allocated_size": 0,
+           "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "small",
+           "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+           "blocks": [{"address": 1 << 40, "size": 2 * MiB, "requested_size": 0,
+                       "state": "inactive", "frames": []}]}
+    return {"segments": [one] * references,
+            "device_traces": [[entry(0)] for _ in range(devices)]}

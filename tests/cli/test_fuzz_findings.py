@@ -4,6 +4,8 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import pytest
+
 MiB = 1 << 20
 FUZZ = Path(__file__).parents[1] / "fuzz" / "corpus" / "snapshot"
 
@@ -88,3 +90,18 @@ def test_a_trace_that_changes_a_blocks_frames_is_read_in_full(run):
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode() == (
         "stream_0;active_allocated;a.py:1:shared_site;a.py:1:shared_site 512\n")
+
+
+def test_a_frame_longer_than_the_data_is_truncated(run, tmp_path):
+    # fuzz_pickle_python: a FRAME declaring 2^32 bytes more than follow was
+    # read (the reader skipped frame lengths); pickle.loads refuses it as
+    # truncated, and so does memsight now.
+    data = bytearray(pickle.dumps({"segments": [], "device_traces": [[]]}, protocol=4))
+    assert data[2] == 0x95  # FRAME, its length in the next 8 bytes
+    data[3:11] = (int.from_bytes(data[3:11], "little") + (1 << 32)).to_bytes(8, "little")
+    f = tmp_path / "long-frame.pickle"
+    f.write_bytes(bytes(data))
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(bytes(data))
+    r = run("stats", f)
+    assert r.returncode == 2 and b"truncated pickle" in r.stderr, r.stderr

@@ -524,3 +524,29 @@ def test_a_device_the_snapshot_lacks_is_named_with_what_it_lists(run, tmp_path):
     assert b"it lists no device at all" in r.stderr
     r = run("diff", "--device", "3", DATA / "oom.pickle", DATA / "oom.pickle")
     assert b"the snapshot has no device 3: it lists only device 0" in r.stderr
+
+
+def test_unused_at_peak_is_never_negative(run, tmp_path):
+    """Issue 34, item 9: a block live when the trace began, in a segment the
+    snapshot does not record, is allocated outside the reserved memory the
+    simulation knows; unused at the peak read "-10.0MiB -500.0%". It counts
+    the recorded segments only, and says what lay outside them."""
+    def e(i, action, addr, size):
+        return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": i,
+                "frames": []}
+    trace = [e(0, "segment_alloc", 0x20000000, 2 * MiB), e(1, "alloc", 0x20000000, MiB),
+             e(2, "free_requested", 0x10000000, 11 * MiB),
+             e(3, "free_completed", 0x10000000, 11 * MiB)]
+    f = tmp_path / "outside.pickle"
+    f.write_bytes(pickle.dumps({"segments": [], "device_traces": [trace]}, protocol=4))
+    (dev,) = whatif(run, f)["devices"]
+    for r in dev["results"]:
+        assert r["unused_at_peak"] == MiB, r
+        assert r["allocated_outside_segments_at_peak"] == 11 * MiB, r
+    table = run("whatif", f).stdout.decode()
+    one = run("whatif", f, "--set", "expandable_segments:True").stdout.decode()
+    for text in (table, one):
+        assert "-10.0MiB" not in text and "-500.0%" not in text, text
+        words = " ".join(text.split())
+        assert "11.0MiB was allocated then in blocks live when the trace began" in words, text
+    assert "1.0MiB 50.0%" in table

@@ -8,7 +8,7 @@
 
 #include "memsight/html.h"
 #include "memsight/reader.h"
-#include "model/annotation_index.h"
+#include "model/device_dicts.h"
 #include "report/page_annotations.h"
 #include "report/page_pack.h"
 #include "test_data.h"

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -58,6 +61,56 @@ TEST(SegmentAddresses, ReusesReleasedRangesFromTheTop) {
   EXPECT_EQ((a.place(92 * kMiB) - kTop) / kMiB, -1024);
   // The freed 26 MiB made its range's free end 28 MiB again.
   EXPECT_EQ((a.place(26 * kMiB) - kTop) / kMiB, -764);
+}
+
+// The released ranges against a plain map scanned from the top (what
+// place() did before the index): the same ranges and the same answers
+// through a random history of releases, takes and lookups.
+TEST(ReleasedRanges, AgreesWithAScanFromTheTop) {
+  ReleasedRanges r;
+  std::map<int64_t, int64_t> plain;
+  uint64_t x = 88172645463325252ull;
+  auto next = [&](int64_t n) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return static_cast<int64_t>(x % static_cast<uint64_t>(n));
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const int64_t start = next(4000), end = start + 1 + next(40);
+    if (next(3) != 0) {  // release [start, end) where nothing is released
+      auto it = plain.lower_bound(start);
+      bool free = (it == plain.end() || it->first >= end) &&
+                  (it == plain.begin() || std::prev(it)->second <= start);
+      if (!free) continue;
+      r.release(start, end);
+      plain[start] = end;
+      if (auto n = plain.find(end); n != plain.end()) {
+        plain[start] = n->second;
+        plain.erase(n);
+      }
+      if (auto p = plain.find(start); p != plain.begin() && std::prev(p)->second == start) {
+        std::prev(p)->second = p->second;
+        plain.erase(p);
+      }
+    } else {
+      r.take(start, end);
+      std::map<int64_t, int64_t> kept;
+      for (auto [s, e] : plain) {
+        if (e <= start || s >= end) kept[s] = e;
+        if (s < start && e > start) kept[s] = start;
+        if (s < end && e > end) kept[end] = e;
+      }
+      plain.swap(kept);
+    }
+    ASSERT_EQ(r.ranges(), plain) << "step " << step;
+    const int64_t length = 1 + next(60);
+    std::optional<std::pair<int64_t, int64_t>> want;
+    for (auto it = plain.rbegin(); it != plain.rend(); ++it)
+      if (it->second - it->first >= length) {
+        want = *it;
+        break;
+      }
+    ASSERT_EQ(r.highest_holding(length), want) << "step " << step;
+  }
 }
 
 }  // namespace

@@ -180,7 +180,8 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
   }
   // The counters and free space of each moment: the replay that keeps them.
   rr = replay::run(snap, device, cfg, events);
-  const BlockCategories bc = classify_blocks(snap, device, rr, read_tags(snap));
+  const BlockCategories bc =
+      classify_blocks(snap, device, rr, read_tags(snap, static_cast<int64_t>(device)));
   FrameClassifier fc(snap, user_code);
   // Names are cut as in every report (a 100 MiB name would otherwise be
   // held, and written, once per folded stack).

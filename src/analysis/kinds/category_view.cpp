@@ -419,7 +419,8 @@ CategoryView categories_at(const Snapshot& snap, size_t device, std::string_view
   const size_t ndev = devices_named(snap);
   if (device >= ndev) throw Error(no_such_device(static_cast<int64_t>(device), ndev));
   replay::Result rr = replay::run(snap, device, alloc::Settings::recorded(snap));
-  BlockCategories bc = classify_blocks(snap, device, rr, read_tags(snap));
+  BlockCategories bc =
+      classify_blocks(snap, device, rr, read_tags(snap, static_cast<int64_t>(device)));
   return view_at(bc, rr, moment_event(snap, device, rr, at));
 }
 

@@ -34,8 +34,11 @@ struct StorageTag {
   Category category = Category::Unknown;
   std::string name, module;
 };
-// Every device's tags; entries that are not well formed are skipped.
+// Every device's tags, ordered by device; entries that are not well formed
+// are skipped. With a device: that device's alone (a reader per device
+// takes its own, not the whole list each).
 std::vector<StorageTag> read_tags(const Snapshot& snap);
+std::vector<StorageTag> read_tags(const Snapshot& snap, int64_t device);
 
 struct BlockClass {
   Category category = Category::Unknown;

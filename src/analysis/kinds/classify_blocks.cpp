@@ -130,7 +130,7 @@ void settle(const Unsettled& u, std::vector<int64_t> param_sizes,
 
 // A block live before the trace whose stack was recorded, kept since.
 Category recorded_category(const Snapshot& snap, StackId s, std::optional<StackPhases>& stacks) {
-  if (!stacks) stacks.emplace(snap);
+  if (!stacks) stacks.emplace(snap, snap.blocks.size());
   const StackPhases::Found f = stacks->of(s);
   if (f.hint == KindHint::Communication) return Category::Communication;
   if (f.hint == KindHint::Parameter || f.phase == Phase::Init) return Category::Parameter;

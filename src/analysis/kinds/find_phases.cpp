@@ -15,7 +15,7 @@
 #include "analysis/kinds/classify.h"
 #include "analysis/kinds/phase_timeline.h"
 #include "analysis/kinds/stack_phases.h"
-#include "model/annotation_index.h"
+#include "model/device_dicts.h"
 
 namespace memsight {
 namespace {
@@ -60,13 +60,18 @@ std::string_view str_of(const PyValue* v) {
   return v && v->kind == PyValue::Kind::Str ? std::string_view(v->s) : std::string_view();
 }
 
+std::pair<uint32_t, uint32_t> rows_of(const Snapshot& snap, size_t device) {
+  return device < snap.device_count() ? snap.device_rows(device) : std::pair<uint32_t, uint32_t>{};
+}
+
 // Where each allocation's phase and module come from (see the top).
 class PhaseFinder {
  public:
   PhaseFinder(const Snapshot& snap, size_t device, std::vector<std::string>& modules)
-      : snap_(snap), modules_(modules), stacks_(snap) {
-    auto [begin, end] =
-        device < snap.device_count() ? snap.device_rows(device) : std::pair<uint32_t, uint32_t>{};
+      : snap_(snap),
+        modules_(modules),
+        stacks_(snap, rows_of(snap, device).second - rows_of(snap, device).first) {
+    auto [begin, end] = rows_of(snap, device);
     for (uint32_t r = begin; r < end && !frames_recorded_; ++r)
       frames_recorded_ = snap.trace.action[r] == Action::Alloc && snap.trace.stack[r] != 0;
     read_annotations(static_cast<int64_t>(device));

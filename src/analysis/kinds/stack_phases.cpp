@@ -81,16 +81,17 @@ Phase frame_phase(uint8_t name, uint8_t file) {
 
 }  // namespace
 
-StackPhases::StackPhases(const Snapshot& snap)
+StackPhases::StackPhases(const Snapshot& snap, size_t work)
     : snap_(snap),
-      stacks_(snap.frames.stack_count(), kNotYet),
-      file_bits_(snap.strings.size(), 0),
-      name_bits_(snap.strings.size(), 0) {}
+      stacks_(snap.frames.stack_count(), work, kNotYet),
+      file_bits_(snap.strings.size(), work, 0),
+      name_bits_(snap.strings.size(), work, 0) {}
 
-uint8_t StackPhases::bits(std::vector<uint8_t>& cache, StrId s, uint8_t (*of)(std::string_view)) {
-  if (s >= cache.size()) return of(snap_.str(s));
-  if (!(cache[s] & 0x80)) cache[s] = static_cast<uint8_t>(0x80 | of(snap_.str(s)));
-  return cache[s] & 0x7f;
+uint8_t StackPhases::bits(IdCache<uint8_t>& cache, StrId s, uint8_t (*of)(std::string_view)) {
+  if (s >= snap_.strings.size()) return of(snap_.str(s));
+  uint8_t& c = cache[s];
+  if (!(c & 0x80)) c = static_cast<uint8_t>(0x80 | of(snap_.str(s)));
+  return c & 0x7f;
 }
 
 // Innermost frame first.

@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "analysis/kinds/classify.h"
+#include "util/id_cache.h"
 
 namespace memsight {
 
 class StackPhases {
  public:
-  explicit StackPhases(const Snapshot& snap);
+  // `work`: the device's trace entries (util/id_cache.h).
+  StackPhases(const Snapshot& snap, size_t work);
 
   // The phase of stack s (not 0; Unknown for an empty stack), whether it
   // accumulates a gradient (AccumulateGrad, with C++ stacks) and the kind
@@ -32,12 +34,12 @@ class StackPhases {
  private:
   static constexpr uint8_t kNotYet = 0xff;
   uint8_t find(StackId s);  // phase | hint << 4 | 0x80 for AccumulateGrad
-  uint8_t bits(std::vector<uint8_t>& cache, StrId s, uint8_t (*of)(std::string_view));
+  uint8_t bits(IdCache<uint8_t>& cache, StrId s, uint8_t (*of)(std::string_view));
 
   const Snapshot& snap_;
-  std::vector<uint8_t> stacks_;  // per stack: find()'s answer; kNotYet: not yet
+  IdCache<uint8_t> stacks_;  // per stack: find()'s answer; kNotYet: not yet
   // Per string, its bits of the frame rules (bit 7: found), made on first use.
-  std::vector<uint8_t> file_bits_, name_bits_;
+  IdCache<uint8_t> file_bits_, name_bits_;
 };
 
 }  // namespace memsight

@@ -6,6 +6,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "model/device_dicts.h"
+
 namespace memsight {
 namespace {
 
@@ -36,6 +38,25 @@ Category parse_category(std::string_view s) {
   return Category::Unknown;
 }
 
+// One entry of memsight_tags' storages; false when not well formed.
+bool read_tag(const PyValue& e, StorageTag& tag) {
+  if (e.kind != PyValue::Kind::Dict) return false;
+  const PyValue *dev = e.get("device"), *addr = e.get("addr"), *size = e.get("size");
+  if (!dev || !addr || !size || dev->kind != PyValue::Kind::Int ||
+      addr->kind != PyValue::Kind::Int || size->kind != PyValue::Kind::Int)
+    return false;
+  tag.device = dev->i;
+  tag.address = addr->i;
+  tag.size = size->i;
+  tag.category = parse_category(str_of(e.get("category")));
+  if (tag.category == Category::Unknown) return false;
+  tag.name = str_of(e.get("name"));
+  tag.module = str_of(e.get("module"));
+  return true;
+}
+
+bool by_device(const StorageTag& a, const StorageTag& b) { return a.device < b.device; }
+
 }  // namespace
 
 std::vector<StorageTag> read_tags(const Snapshot& snap) {
@@ -43,30 +64,25 @@ std::vector<StorageTag> read_tags(const Snapshot& snap) {
   const PyValue* t = snap.top("memsight_tags");
   const PyValue* st = t ? t->get("storages") : nullptr;
   if (!st || st->kind != PyValue::Kind::List) return out;
-  for (const PyValue& e : st->items) {
-    if (e.kind != PyValue::Kind::Dict) continue;
-    StorageTag tag;
-    const PyValue *dev = e.get("device"), *addr = e.get("addr"), *size = e.get("size");
-    if (!dev || !addr || !size || dev->kind != PyValue::Kind::Int ||
-        addr->kind != PyValue::Kind::Int || size->kind != PyValue::Kind::Int)
-      continue;
-    tag.device = dev->i;
-    tag.address = addr->i;
-    tag.size = size->i;
-    tag.category = parse_category(str_of(e.get("category")));
-    if (tag.category == Category::Unknown) continue;
-    tag.name = str_of(e.get("name"));
-    tag.module = str_of(e.get("module"));
-    out.push_back(std::move(tag));
-  }
+  for (const PyValue& e : st->items)
+    if (StorageTag tag; read_tag(e, tag)) out.push_back(std::move(tag));
+  std::stable_sort(out.begin(), out.end(), by_device);
+  return out;
+}
+
+std::vector<StorageTag> read_tags(const Snapshot& snap, int64_t device) {
+  std::vector<StorageTag> out;
+  for (const PyValue* e : snap.storage_tags().of(device))
+    if (StorageTag tag; read_tag(*e, tag)) out.push_back(std::move(tag));
   return out;
 }
 
 void apply_tags(const std::vector<StorageTag>& tags, int64_t device, const replay::Result& rr,
                 BlockCategories& bc) {
-  if (std::none_of(tags.begin(), tags.end(),
-                   [&](const StorageTag& t) { return t.device == device; }))
-    return;
+  StorageTag key;
+  key.device = device;
+  const auto [first, last] = std::equal_range(tags.begin(), tags.end(), key, by_device);
+  if (first == last) return;
   std::unordered_map<std::string, uint32_t> module_ids;
   for (uint32_t m = 0; m < bc.modules.size(); ++m) module_ids.emplace(bc.modules[m], m + 1);
   std::vector<std::pair<int64_t, uint32_t>> live;  // (address, block)
@@ -75,8 +91,8 @@ void apply_tags(const std::vector<StorageTag>& tags, int64_t device, const repla
       live.emplace_back(rr.blocks[i].address, i);
   std::sort(live.begin(), live.end());
   std::vector<int> best(rr.blocks.size(), 99);
-  for (const StorageTag& tag : tags) {
-    if (tag.device != device) continue;
+  for (auto t = first; t != last; ++t) {
+    const StorageTag& tag = *t;
     ++bc.sources.tags;
     auto it = std::upper_bound(live.begin(), live.end(), std::make_pair(tag.address, UINT32_MAX));
     if (it == live.begin()) continue;

@@ -19,6 +19,7 @@
 
 #include "analysis/moments/process_marks.h"
 #include "memsight/leaks.h"
+#include "model/device_dicts.h"
 
 namespace memsight {
 namespace {

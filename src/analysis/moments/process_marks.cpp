@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "model/annotation_index.h"
+#include "model/device_dicts.h"
 
 namespace memsight {
 namespace {

@@ -14,6 +14,7 @@
 #include "analysis/summary/summary_json.h"
 #include "analysis/summary/summary_times.h"
 #include "analysis/whatif/whatif.h"
+#include "model/device_dicts.h"
 #include "util/parallel.h"
 #include "util/text_format.h"
 
@@ -92,15 +93,12 @@ void judge_exactness(const replay::Result& rr, DeviceSummary& ds) {
 }
 
 // The devices' memory as memsight's OOM observer records it beside the
-// snapshot (top-level "memsight_device_memory": [{device, total, limit}]).
+// snapshot (top-level "memsight_device_memory": [{device, total, limit}]),
+// the device's own entries (the last wins).
 void device_memory(const Snapshot& snap, int device, int64_t& total, int64_t& limit) {
-  const PyValue* v = snap.top("memsight_device_memory");
-  if (!v || v->kind != PyValue::Kind::List) return;
-  for (const PyValue& d : v->items) {
-    const PyValue* dev = d.get("device");
-    if (!dev || dev->kind != PyValue::Kind::Int || dev->i != device) continue;
-    if (const PyValue* t = d.get("total"); t && t->kind == PyValue::Kind::Int) total = t->i;
-    if (const PyValue* l = d.get("limit"); l && l->kind == PyValue::Kind::Int) limit = l->i;
+  for (const PyValue* d : snap.device_memory().of(device)) {
+    if (const PyValue* t = d->get("total"); t && t->kind == PyValue::Kind::Int) total = t->i;
+    if (const PyValue* l = d->get("limit"); l && l->kind == PyValue::Kind::Int) limit = l->i;
   }
 }
 

@@ -213,6 +213,17 @@ std::string avoided_at_end(const DeviceReport& d, const Outcome& o) {
   return s;
 }
 
+// Blocks live when the trace began whose segments the snapshot does not
+// record: allocated, yet in no reserved memory the simulation knows of, so
+// unused memory is counted without them (it read negative: "-10.0MiB").
+std::string outside_text(int64_t outside) {
+  if (outside <= 0) return "";
+  return ". Besides, " + sz(outside) +
+         " was allocated then in blocks live when the trace began, in segments the snapshot "
+         "does not record (made before recording began or dropped when the buffer wrapped): "
+         "counted as allocated, not as reserved.";
+}
+
 std::string outcome_text(const DeviceReport& d, const Outcome& o) {
   const simulate::Result& r = o.result;
   std::string out = "  with " + outcome_label(o.alt.label) + ":\n";
@@ -221,9 +232,10 @@ std::string outcome_text(const DeviceReport& d, const Outcome& o) {
                   " (recorded settings " + sz(baseline(d)) + ", " +
                   change(r.peak.reserved, baseline(d)) + ")" + recorded_part(d));
   out += "    peak allocated  " + sz(r.peak.allocated) + '\n';
-  out += "    at the peak     " + sz(r.unused_at_peak) + " reserved but not allocated (" +
-         percent(r.unused_at_peak, r.peak.reserved) + "), largest free block " +
-         sz(r.largest_free_at_peak) + '\n';
+  out += hang("    at the peak     ", sz(r.unused_at_peak) + " reserved but not allocated (" +
+                                          percent(r.unused_at_peak, r.peak.reserved) +
+                                          "), largest free block " + sz(r.largest_free_at_peak) +
+                                          outside_text(r.outside_at_peak));
   out += "    segments        " + count_text(r.segments_created) +
          " created or grown (segment_alloc and segment_map events)\n";
   if (o.alt.device.limit != d.memory.limit && o.alt.device.limit >= 0)
@@ -296,6 +308,13 @@ std::string table_text(const DeviceReport& d) {
     out += line;
   }
   for (const std::string& n : notes) out += hang("  * ", n);
+  auto outside = std::max_element(d.outcomes.begin(), d.outcomes.end(),
+                                  [](const Outcome& x, const Outcome& y) {
+                                    return x.result.outside_at_peak < y.result.outside_at_peak;
+                                  });
+  if (outside != d.outcomes.end() && outside->result.outside_at_peak > 0)
+    out += hang("  unused at peak: ", "of the segments the snapshot records" +
+                                          outside_text(outside->result.outside_at_peak));
   if (std::any_of(d.outcomes.begin(), d.outcomes.end(),
                   [](const Outcome& o) { return o.result.segments_placed_unanchored > 0; }))
     out += hang("  addresses: ", "settings without expandable segments: " + layout_caveat(-1));

@@ -43,6 +43,7 @@ void json_outcome(JsonWriter& w, const DeviceReport& d, const Outcome& o) {
       .field("peak_reserved_event", r.peak_reserved_event)
       .field("peak_allocated", r.peak.allocated)
       .field("unused_at_peak", r.unused_at_peak)
+      .field("allocated_outside_segments_at_peak", r.outside_at_peak)
       .field("largest_free_at_peak", r.largest_free_at_peak)
       .field("segments_created", r.segments_created)
       .field("segments_placed_unanchored", r.segments_placed_unanchored)

@@ -1,13 +1,20 @@
-#include "model/annotation_index.h"
+#include "model/device_dicts.h"
 
 #include <algorithm>
 #include <mutex>
-#include <numeric>
 
 namespace memsight {
+namespace {
 
-AnnotationIndex::AnnotationIndex(const Snapshot& snap) {
-  const PyValue* list = snap.top("external_annotations");
+const DeviceDicts& built_once(BuiltOnce<DeviceDicts>& once, const PyValue* list) {
+  std::lock_guard<std::mutex> lock(once.mutex);
+  if (!once.index) once.index = std::make_shared<const DeviceDicts>(list);
+  return *once.index;
+}
+
+}  // namespace
+
+DeviceDicts::DeviceDicts(const PyValue* list) {
   if (!list || list->kind != PyValue::Kind::List) return;
   std::vector<std::pair<int64_t, const PyValue*>> named;
   for (const PyValue& a : list->items) {
@@ -24,15 +31,22 @@ AnnotationIndex::AnnotationIndex(const Snapshot& snap) {
   }
 }
 
-std::span<const PyValue* const> AnnotationIndex::of(int64_t device) const {
+std::span<const PyValue* const> DeviceDicts::of(int64_t device) const {
   auto [lo, hi] = std::equal_range(device_.begin(), device_.end(), device);
   return {item_.data() + (lo - device_.begin()), static_cast<size_t>(hi - lo)};
 }
 
-const AnnotationIndex& Snapshot::annotations() const {
-  std::lock_guard<std::mutex> lock(annotations_.mutex);
-  if (!annotations_.index) annotations_.index = std::make_shared<const AnnotationIndex>(*this);
-  return *annotations_.index;
+const DeviceDicts& Snapshot::annotations() const {
+  return built_once(annotations_, top("external_annotations"));
+}
+
+const DeviceDicts& Snapshot::device_memory() const {
+  return built_once(device_memory_, top("memsight_device_memory"));
+}
+
+const DeviceDicts& Snapshot::storage_tags() const {
+  const PyValue* tags = top("memsight_tags");
+  return built_once(storage_tags_, tags ? tags->get("storages") : nullptr);
 }
 
 }  // namespace memsight
