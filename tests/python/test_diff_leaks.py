@@ -128,5 +128,5 @@ def test_oom_diagnosis_mentions_a_leak(fake_torch_with, tmp_path, leaky):
     alloc.oom()
     text = (tmp_path / "oom_oom_diagnosis.txt").read_text()
     assert ("Memory grew from step to step before the OOM" in text) == leaky
-    assert ("The line to fix: train.py:45:train_step" in text) == leaky
+    assert ("Allocated at: train.py:45:train_step" in text) == leaky
     runner.close()
