@@ -96,3 +96,31 @@ def test_an_oom_inside_training_writes_every_file_and_reaches_the_caller(tmp_pat
         assert "By kind: " in f.read()
     cb.close()
     assert not torch._C._cuda_isHistoryEnabled()
+
+
+def test_an_oom_on_every_rank_of_a_torchrun_trainer_job_writes_every_rank_s_files(tmp_path):
+    """Two ranks under torchrun (the Trainer runs DDP): each rank's OOM files,
+    and each rank's own OutOfMemoryError reaches its caller."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    pytest.importorskip("transformers")
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    import memsight
+
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0")
+    env["PYTHONPATH"] = str(Path(memsight.__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    job = Path(__file__).with_name("hf_ranks_job.py")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           str(job), str(tmp_path)], env=env, capture_output=True, text=True, timeout=420)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    results = [json.loads((tmp_path / f"result{r}.json").read_text()) for r in (0, 1)]
+    assert all(r["oom_raised"] and r["world_size"] == 2 and r["history_off"] for r in results), results
+    for r in (0, 1):
+        snap = check_oom_outputs(str(tmp_path / "ms" / f"rank{r}_oom"))
+        assert snap["memsight_tags"]["storages"], f"rank {r}: no kinds tagged"
