@@ -14,7 +14,7 @@ echo "== lint (viewer)"
 scripts/lint_viewer.sh
 echo "== lint (sizes)"
 /usr/bin/python3 scripts/lint_size.py
-FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${FUZZ_SECONDS:-40}
 # The wheel's build (below) compiles the engine again: through ccache, most
 # of it comes from the release build's objects.
 if command -v ccache >/dev/null; then

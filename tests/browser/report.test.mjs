@@ -394,11 +394,12 @@ describe('what kind of memory', () => {
     const band = await peakBand(page);
     const painted = await page.evaluate(({ id }) => {
       const v = window.memsight.app.views.get(`timeline:${window.memsight.app.device}`);
-      const kinds = ['#2e7d32', '#1f4fb4', '#d9a21b', '#8d6e63', '#d64541', '#9c84d8', '#5aaedc', '#6f7f8f', '#b9aa98'];
+      const kinds = ['#2e7d32', '#1f4fb4', '#d9a21b', '#8d6e63', '#d64541', '#9c84d8', '#5aaedc', '#6f7f8f', '#b9aa98',
+        '#2a9d8f'];
       const want = kinds[v.cats.category(id)];
       return { want, colors: v.model.colors.length, index: v.model.colorOf[id], k: v.cats.category(id) };
     }, band);
-    assert.equal(painted.colors, 9);
+    assert.equal(painted.colors, 10);  // the kinds, communication included
     assert.equal(painted.index, painted.k);
     await page.mouse.move(band.x, band.y);
     assert.match(await page.textContent('.tooltip'), /\n(parameter|gradient|optimizer state|activation|temporary|autograd-internal) \((tagged|inferred)\)( · [^\n]+)?\n/);
