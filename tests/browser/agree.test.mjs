@@ -5,23 +5,17 @@
 // the same snapshot. Nothing is normalised but the text's own line wrapping.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { assertClean, launch, openReport } from './harness.mjs';
-import { FIXTURES, ROOT, memsightBinary, outDir, report } from './reports.mjs';
+import { describe, test } from 'node:test';
+import { assertClean, openReport } from './harness.mjs';
+import { FIXTURES, ROOT, memsightBinary, report, useBrowser } from './reports.mjs';
 
 let browser;
 let dir;
 
-before(async () => {
-  dir = outDir();
-  browser = await launch();
-});
-
-after(async () => {
-  await browser.close();
-  rmSync(dir, { recursive: true, force: true });
+useBrowser((b, d) => {
+  browser = b;
+  dir = d;
 });
 
 const cli = (...args) => execFileSync(memsightBinary(), args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });

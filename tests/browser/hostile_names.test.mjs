@@ -6,11 +6,11 @@
 // item 4: links are built only from names the page made, escaped).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import { launch, openReport } from './harness.mjs';
-import { FIXTURES, memsightBinary, outDir } from './reports.mjs';
+import { test } from 'node:test';
+import { openReport } from './harness.mjs';
+import { FIXTURES, memsightBinary, useBrowser } from './reports.mjs';
 
 // File names hold anything but "/": each would run alert() if a page put it
 // into a link, an attribute or markup unescaped.
@@ -29,14 +29,9 @@ function memsight(...args) {
   execFileSync(memsightBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
-before(async () => {
-  dir = outDir();
-  browser = await launch();
-});
-
-after(async () => {
-  await browser.close();
-  rmSync(dir, { recursive: true, force: true });
+useBrowser((b, d) => {
+  browser = b;
+  dir = d;
 });
 
 // Opens `file` and watches it: dialogs (dismissed), and every frame

@@ -5,24 +5,18 @@
 // and with a snapshot open.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import { assertClean, launch, openReport } from './harness.mjs';
-import { FIXTURES, memsightBinary, outDir, report } from './reports.mjs';
+import { test } from 'node:test';
+import { assertClean, openReport } from './harness.mjs';
+import { FIXTURES, memsightBinary, report, useBrowser } from './reports.mjs';
 
 const WIDTHS = [1440, 1280];
 let browser;
 let dir;
 
-before(async () => {
-  dir = outDir();
-  browser = await launch();
-});
-
-after(async () => {
-  await browser.close();
-  rmSync(dir, { recursive: true, force: true });
+useBrowser((b, d) => {
+  browser = b;
+  dir = d;
 });
 
 const memsight = (...args) => execFileSync(memsightBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });

@@ -4,24 +4,19 @@
 // `memsight summary --json` computes, to the byte and the trace entry.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readdirSync, rmSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { formatCount, formatSize } from '../../viewer/src/format.js';
-import { launch, openReport } from './harness.mjs';
-import { FIXTURES, memsightBinary, outDir, report } from './reports.mjs';
+import { openReport } from './harness.mjs';
+import { FIXTURES, memsightBinary, report, useBrowser } from './reports.mjs';
 
 let browser;
 let dir;
 
-before(async () => {
-  dir = outDir();
-  browser = await launch();
-});
-
-after(async () => {
-  await browser.close();
-  rmSync(dir, { recursive: true, force: true });
+useBrowser((b, d) => {
+  browser = b;
+  dir = d;
 });
 
 // Every snapshot under tests/data, plain or compressed.

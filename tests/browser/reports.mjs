@@ -1,10 +1,12 @@
 // Finds the memsight binary and writes reports for the test fixtures.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { PageData, decodePayload, parseBlob } from '../../viewer/src/data.js';
+import { launch } from './harness.mjs';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const FIXTURES = join(ROOT, 'tests/data');
@@ -32,6 +34,24 @@ export function fixtures() {
 }
 
 export const outDir = () => mkdtempSync(join(tmpdir(), 'memsight-reports-'));
+
+// A browser and a scratch folder for the tests of one file: made before
+// them and handed to `use(browser, dir)`, closed and removed after them.
+export function useBrowser(use) {
+  /** @type {Awaited<ReturnType<typeof launch>> | undefined} */
+  let browser;
+  /** @type {string | undefined} */
+  let dir;
+  before(async () => {
+    dir = outDir();
+    browser = await launch();
+    use(browser, dir);
+  });
+  after(async () => {
+    if (browser) await browser.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+}
 
 // memsight COMMAND SNAPSHOT -o OUT [...args]; returns OUT.
 export function report(snapshot, dir, command = 'view', args = []) {

@@ -7,23 +7,18 @@
 // here (bench/README.md has the measured numbers).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { rmSync, statSync, writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import { launch, openReport } from './harness.mjs';
-import { ROOT, memsightBinary, outDir } from './reports.mjs';
+import { test } from 'node:test';
+import { openReport } from './harness.mjs';
+import { ROOT, memsightBinary, useBrowser } from './reports.mjs';
 
 let browser;
 let dir;
 
-before(async () => {
-  dir = outDir();
-  browser = await launch();
-});
-
-after(async () => {
-  await browser.close();
-  rmSync(dir, { recursive: true, force: true });
+useBrowser((b, d) => {
+  browser = b;
+  dir = d;
 });
 
 // Chrome trace JSON written piece by piece (a 200,000-step trace is ~70 MB).
