@@ -14,15 +14,9 @@ if [ -f "$DEST/.complete" ]; then
 fi
 mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# A private source list and package index: the system's apt configuration
-# is left as it is (it has no deb-src lines).
-mkdir -p "$work/lists/partial"
-echo "deb-src http://deb.debian.org/debian bookworm main" >"$work/sources.list"
-APT=(apt-get -qq -o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
-     -o "Dir::State::Lists=$work/lists" -o APT::Sandbox::User=root)
-"${APT[@]}" update
+# A private source list (the system's has no deb-src lines).
+. scripts/private_apt.sh
+private_apt deb-src bookworm
 (cd "$work" && "${APT[@]}" source --download-only "${PKGS[@]}" >/dev/null)
 for dsc in "$work"/*.dsc; do
   name=$(basename "$dsc" .dsc)

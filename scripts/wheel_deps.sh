@@ -22,16 +22,8 @@ fi
 if [ -f "$DEST/.complete" ]; then
   exit 0
 fi
-uri=$(grep -hoE '^URIs: *[^ ]+' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 | awk '{print $2}' || true)
-[ -n "$uri" ] || uri=$(grep -hoE '^deb +[^ ]+' /etc/apt/sources.list 2>/dev/null | head -1 | awk '{print $2}' || true)
-[ -n "$uri" ] || { echo "wheel_deps: no Debian mirror found in /etc/apt" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/lists/partial"
-echo "deb $uri trixie main" >"$work/sources.list"
-APT=(apt-get -qq -o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
-     -o "Dir::State::Lists=$work/lists" -o APT::Sandbox::User=root)
-"${APT[@]}" update
+. scripts/private_apt.sh
+private_apt deb trixie
 (cd "$work" && "${APT[@]}" download python3-scikit-build-core python3-packaging \
    python3-pyproject-metadata python3-pathspec >/dev/null)
 rm -rf "$DEST"
