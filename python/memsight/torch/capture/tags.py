@@ -31,6 +31,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .holders import holders_top_level
@@ -46,21 +47,26 @@ def _module_of(name: str) -> str:
     return name.rsplit(".", 1)[0] if "." in name else ""
 
 
-def _storage(t: Any) -> tuple[str, int, int, int]:
-    """(device type, device index, address, bytes) of a tensor's storage."""
+def _storage(t: Any, address_of: Callable[[Any], int] | None = None) -> tuple[str, int, int, int]:
+    """(device type, device index, address, bytes) of a tensor's storage;
+    ``address_of``: the storage's address where it has no real one (fake
+    tensors)."""
     local = getattr(t, "_local_tensor", None)  # a DTensor's shard on this rank
     if local is not None:
         t = local
     dev = t.device
     st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
     size = st.nbytes() if hasattr(st, "nbytes") else st.size() * st.element_size()
-    return dev.type, (dev.index or 0), int(st.data_ptr()), int(size)
+    addr = address_of(st) if address_of is not None else st.data_ptr()
+    return dev.type, (dev.index or 0), int(addr), int(size)
 
 
-def storage_tags(model: Any = None, optimizer: Any = None, device_type: str | None = "cuda") -> list[dict[str, Any]]:
+def storage_tags(model: Any = None, optimizer: Any = None, device_type: str | None = "cuda",
+                 storage_of: Callable[[Any], int] | None = None) -> list[dict[str, Any]]:
     """The tags of every storage of ``model`` (parameters, their gradients,
     buffers) and ``optimizer`` (its state), on ``device_type`` devices
-    (None: all). One per storage; see the module docs."""
+    (None: all). One per storage; see the module docs. ``storage_of``: a
+    storage's address where tensors have none (the estimate's fake ones)."""
     out: dict[tuple[str, int, int], dict[str, Any]] = {}
     skipped = 0
 
@@ -69,7 +75,7 @@ def storage_tags(model: Any = None, optimizer: Any = None, device_type: str | No
         if t is None or not hasattr(t, "device"):
             return
         try:
-            dtype, index, addr, size = _storage(t)
+            dtype, index, addr, size = _storage(t, storage_of)
         except Exception:  # meta tensors, sparse layouts, ...: nothing in the allocator
             skipped += 1
             return
