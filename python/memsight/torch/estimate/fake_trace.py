@@ -48,7 +48,8 @@ class FakeTrace:
         self.mark: Callable[[], str] = lambda: ""
         self.stacks = stacks
         self.max_frames = max_frames
-        self.hooks: list[Callable[[str, Any], None]] = []  # called before each op's allocations
+        # Called after each operator's outputs are recorded: (op, args, output).
+        self.hooks: list[Callable[[Any, Any, Any], None]] = []
         self._lock = threading.RLock()
         self._next_addr = _BASE
         self._clock = 0
@@ -155,15 +156,13 @@ def dispatch_mode(trace: FakeTrace) -> Any:
 
     class _Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            for hook in trace.hooks:
-                hook("before", func)
             out = func(*args, **(kwargs or {}))
             for t in tree_leaves(out):
                 if isinstance(t, torch.Tensor) and t.device.type == "cuda":
                     trace.track(t.untyped_storage(), t.device.index or 0)
             # An in-place resize keeps its output's storage: checked above too.
             for hook in trace.hooks:
-                hook("after", func)
+                hook(func, args, out)
             return out
 
     return _Recorder()

@@ -12,6 +12,7 @@ from typing import Any
 from ..capture.phase_marks import Marker, PhaseMarks
 from ..capture.tags import storage_tags
 from .fake_trace import FakeTrace, dispatch_mode
+from .terms import Terms
 
 log = logging.getLogger("memsight")
 
@@ -45,6 +46,33 @@ def _on_device(value: Any, device: str) -> Any:
     return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
 
 
+def _move(module: Any, device: str) -> None:
+    """Moves parameters and buffers to the fake device in the order
+    ``Module.to`` does (children first, then a module's own), keeping tied
+    parameters tied. ``Module.to`` itself cannot: it swaps a fake parameter
+    into the old one, which the fake mode's weak references forbid."""
+    import torch
+
+    done: dict[int, Any] = {}
+
+    def visit(m: Any) -> None:
+        for child in m.children():
+            visit(child)
+        for k, p in list(m._parameters.items()):
+            if p is None or p.device == torch.device(device):
+                continue
+            if id(p) not in done:
+                done[id(p)] = torch.nn.Parameter(p.detach().to(device), requires_grad=p.requires_grad)
+            m._parameters[k] = done[id(p)]
+        for k, b in list(m._buffers.items()):
+            if b is not None and b.device != torch.device(device):
+                if id(b) not in done:
+                    done[id(b)] = b.to(device)
+                m._buffers[k] = done[id(b)]
+
+    visit(module)
+
+
 def _build_model(model: Any, device: str) -> Any:
     """The model on the fake device: built by a factory, or a copy of a
     module (cloned under fake tensors: no data is copied)."""
@@ -53,12 +81,13 @@ def _build_model(model: Any, device: str) -> Any:
     m = model() if callable(model) and not isinstance(model, torch.nn.Module) else copy.deepcopy(model)
     if not isinstance(m, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module or a function returning one, not {type(m).__name__}")
-    return m.to(device)
+    _move(m, device)
+    return m
 
 
 def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., Any] | None = None,
                inputs: Any = None, steps: int = 2, device: str = "cuda:0", stacks: bool = True,
-               marks: bool = True, terms: Any = None) -> dict[str, Any]:
+               marks: bool = True, terms: Any = True) -> dict[str, Any]:
     """Runs ``step(model, optimizer, inputs)`` ``steps`` times under fake
     tensors on ``device`` and returns the requests-only snapshot (a dict).
 
@@ -67,14 +96,18 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
     the fake model's parameters (``lambda params: torch.optim.AdamW(params)``)
     or None; ``inputs``: the step's inputs (tensors anywhere in lists, tuples
     and dicts; copied to the fake device) or a function returning them.
-    ``terms``: what fake tensors cannot see (terms.Terms), applied as the
-    step runs."""
+    ``terms``: what fake tensors cannot see, applied as the step runs
+    (True: terms.Terms() with its measured sizes; False: none)."""
+    import torch
+
+    if terms is True:
+        terms = Terms()
     if steps < 1:
         raise ValueError(f"steps must be at least 1, not {steps}")
     trace = FakeTrace(stacks=stacks)
     marker = TraceMarker()
     trace.mark = marker.get
-    if terms is not None:
+    if terms:
         terms.attach(trace)
     fake = _fake_mode()
     rec = dispatch_mode(trace)
@@ -89,12 +122,19 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
                 batch = _on_device(batch, device)
                 step(m, opt, batch)
                 del batch
-            if terms is not None:
+            if terms:
                 terms.finish(trace)
             tags = storage_tags(m, opt, storage_of=lambda st: trace.address_of(st))
             traces = [list(t) for t in trace.snapshot_traces()]
         finally:
             if phases is not None:
                 phases.remove()
+    applied = terms.applied if terms else {}
+    estimate = {"version": 1, "produced_by": "memsight.torch.estimate: the step under torch's fake tensors",
+                "torch": str(torch.__version__), "steps": steps,
+                "terms": [{"name": k, "bytes": v} for k, v in applied.items()],
+                "notes": ["library workspaces that live for one kernel (cuDNN attention and convolution "
+                          "plans, memory-efficient attention) are not included"]}
     return {"segments": [], "device_traces": traces, "external_annotations": list(trace.annotations),
-            "memsight_tags": {"version": 1, "time_us": trace.tick(), "storages": tags}}
+            "memsight_tags": {"version": 1, "time_us": trace.tick(), "storages": tags},
+            "memsight_estimate": estimate}

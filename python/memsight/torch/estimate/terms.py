@@ -1,0 +1,85 @@
+"""What fake tensors cannot see, added to the estimate's requests.
+
+Measured on an H200 with torch 2.11 (bench/estimate_check.py, the real run's
+allocations with C++ stacks against the fake run's; docs/estimate.md):
+
+- **cuBLAS workspace**: 32 MiB, allocated through torch's caching allocator
+  at the first cuBLAS call of each thread (one handle per thread and stream)
+  and kept for the life of the process: one for the forward and optimizer
+  on the main thread, one for autograd's backward thread. Its size is
+  ``CUBLAS_WORKSPACE_CONFIG`` (``:SIZE_KIB:COUNT`` pairs; torch's default on
+  Hopper is ``:4096:8``).
+- **cuBLASLt workspace**: 1 MiB (``TORCH_CUBLASLT_WORKSPACE_SIZE``, in KiB),
+  at the first matrix product with a bias (``addmm``), kept likewise.
+
+Library workspaces that live for one kernel (cuDNN's attention and
+convolution plans, the memory-efficient attention kernels) depend on the
+algorithm the library picks on the device; they are listed in
+docs/estimate.md with their measured sizes and are not added: a small real
+run calibrates them (``memsight.torch.estimate.calibrate``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from .fake_trace import FakeTrace
+
+_CUBLAS_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "_addmm_activation", "addmv", "mv",
+                         "_scaled_mm", "_int_mm"})
+
+
+def cublas_workspace_bytes(env: dict[str, str] | None = None) -> int:
+    """The cuBLAS workspace torch gives each handle: CUBLAS_WORKSPACE_CONFIG
+    (":4096:8" is 8 chunks of 4096 KiB), else torch's default on Hopper."""
+    conf = (env if env is not None else os.environ).get("CUBLAS_WORKSPACE_CONFIG", "")
+    parts = [p for p in conf.split(":") if p]
+    if parts and len(parts) % 2 == 0 and all(p.isdigit() for p in parts):
+        return sum(int(parts[i]) * 1024 * int(parts[i + 1]) for i in range(0, len(parts), 2))
+    return 4096 * 1024 * 8
+
+
+def cublaslt_workspace_bytes(env: dict[str, str] | None = None) -> int:
+    value = (env if env is not None else os.environ).get("TORCH_CUBLASLT_WORKSPACE_SIZE", "")
+    return int(value) * 1024 if value.isdigit() else 1 << 20
+
+
+class Terms:
+    """Adds the persistent library workspaces to a FakeTrace as the step
+    runs; ``applied`` lists each term and its bytes for the report."""
+
+    def __init__(self, cublas: bool = True, cublaslt: bool = True) -> None:
+        self.cublas = cublas_workspace_bytes() if cublas else 0
+        self.cublaslt = cublaslt_workspace_bytes() if cublaslt else 0
+        self._seen: set[tuple[str, int, int]] = set()  # (term, thread, device)
+        self.applied: dict[str, int] = {}
+
+    def attach(self, trace: FakeTrace) -> None:
+        trace.hooks.append(lambda func, args, out: self._after(trace, func, args, out))
+
+    def finish(self, trace: FakeTrace) -> None:
+        pass
+
+    def _add(self, trace: FakeTrace, term: str, size: int, device: int) -> None:
+        key = (term, threading.get_ident(), device)
+        if size <= 0 or key in self._seen:
+            return
+        self._seen.add(key)
+        frame = {"name": f"{term} (memsight estimate)", "filename": "<estimate>", "line": 0}
+        trace.alloc(device, size, [frame, *trace.stack()])
+        self.applied[term] = self.applied.get(term, 0) + size
+
+    def _after(self, trace: FakeTrace, func: Any, args: Any, out: Any) -> None:
+        name = getattr(getattr(func, "overloadpacket", None), "__name__", "")
+        if name not in _CUBLAS_OPS:
+            return
+        device = getattr(out, "device", None)
+        if device is None or device.type != "cuda":
+            return
+        index = device.index or 0
+        self._add(trace, "cuBLAS workspace", self.cublas, index)
+        bias = args[0] if args else None
+        if name in ("addmm", "_addmm_activation") and getattr(bias, "dim", lambda: 0)() == 1:
+            self._add(trace, "cuBLASLt workspace", self.cublaslt, index)
