@@ -6,7 +6,7 @@ For each workload of tests/gpu/estimate_workloads.py, in fresh processes:
 `real` runs the steps on the GPU with torch's allocator history (C++ and
 Python stacks) and writes DIR/W.real.pickle and DIR/W.real.json (torch's
 max_memory_allocated / max_memory_reserved); `fake` runs the same steps
-under fake tensors (memsight.torch.estimate.trace_step) and writes the
+under fake tensors (memsight.torch.fit.trace_step) and writes the
 requests-only snapshot DIR/W.fake.pickle with its time. `compare DIR`
 lists, per workload, the real allocations the fake run has no request of
 the same size for (what fake tensors cannot see), grouped by the C++ frame
@@ -57,7 +57,7 @@ def fake(name: str, batch: int, steps: int, out: Path) -> None:
     import torch
     from estimate_workloads import WORKLOADS
 
-    from memsight.torch.estimate import trace_step
+    from memsight.torch.fit import trace_step
 
     w = WORKLOADS[name]
     t0 = time.perf_counter()

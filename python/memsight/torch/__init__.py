@@ -79,6 +79,7 @@ from .callbacks.templates import (
     partial_format,
 )
 from .callbacks.uploads import Uploader, flush as flush_uploads, set_default_destination
+from .fit import Estimate, estimate, max_batch
 from .profilers.line_profiler import (
     LineProfiler,
     clear_global_line_profiler,
@@ -104,6 +105,7 @@ from ._util.dist import dist_info
 from .capture import recording as recording
 
 __all__ = [
+    "Estimate",
     "MEMORY_KEYS",
     "Callback",
     "CallbackProtocol",
@@ -157,4 +159,6 @@ __all__ = [
     "storage_tags",
     "unwatch_ranks",
     "watch_ranks",
+    "estimate",
+    "max_batch",
 ]

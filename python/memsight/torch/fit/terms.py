@@ -16,7 +16,7 @@ Library workspaces that live for one kernel (cuDNN's attention and
 convolution plans, the memory-efficient attention kernels) depend on the
 algorithm the library picks on the device; they are listed in
 docs/estimate.md with their measured sizes and are not added: a small real
-run calibrates them (``memsight.torch.estimate.calibrate``).
+run calibrates them (``memsight.torch.calibrate``).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ torch memory snapshot (see fake_trace.py and docs/estimate.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import threading
@@ -31,6 +32,29 @@ class TraceMarker(Marker):
 
     def set(self, mark: str) -> None:
         self._local.mark = mark
+
+
+@contextlib.contextmanager
+def _optimizers_see_fake_tensors() -> Any:
+    """torch's optimizers take their multi-tensor (foreach) path by default
+    only for plain tensors on a GPU; fake tensors stand for those, so the
+    optimizer takes the path (and makes the temporaries) of the real run."""
+    try:
+        from torch._subclasses.fake_tensor import FakeTensor
+        from torch.optim import optimizer as o
+
+        types = o._foreach_supported_types
+    except (ImportError, AttributeError):
+        yield
+        return
+    added = FakeTensor not in types
+    if added:
+        types.append(FakeTensor)
+    try:
+        yield
+    finally:
+        if added:
+            types.remove(FakeTensor)
 
 
 def _fake_mode() -> Any:
@@ -111,7 +135,7 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
         terms.attach(trace)
     fake = _fake_mode()
     rec = dispatch_mode(trace)
-    with fake, rec:
+    with fake, rec, _optimizers_see_fake_tensors():
         m = _build_model(model, device)
         opt = optimizer(m.parameters()) if optimizer is not None else None
         phases = PhaseMarks(m, opt, marker=marker).install() if marks else None

@@ -33,7 +33,7 @@ _ALIGN = 512
 
 # Frames of the machinery between the user's code and an allocation.
 _SKIP = ("/torch/_subclasses/", "/torch/utils/_python_dispatch.py", "/torch/_ops.py",
-         "/memsight/torch/estimate/", "/torch/utils/_stats.py", "/torch/_prims_common/",
+         "/memsight/torch/fit/", "/torch/utils/_stats.py", "/torch/_prims_common/",
          "/torch/_refs/", "/torch/_decomp/", "/torch/_meta_registrations.py")
 
 

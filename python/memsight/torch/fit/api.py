@@ -1,0 +1,252 @@
+"""``estimate`` and ``max_batch``: a step's peak memory, allocated and
+reserved, before it runs, and the largest batch that fits (docs/estimate.md)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ..._engine import core
+from ..._sizes import parse_size
+from .._util.atomic import write_atomic
+from .step_trace import trace_step
+
+log = logging.getLogger("memsight")
+
+
+def format_size(n: int) -> str:
+    return str(core().format_size(float(n)))
+
+
+def _device_total(device_memory: int | str | None) -> int | None:
+    """The device's memory in bytes: as given, else the local GPU's (None
+    without one)."""
+    if device_memory is not None:
+        return parse_size(device_memory) if isinstance(device_memory, str) else int(device_memory)
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return int(torch.cuda.mem_get_info()[1])
+    except Exception:  # noqa: BLE001 - no device: the estimate has no bound
+        pass
+    return None
+
+
+class Estimate:
+    """The answer for one step: ``peak_allocated``, ``peak_reserved`` and
+    ``unused_at_peak`` (bytes, torch's counters as the simulated allocator
+    keeps them), ``fits`` (False: it runs out, at ``oom``), the ``terms``
+    added for what fake tensors cannot see, ``whatif`` (the standard
+    allocator settings, each simulated), ``snapshot`` (the synthetic torch
+    snapshot, for ``summary``, the page, ``diff`` and ``whatif``).
+    ``str()`` is the report; ``to_dict()`` / ``json()`` the same as data."""
+
+    def __init__(self, requests: dict[str, Any], settings: tuple[str, ...], device_total: int | None,
+                 memory_fraction: float | None, seconds: float) -> None:
+        import memsight
+
+        self.requests = requests
+        self.settings = settings
+        self.device_total = device_total
+        self.memory_fraction = memory_fraction
+        self.seconds = seconds
+        self._snap = memsight.from_dict(requests)
+        kw: dict[str, Any] = {}
+        if device_total is not None:
+            kw["device_memory"] = device_total
+        if memory_fraction is not None:
+            kw["memory_fraction"] = memory_fraction
+        self._kw = kw
+        report = self._snap.whatif(*(settings or ("defaults",)), **kw)
+        dev = report.devices[0]
+        r = dev.results[0]
+        self.limit = _limit(dev.memory)
+        self.peak_allocated = int(r.peak_allocated)
+        self.peak_reserved = int(r.peak_reserved)
+        self.unused_at_peak = int(r.unused_at_peak)
+        self.fits = int(r.stopped_at) < 0
+        self.oom = None if self.fits else _plain(r.ooms[-1]) if r.ooms else {"event": int(r.stopped_at)}
+        self.terms = list(requests.get("memsight_estimate", {}).get("terms", []))
+        self._whatif: Any = None
+        self._unbounded: int | None = None
+
+    @property
+    def peak_reserved_unbounded(self) -> int:
+        """Peak reserved with no device limit (the step's own need; under a
+        limit the simulation stops where the job would die)."""
+        if self._unbounded is None:
+            if self.fits:
+                self._unbounded = self.peak_reserved
+            else:
+                r = self._snap.whatif(*(self.settings or ("defaults",))).devices[0].results[0]
+                self._unbounded = int(r.peak_reserved)
+        return self._unbounded
+
+    @property
+    def whatif(self) -> Any:
+        """The standard allocator settings on this step, each simulated
+        (``Snapshot.whatif()``'s report)."""
+        if self._whatif is None:
+            self._whatif = self._snap.whatif(**self._kw)
+        return self._whatif
+
+    @property
+    def snapshot(self) -> Any:
+        """The synthetic snapshot: the requests-only history (the engine
+        completes it with the simulated segments where it can)."""
+        completer = getattr(self._snap, "estimate", None)
+        if completer is not None:
+            return completer(*self.settings, **self._kw)
+        return self._snap
+
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Writes the synthetic snapshot (a torch memory snapshot pickle)."""
+        return str(self.snapshot.save(path)) if hasattr(self.snapshot, "save") else _write_pickle(
+            self.requests, path)
+
+    def html(self) -> str:
+        return str(self.snapshot.html())
+
+    def headroom(self) -> int | None:
+        return None if self.limit is None else self.limit - self.peak_reserved
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": 1, "peak_allocated": self.peak_allocated, "peak_reserved": self.peak_reserved,
+                "unused_at_peak": self.unused_at_peak, "fits": self.fits, "oom": self.oom,
+                "limit": self.limit, "device_memory": self.device_total,
+                "memory_fraction": self.memory_fraction, "settings": list(self.settings),
+                "terms": self.terms, "seconds": round(self.seconds, 3),
+                "produced_by": self.requests.get("memsight_estimate", {}).get("produced_by", "")}
+
+    def json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def __str__(self) -> str:
+        lines = ["memsight estimate: one training step under fake tensors, through torch's caching "
+                 "allocator simulated" + (f" with {', '.join(self.settings)}" if self.settings else "")]
+        lines.append(f"  peak allocated  {format_size(self.peak_allocated)}")
+        lines.append(f"  peak reserved   {format_size(self.peak_reserved)}"
+                     f"  ({format_size(self.unused_at_peak)} of it unused at the peak)")
+        if self.limit is None:
+            lines.append("  no device memory given and no GPU here: nothing to fit against")
+        elif self.fits:
+            lines.append(f"  fits in {format_size(self.limit)}: {format_size(self.limit - self.peak_reserved)} "
+                         "to spare at the peak")
+        else:
+            need = int((self.oom or {}).get("requested", 0))
+            lines.append(f"  runs out of {format_size(self.limit)}"
+                         + (f": a request of {format_size(need)} does not fit" if need else ""))
+            lines.append("  try: a smaller batch (memsight.torch.max_batch), activation checkpointing, "
+                         "or the settings in .whatif")
+        for t in self.terms:
+            lines.append(f"  included: {t['name']} {format_size(int(t['bytes']))}")
+        for n in self.requests.get("memsight_estimate", {}).get("notes", []):
+            lines.append(f"  not included: {n}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _limit(memory: Any) -> int | None:
+    limit = int(getattr(memory, "limit", -1))
+    if limit >= 0:
+        return limit
+    total = int(getattr(memory, "total", -1))
+    return total if total >= 0 else None
+
+
+def _plain(x: Any) -> dict[str, Any]:
+    return {k: getattr(x, k) for k in ("event", "requested", "reserved", "allocated") if hasattr(x, k)}
+
+
+def _write_pickle(data: dict[str, Any], path: str | os.PathLike[str]) -> str:
+    import pickle
+
+    p = os.fspath(path)
+    write_atomic(p, pickle.dumps(data, protocol=4))
+    return p
+
+
+def estimate(step: Callable[..., Any], model: Any, optimizer: Callable[..., Any] | None = None,
+             inputs: Any = None, *, device_memory: int | str | None = None,
+             memory_fraction: float | None = None, settings: tuple[str, ...] | list[str] = (),
+             steps: int = 2, stacks: bool = True) -> Estimate:
+    """The memory of ``step(model, optimizer, inputs)`` on a GPU, without one.
+
+    The step runs ``steps`` times (two: the optimizer's state exists in the
+    second) under torch's fake tensors; every CUDA allocation and free it
+    makes goes through memsight's simulation of torch's caching allocator.
+
+    ``model``: a module (copied under fake tensors, never touched) or a
+    function that builds one; ``optimizer``: a function of the parameters
+    (``lambda p: torch.optim.AdamW(p, lr=1e-4)``); ``inputs``: tensors (in
+    lists, tuples, dicts) or a function of the step index returning them;
+    ``device_memory``: the GPU's memory ("80GiB"; default: this machine's
+    GPU); ``memory_fraction``: torch.cuda.set_per_process_memory_fraction's;
+    ``settings``: PYTORCH_CUDA_ALLOC_CONF entries ("expandable_segments:True").
+    """
+    import time
+
+    t0 = time.perf_counter()
+    requests = trace_step(step, model, optimizer, inputs, steps=steps, stacks=stacks)
+    return Estimate(requests, tuple(settings), _device_total(device_memory), memory_fraction,
+                    time.perf_counter() - t0)
+
+
+def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], model: Any,
+              optimizer: Callable[..., Any] | None = None, *, device_memory: int | str | None = None,
+              memory_fraction: float | None = None, settings: tuple[str, ...] | list[str] = (),
+              margin: float = 0.0, low: int = 1, high: int = 1 << 16, steps: int = 2,
+              max_estimates: int = 10) -> tuple[int, list[tuple[int, Estimate]]]:
+    """The largest batch (or sequence length: whatever ``make_inputs(n,
+    step_index)`` scales) whose step fits, leaving ``margin`` (a fraction of
+    the limit) free. Two estimates give the memory's slope per unit; the
+    line's answer is then checked and narrowed by bisection, at most
+    ``max_estimates`` estimates in all. Returns (the batch, the estimates
+    made as (batch, Estimate)); the batch is ``low - 1`` when not even
+    ``low`` fits."""
+    total = _device_total(device_memory)
+    if total is None:
+        raise ValueError("max_batch needs the device's memory: pass device_memory=\"80GiB\" (no GPU here)")
+    tried: list[tuple[int, Estimate]] = []
+
+    def fits(n: int) -> bool:
+        e = estimate(step, model, optimizer, lambda i: make_inputs(n, i), device_memory=total,
+                     memory_fraction=memory_fraction, settings=settings, steps=steps, stacks=False)
+        tried.append((n, e))
+        limit = e.limit if e.limit is not None else total
+        ok = e.fits and e.peak_reserved <= limit * (1 - margin)
+        log.info("memsight max_batch: %d %s (peak reserved %s)", n, "fits" if ok else "does not fit",
+                 format_size(e.peak_reserved))
+        return ok
+
+    if not fits(low):
+        return low - 1, tried
+    target = (tried[0][1].limit or total) * (1 - margin)
+    known: dict[int, int] = {low: tried[0][1].peak_reserved_unbounded}
+    lo, hi = low, high + 1  # lo fits, hi does not (high + 1: not known)
+    n = min(high, 2 * low)
+    while hi - lo > 1 and len(tried) < max_estimates:
+        if n <= lo or n >= hi:
+            n = (lo + hi) // 2
+        ok = fits(n)
+        known[n] = tried[-1][1].peak_reserved_unbounded
+        if ok:
+            lo = n
+        else:
+            hi = n
+        # The next guess: where the line through the two nearest estimates
+        # meets the target (the peak grows about linearly with the batch).
+        a, b = sorted(known, key=lambda k: abs(k - n))[:2]
+        slope = (known[a] - known[b]) / (a - b) if a != b else 0.0
+        if slope <= 0:
+            n = (lo + hi) // 2 if hi <= high else min(high, 2 * lo)
+            continue
+        guess = int(lo + (target - known[lo]) / slope)
+        # Right at the line's answer, then one past it, settles the edge.
+        n = guess if lo < guess < hi else (lo + 1 if guess <= lo else hi - 1)
+    return lo, tried
