@@ -21,6 +21,9 @@ Training callbacks (plain loop, Lightning via ``memsight.torch.lightning``)::
 
     cbs = memsight.torch.Callbacks(OOMObserver(), MemorySnapshot(), MemoryMonitor())
 
+MemoryMonitor (or a MemoryWatch of its own) warns when the allocator's
+growth would run the job out of memory before it ends.
+
 Per-phase profiling of chosen calls (see docs/memprofiler.md)::
 
     prof = memsight.torch.MemProfiler(collect_funcs={"default": ["train_step"]}).connect(model)
@@ -69,6 +72,7 @@ from .capture.tags import storage_tags
 from .callbacks.callback import Callback, CallbackProtocol, Callbacks
 from .callbacks.memory_monitor import MEMORY_KEYS, MemoryMonitor, memory_report
 from .callbacks.memory_snapshot import MemorySnapshot
+from .callbacks.memory_watch import MemoryProjection, MemorySample, MemoryWatch
 from .callbacks.oom import OOMObserver
 from .callbacks.state import TrainState
 from .callbacks.templates import (
@@ -115,7 +119,10 @@ __all__ = [
     "LineProfiler",
     "MemReporter",
     "MemoryMonitor",
+    "MemoryProjection",
+    "MemorySample",
     "MemorySnapshot",
+    "MemoryWatch",
     "CudaAllocatorHistoryOptions",
     "MemProfiler",
     "MemProfilerCfg",

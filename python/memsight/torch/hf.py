@@ -20,7 +20,10 @@ events:
   global steps (each rank its own file);
 - at ``on_log`` the allocator's counters and the memory by kind are added to
   the logs dict, so that every ``report_to`` integration (TensorBoard,
-  Weights & Biases, MLflow, ...) and ``state.log_history`` carry them.
+  Weights & Biases, MLflow, ...) and ``state.log_history`` carry them;
+- every ``watch.every`` steps a :class:`~memsight.torch.MemoryWatch` samples
+  the allocator and warns when its growth would run out before
+  ``state.max_steps``.
 
 The callback never breaks training: a failure in it is logged to the
 ``memsight`` logger and training goes on, while the job's own exceptions
@@ -43,6 +46,7 @@ from ._util.cuda import cuda_available, torch_module
 from .callbacks.kind_metrics import kind_report
 from .callbacks.loggers import send, sinks
 from .callbacks.memory_monitor import _lookup, memory_report
+from .callbacks.memory_watch import MemoryWatch
 from .callbacks.oom import OOMObserver
 from .callbacks.state import TrainState
 from .callbacks.templates import format_name_with_dist, format_name_with_dist_and_time
@@ -102,6 +106,8 @@ class MemsightHooks:
         max_entries, stacks: what the allocation history keeps.
         all_ranks, ranks_timeout, overwrite, remote_file_name: OOMObserver's.
         run_name: the run's name (default as the plain-loop callbacks name it).
+        watch: a :class:`MemoryWatch` run at every step end (True: one with its
+            defaults; False or None: none).
     """
 
     def __init__(
@@ -124,8 +130,11 @@ class MemsightHooks:
         overwrite: bool = False,
         remote_file_name: str | None = None,
         run_name: str | None = None,
+        watch: MemoryWatch | bool | None = True,
     ) -> None:
         self.folder = folder
+        self.watch: MemoryWatch | None = MemoryWatch() if watch is True else (watch or None)
+        self._watching = False
         self.snapshot_every, self.snapshot_steps = _steps(snapshot_every, snapshot_steps)
         self.snapshot_filename = snapshot_filename
         self.oom: OOMObserver | None = None
@@ -200,6 +209,7 @@ class MemsightHooks:
             except Exception as e:  # a folder it refuses, say: the training goes on without it
                 log.error("memsight: the OOM observer is off: %s: %s", type(e).__name__, e)
                 self.oom.enabled = False
+        self._watching = self.watch is not None and cuda_available() and self.state.device in (None, "cuda", "meta")
         if self.snapshot_every or self.snapshot_steps:
             if cuda_available() and self.state.device in (None, "cuda", "meta"):
                 self._recording.hand_over(model, self.optimizer)
@@ -240,6 +250,9 @@ class MemsightHooks:
         self.state.batch = step
         if self.oom is not None:
             self.oom.batch_end(self.state)
+        if self._watching and self.watch is not None:
+            end = getattr(hf_state, "max_steps", None)
+            self.watch.observe(step, total_steps=end if isinstance(end, int) and end > 0 else None)
         due = (self.snapshot_every and step % self.snapshot_every == 0) or step in self.snapshot_steps
         if due and self._recording.active:
             self._snapshot()

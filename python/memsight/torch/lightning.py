@@ -56,6 +56,19 @@ def _batch_size(batch: Any) -> int:
     return 0
 
 
+def _max_batches(trainer: Any) -> int | None:
+    """The batch the fit ends at: ``max_steps`` (optimizer steps, times the
+    batches each accumulates), else ``max_epochs`` whole epochs; None if unbounded."""
+    steps = getattr(trainer, "max_steps", None)
+    if isinstance(steps, int) and steps > 0:
+        accumulate = getattr(trainer, "accumulate_grad_batches", 1)
+        return steps * (accumulate if isinstance(accumulate, int) and accumulate > 0 else 1)
+    epochs, per_epoch = getattr(trainer, "max_epochs", None), getattr(trainer, "num_training_batches", None)
+    if isinstance(epochs, int) and epochs > 0 and isinstance(per_epoch, int):
+        return epochs * per_epoch
+    return None
+
+
 def adapters_for(pl: ModuleType) -> SimpleNamespace:
     """The adapter classes built on ``pl.Callback`` (``pl`` is
     ``lightning.pytorch`` or ``pytorch_lightning``)."""
@@ -93,6 +106,7 @@ def adapters_for(pl: ModuleType) -> SimpleNamespace:
 
         def on_train_start(self, trainer: Any, pl_module: Any) -> None:
             self._hand_over(trainer, pl_module)  # the optimizers exist by now
+            self.state.max_batches = _max_batches(trainer)  # and the epoch's length
 
         def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
             self.state.start_batch()

@@ -6,6 +6,10 @@ recording state of OOMObserver or MemorySnapshot. Metrics go to
 ``log_fn(metrics, batch)``, a TensorBoard ``SummaryWriter`` and a Weights &
 Biases run when given (loggers.py; a Lightning adapter also logs them through
 ``pl_module.log_dict``), and are kept in ``latest`` and ``history``.
+
+The same counters feed a :class:`~memsight.torch.MemoryWatch` (``watch``,
+on by default), which warns when their growth would run the job out of
+memory before it ends.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 from .._util.cuda import torch_module
 from .callback import Callback
 from .loggers import send, sinks
+from .memory_watch import MemoryWatch
 from .state import TrainState
 
 log = logging.getLogger("memsight")
@@ -113,6 +118,8 @@ class MemoryMonitor(Callback):
             with ``add_scalar(name, value, step)``): each metric, at the batch.
         wandb: a Weights & Biases run (``wandb.init()``): the metrics, with
             ``memory/step`` as their x axis.
+        watch: a :class:`MemoryWatch` fed the same counters (True: one with
+            its defaults; False or None: none).
     """
 
     def __init__(
@@ -124,6 +131,7 @@ class MemoryMonitor(Callback):
         keep_history: bool = True,
         tensorboard: Any = None,
         wandb: Any = None,
+        watch: MemoryWatch | bool | None = True,
     ) -> None:
         super().__init__()
         self.memory_keys = dict(memory_keys) if memory_keys is not None else None
@@ -136,6 +144,7 @@ class MemoryMonitor(Callback):
         self.latest: dict[str, float | int] = {}
         self.history: list[tuple[int, dict[str, float | int]]] = []
         self._checked = False
+        self.watch: MemoryWatch | None = MemoryWatch() if watch is True else (watch or None)
 
     def _on_fit_start(self, state: TrainState) -> None:
         self._checked = True
@@ -148,7 +157,10 @@ class MemoryMonitor(Callback):
             self._on_fit_start(state)
             if not self.enabled:
                 return
-        report = memory_report(self.memory_keys)
+        stats = torch_module().cuda.memory_stats_as_nested_dict()
+        report = memory_report(self.memory_keys, stats=stats)
+        if self.watch is not None:
+            self.watch.observe(state.batch, stats, total_steps=state.max_batches)
         metrics: dict[str, float | int] = {f"memory/{k}": v for k, v in report.items()}
         every = self.dist_aggregate_batch_interval
         if every and state.batch % every == 0:

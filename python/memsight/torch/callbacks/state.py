@@ -90,6 +90,9 @@ class TrainState:
     #: Batches in an epoch, when the driver knows (the profiler schedule saves
     #: the epoch's last batch).
     dataloader_len: int | None = None
+    #: The batch the fit ends at, when the driver knows (Lightning's
+    #: ``max_steps``): MemoryWatch warns of a run-out before it.
+    max_batches: int | None = None
     _last_mark: float | None = field(default=None, repr=False, compare=False)
 
     def template_vars(self) -> dict[str, Any]:
