@@ -22,13 +22,18 @@ class Workload:
     batch: int
 
 
-def _llama(checkpointing: bool = False, layers: int = 4) -> Callable[[], Any]:
+def _llama(checkpointing: bool = False, layers: int = 4, billion: bool = False) -> Callable[[], Any]:
     def make() -> Any:
         from transformers import LlamaConfig, LlamaForCausalLM
 
-        cfg = LlamaConfig(hidden_size=512, intermediate_size=1536, num_hidden_layers=layers,
-                          num_attention_heads=8, num_key_value_heads=8, vocab_size=16000,
-                          max_position_embeddings=2048, attn_implementation="sdpa")
+        if billion:  # 1.1 billion parameters, as TinyLlama
+            cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                              num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                              max_position_embeddings=2048, attn_implementation="sdpa")
+        else:
+            cfg = LlamaConfig(hidden_size=512, intermediate_size=1536, num_hidden_layers=layers,
+                              num_attention_heads=8, num_key_value_heads=8, vocab_size=16000,
+                              max_position_embeddings=2048, attn_implementation="sdpa")
         m = LlamaForCausalLM(cfg)
         if checkpointing:
             m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -86,6 +91,9 @@ def _resnet50() -> Any:
     return torchvision.models.resnet50(weights=None, num_classes=100)
 
 
+# The estimate's speed on a 1-billion-parameter decoder (bench only: not run for real).
+LLAMA_1B = Workload("llama_1b", _llama(billion=True), _adamw, _lm_inputs(lambda i: 2048), _lm_step, 4)
+
 WORKLOADS = {
     "llama_adamw_bf16": Workload("llama_adamw_bf16", _llama(), _adamw, _lm_inputs(lambda i: 1024), _lm_step, 8),
     "llama_checkpointing": Workload("llama_checkpointing", _llama(checkpointing=True), _adamw,
@@ -95,3 +103,4 @@ WORKLOADS = {
     "vit_b16_sgd": Workload("vit_b16_sgd", _vit, _sgd, _image_inputs(224, 100), _image_step, 32),
     "resnet50_sgd": Workload("resnet50_sgd", _resnet50, _sgd, _image_inputs(224, 100), _image_step, 32),
 }
+ALL = {**WORKLOADS, "llama_1b": LLAMA_1B}

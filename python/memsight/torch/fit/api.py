@@ -212,13 +212,14 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
     total = _device_total(device_memory)
     if total is None:
         raise ValueError("max_batch needs the device's memory: pass device_memory=\"80GiB\" (no GPU here)")
+    cap: int = total
     tried: list[tuple[int, Estimate]] = []
 
     def fits(n: int) -> bool:
-        e = estimate(step, model, optimizer, lambda i: make_inputs(n, i), device_memory=total,
+        e = estimate(step, model, optimizer, lambda i: make_inputs(n, i), device_memory=cap,
                      memory_fraction=memory_fraction, settings=settings, steps=steps, stacks=False)
         tried.append((n, e))
-        limit = e.limit if e.limit is not None else total
+        limit = e.limit if e.limit is not None else cap
         ok = e.fits and e.peak_reserved <= limit * (1 - margin)
         log.info("memsight max_batch: %d %s (peak reserved %s)", n, "fits" if ok else "does not fit",
                  format_size(e.peak_reserved))
@@ -226,7 +227,7 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
 
     if not fits(low):
         return low - 1, tried
-    target = (tried[0][1].limit or total) * (1 - margin)
+    target = (tried[0][1].limit or cap) * (1 - margin)
     known: dict[int, int] = {low: tried[0][1].peak_reserved_unbounded}
     lo, hi = low, high + 1  # lo fits, hi does not (high + 1: not known)
     n = min(high, 2 * low)

@@ -20,10 +20,12 @@ engine's allocator simulation replaces (``memsight estimate``).
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import weakref
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 # Fake addresses: unique while a block lives, never reused. The simulation
@@ -65,7 +67,7 @@ class FakeTrace:
         if not self.stacks:
             return []
         out: list[dict[str, Any]] = []
-        f = sys._getframe(2)
+        f: FrameType | None = sys._getframe(2)
         while f is not None and len(out) < self.max_frames:
             code = f.f_code
             name = code.co_filename
@@ -129,9 +131,9 @@ class FakeTrace:
                 return
             addr = self.alloc(device, size)
             self.live[key] = (device, addr, size)
-            self._refs[key] = weakref.ref(storage, lambda _r, k=key: self._died(k))
+            self._refs[key] = weakref.ref(storage, functools.partial(self._died, key))
 
-    def _died(self, key: int) -> None:
+    def _died(self, key: int, _ref: Any = None) -> None:
         with self._lock:
             self._refs.pop(key, None)
             old = self.live.pop(key, None)

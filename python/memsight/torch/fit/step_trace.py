@@ -43,7 +43,7 @@ def _optimizers_see_fake_tensors() -> Any:
         from torch._subclasses.fake_tensor import FakeTensor
         from torch.optim import optimizer as o
 
-        types = o._foreach_supported_types
+        types = getattr(o, "_foreach_supported_types")  # noqa: B009 - private in torch
     except (ImportError, AttributeError):
         yield
         return

@@ -1,0 +1,146 @@
+"""memsight.torch.estimate / max_batch on CPU: the fake-tensor trace is
+replaced by a synthetic one (torch 2.x's fake tensors are checked on the
+GPU machine, tests/gpu/test_estimate_gpu.py); the allocator simulation, the
+verdict, the report and max_batch's search are the real ones."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+
+import pytest
+
+import memsight
+from memsight.torch.fit import api
+from memsight.torch.fit.fake_trace import FakeTrace
+from memsight.torch.fit.terms import cublas_workspace_bytes, cublaslt_workspace_bytes
+
+MiB = 1 << 20
+
+
+def synthetic_step(batch: int, steps: int = 2) -> dict:
+    """Weights of 100 MiB, then per step activations of 10 MiB a sample,
+    kept to the end of the step, and 100 MiB of optimizer state from the
+    first step on."""
+    tr = FakeTrace(stacks=False)
+    weights = tr.alloc(0, 100 * MiB, [{"name": "build", "filename": "train.py", "line": 1}])
+    state = None
+    for s in range(steps):
+        tr.annotate(f"memsight:step:{s}")
+        acts = [tr.alloc(0, 10 * MiB, [{"name": "forward", "filename": "train.py", "line": 5}])
+                for _ in range(batch)]
+        if state is None:
+            state = tr.alloc(0, 100 * MiB, [{"name": "step", "filename": "train.py", "line": 9}])
+        for a in acts:
+            tr.free(0, a, 10 * MiB)
+    assert weights and state
+    return {"segments": [], "device_traces": tr.snapshot_traces(), "external_annotations": tr.annotations,
+            "memsight_estimate": {"version": 1, "produced_by": "test", "terms": [{"name": "cuBLAS workspace",
+                                                                                  "bytes": 32 * MiB}],
+                                  "notes": ["nothing else"]}}
+
+
+@pytest.fixture
+def fake_trace(monkeypatch):
+    calls = []
+
+    def trace_step(step, model, optimizer, inputs, steps=2, stacks=True):
+        batch = inputs(0)
+        calls.append(batch)
+        return synthetic_step(batch, steps)
+
+    monkeypatch.setattr(api, "trace_step", trace_step)
+    return calls
+
+
+def test_the_estimate_is_the_simulated_allocator_on_the_trace(fake_trace):
+    est = api.estimate(None, None, inputs=lambda i: 8, device_memory="1GiB")
+    assert est.peak_allocated == (100 + 100 + 80) * MiB
+    assert est.peak_reserved >= est.peak_allocated and est.fits
+    assert est.limit == 1 << 30
+    d = est.to_dict()
+    assert d["fits"] and d["peak_reserved"] == est.peak_reserved and d["terms"][0]["bytes"] == 32 * MiB
+    text = str(est)
+    assert "peak allocated  280.0MiB" in text
+    assert "fits in 1.0GiB" in text and "included: cuBLAS workspace 32.0MiB" in text
+    assert "not included: nothing else" in text
+
+
+def test_a_step_over_the_device_runs_out_and_says_what_to_try(fake_trace):
+    est = api.estimate(None, None, inputs=lambda i: 100, device_memory="1GiB")
+    assert not est.fits and est.oom is not None
+    assert est.peak_reserved_unbounded > 1 << 30
+    text = str(est)
+    assert "runs out of 1.0GiB" in text and "max_batch" in text
+
+
+def test_a_memory_fraction_caps_the_device(fake_trace):
+    fits = api.estimate(None, None, inputs=lambda i: 8, device_memory="4GiB", memory_fraction=0.25)
+    over = api.estimate(None, None, inputs=lambda i: 90, device_memory="4GiB", memory_fraction=0.25)
+    assert fits.limit == 1 << 30 and fits.fits and not over.fits
+
+
+def test_max_batch_is_the_largest_batch_the_simulation_fits_in_few_estimates(fake_trace):
+    truth = max(n for n in range(1, 120)
+                if api.estimate(None, None, inputs=lambda i, n=n: n, device_memory="1GiB").fits)
+    fake_trace.clear()
+    best, tried = api.max_batch(lambda n, i: n, None, None, device_memory="1GiB")
+    assert best == truth
+    assert len(tried) == len(fake_trace) <= 10
+    assert all(e.fits == (n <= truth) for n, e in tried)
+
+
+def test_max_batch_with_a_margin_leaves_it_free(fake_trace):
+    best, _ = api.max_batch(lambda n, i: n, None, None, device_memory="1GiB", margin=0.2)
+    e = api.estimate(None, None, inputs=lambda i: best, device_memory="1GiB")
+    e1 = api.estimate(None, None, inputs=lambda i: best + 1, device_memory="1GiB")
+    assert e.peak_reserved <= 0.8 * (1 << 30) < e1.peak_reserved
+
+
+def test_max_batch_when_nothing_fits_and_without_a_device(fake_trace, monkeypatch):
+    best, tried = api.max_batch(lambda n, i: 200, None, None, device_memory="1GiB")
+    assert best == 0 and len(tried) == 1
+    monkeypatch.setattr(api, "_device_total", lambda _: None)
+    with pytest.raises(ValueError, match="device_memory"):
+        api.max_batch(lambda n, i: n, None, None)
+
+
+def test_the_synthetic_snapshot_is_saved_and_read_back(fake_trace, tmp_path):
+    est = api.estimate(None, None, inputs=lambda i: 4, device_memory="1GiB")
+    out = tmp_path / "step.pickle"
+    est.save(out)
+    back = memsight.load(out)
+    assert back.whatif("defaults").devices[0].results[0].peak_allocated == est.peak_allocated
+    assert "memsight_estimate" in pickle.loads(out.read_bytes())
+
+
+def test_the_fake_trace_frees_a_storage_when_it_dies_and_reallocates_on_resize():
+    class Storage:  # stands for a fake UntypedStorage: an identity and a size
+        def __init__(self, n):
+            self._cdata, self.n = id(self), n
+
+        def nbytes(self):
+            return self.n
+
+    tr = FakeTrace(stacks=False)
+    a, b = Storage(1000), Storage(0)
+    tr.track(a, 0)
+    tr.track(a, 0)  # seen again (a view): nothing new
+    tr.track(b, 0)  # empty: torch allocates nothing
+    a.n = 4096
+    tr.track(a, 0)  # resized: the new block, then the old one freed
+    del a
+    gc.collect()
+    acts = [(e["action"], e["size"]) for e in tr.entries[0]]
+    assert acts == [("alloc", 1000), ("alloc", 4096), ("free_requested", 1000), ("free_completed", 1000),
+                    ("free_requested", 4096), ("free_completed", 4096)]
+    times = [e["time_us"] for e in tr.entries[0]]
+    assert times == sorted(times) and len(set(times)) == len(times)
+
+
+def test_workspace_sizes_follow_torchs_variables():
+    assert cublas_workspace_bytes({}) == 32 * MiB
+    assert cublas_workspace_bytes({"CUBLAS_WORKSPACE_CONFIG": ":4096:2:16:8"}) == 8 * MiB + 128 * 1024
+    assert cublas_workspace_bytes({"CUBLAS_WORKSPACE_CONFIG": "junk"}) == 32 * MiB
+    assert cublaslt_workspace_bytes({}) == MiB
+    assert cublaslt_workspace_bytes({"TORCH_CUBLASLT_WORKSPACE_SIZE": "4096"}) == 4 * MiB
