@@ -101,6 +101,8 @@ def memtracker(name: str, batch: int, steps: int, out: Path) -> None:
         mt.track_external(model, opt)
         with mt:
             for i in range(steps):
+                if i:  # MemTracker refuses a module run twice without this; the peak stays
+                    mt.reset_mod_stats()
                 w.step(model, opt, w.inputs(batch, i))
         peak = mt.get_tracker_snapshot("peak")
     total = max((v.get("Total", 0) for d, v in peak.items() if torch.device(d).type == "cuda"), default=0)

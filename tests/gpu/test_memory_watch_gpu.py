@@ -65,7 +65,10 @@ def test_the_projected_step_is_the_step_that_runs_out():
     assert real is not None and abs(real - TARGET) <= 1
     for s in (5, 20, 40):
         assert abs(projected[s] - real) <= 3, (s, projected[s], real)
-    assert len(warned) == 1 and f"at about step {projected[5]}," in warned[0]
+    # The first warning names the step; later ones come only as the steps
+    # left halve (55, 27, 13, ...): a handful, never one a step.
+    assert f"at about step {projected[5]}," in warned[0]
+    assert 1 <= len(warned) <= 7, warned
     assert "(the run ends at step 200)" in warned[0]
 
 

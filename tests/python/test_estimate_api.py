@@ -144,3 +144,24 @@ def test_workspace_sizes_follow_torchs_variables():
     assert cublas_workspace_bytes({"CUBLAS_WORKSPACE_CONFIG": "junk"}) == 32 * MiB
     assert cublaslt_workspace_bytes({}) == MiB
     assert cublaslt_workspace_bytes({"TORCH_CUBLASLT_WORKSPACE_SIZE": "4096"}) == 4 * MiB
+
+
+@pytest.mark.parametrize("per_sample", [1, 3, 7, 20])
+def test_max_batch_finds_the_edge_for_any_slope(monkeypatch, per_sample):
+    def trace_step(step, model, optimizer, inputs, steps=2, stacks=True):
+        tr = FakeTrace(stacks=False)
+        tr.alloc(0, 50 * MiB, [])
+        acts = [tr.alloc(0, per_sample * MiB + 4096, []) for _ in range(inputs(0))]
+        for a in acts:
+            tr.free(0, a, per_sample * MiB + 4096)
+        return {"segments": [], "device_traces": tr.snapshot_traces()}
+
+    monkeypatch.setattr(api, "trace_step", trace_step)
+    best, tried = api.max_batch(lambda n, i: n, None, None, device_memory="1GiB", high=2000)
+    assert len(tried) <= 10, [(n, e.fits) for n, e in tried]
+
+    def fits(n):
+        return api.estimate(None, None, inputs=lambda i: n, device_memory="1GiB").fits
+
+    # The edge: best fits, and nothing just above it does.
+    assert fits(best) and not any(fits(n) for n in range(best + 1, best + 6)), [(n, e.fits) for n, e in tried]

@@ -72,19 +72,23 @@ class Estimate:
         self.oom = None if self.fits else _plain(r.ooms[-1]) if r.ooms else {"event": int(r.stopped_at)}
         self.terms = list(requests.get("memsight_estimate", {}).get("terms", []))
         self._whatif: Any = None
-        self._unbounded: int | None = None
+        self._unbounded: tuple[int, int] | None = None
+
+    def _need(self) -> tuple[int, int]:
+        """(peak allocated, peak reserved) with no device limit: the step's
+        own need (under a limit the simulation stops where the job would
+        die, and the allocator frees its cache to fit)."""
+        if self._unbounded is None:
+            if not self._kw:
+                self._unbounded = (self.peak_allocated, self.peak_reserved)
+            else:
+                r = self._snap.whatif(*(self.settings or ("defaults",))).devices[0].results[0]
+                self._unbounded = (int(r.peak_allocated), int(r.peak_reserved))
+        return self._unbounded
 
     @property
     def peak_reserved_unbounded(self) -> int:
-        """Peak reserved with no device limit (the step's own need; under a
-        limit the simulation stops where the job would die)."""
-        if self._unbounded is None:
-            if self.fits:
-                self._unbounded = self.peak_reserved
-            else:
-                r = self._snap.whatif(*(self.settings or ("defaults",))).devices[0].results[0]
-                self._unbounded = int(r.peak_reserved)
-        return self._unbounded
+        return self._need()[1]
 
     @property
     def whatif(self) -> Any:
@@ -206,7 +210,8 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
     step_index)`` scales) whose step fits, leaving ``margin`` (a fraction of
     the limit) free. Two estimates give the memory's slope per unit; the
     line's answer is then checked and narrowed by bisection, at most
-    ``max_estimates`` estimates in all. Returns (the batch, the estimates
+    ``max_estimates`` estimates in all (a bracket still open then gives
+    its lower, fitting end). Returns (the batch, the estimates
     made as (batch, Estimate)); the batch is ``low - 1`` when not even
     ``low`` fits."""
     total = _device_total(device_memory)
@@ -227,27 +232,49 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
 
     if not fits(low):
         return low - 1, tried
-    target = (tried[0][1].limit or cap) * (1 - margin)
-    known: dict[int, int] = {low: tried[0][1].peak_reserved_unbounded}
     lo, hi = low, high + 1  # lo fits, hi does not (high + 1: not known)
-    n = min(high, 2 * low)
-    while hi - lo > 1 and len(tried) < max_estimates:
-        if n <= lo or n >= hi:
-            n = (lo + hi) // 2
-        ok = fits(n)
-        known[n] = tried[-1][1].peak_reserved_unbounded
-        if ok:
+    # The first guess: where the line through two small batches meets the
+    # limit (the step's need grows about linearly with the batch).
+    second = min(high, 4 * low)
+    if second > lo:
+        if fits(second):
+            lo = second
+        else:
+            hi = second
+    guess = lo
+    if hi > high and second > low:
+        # The slope of allocated memory: reserved memory grows in segments.
+        first, other = tried[0][1]._need(), tried[1][1]._need()
+        target = (tried[0][1].limit or cap) * (1 - margin)
+        slope = (other[0] - first[0]) / (second - low)
+        guess = int(low + (target - first[1]) / slope) if slope > 0 else high
+    if lo < guess < hi:
+        if fits(guess):
+            lo = guess
+        else:
+            hi = guess
+    # Bracket the edge with steps that double (the line is seldom off by
+    # much; the allocator's caching makes the edge a little uneven), then
+    # halve the bracket.
+    stride = max(1, lo // 20)
+    while hi > high and lo < high and len(tried) < max_estimates:
+        n = min(high, lo + stride)
+        if fits(n):
             lo = n
         else:
             hi = n
-        # The next guess: where the line through the two nearest estimates
-        # meets the target (the peak grows about linearly with the batch).
-        a, b = sorted(known, key=lambda k: abs(k - n))[:2]
-        slope = (known[a] - known[b]) / (a - b) if a != b else 0.0
-        if slope <= 0:
-            n = (lo + hi) // 2 if hi <= high else min(high, 2 * lo)
-            continue
-        guess = int(lo + (target - known[lo]) / slope)
-        # Right at the line's answer, then one past it, settles the edge.
-        n = guess if lo < guess < hi else (lo + 1 if guess <= lo else hi - 1)
+        stride *= 2
+    stride = max(1, hi // 20)
+    while hi <= high and hi - lo > stride + 1 and len(tried) < max_estimates:
+        n = hi - stride
+        if fits(n):
+            lo = n
+            break
+        hi, stride = n, stride * 2
+    while hi - lo > 1 and len(tried) < max_estimates:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
     return lo, tried
