@@ -8,8 +8,11 @@ memsight_estimate. `memsight estimate` completes it.
 
 from __future__ import annotations
 
+import pathlib
 import pickle
 import sys
+
+DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 
 MiB = 1 << 20
 FAKE = 0x100000000  # fake addresses: unique, never reused
