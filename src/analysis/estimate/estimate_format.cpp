@@ -47,8 +47,9 @@ std::string answer_text(const Answer& a) {
     const simulate::Result& r = run->result;
     out += "device " + std::to_string(run->device) + " - " +
            count_of(static_cast<int64_t>(run->plan.trace.allocs), "allocation") + '\n';
-    out += "  peak allocated   " + sz(r.peak.allocated) + '\n';
-    out += "  peak reserved    " + sz(r.peak.reserved) + '\n';
+    const std::string until = r.stopped_at >= 0 ? " (until it runs out)" : "";
+    out += "  peak allocated   " + sz(r.peak.allocated) + until + '\n';
+    out += "  peak reserved    " + sz(r.peak.reserved) + until + '\n';
     out += "  unused at peak   " + sz(r.unused_at_peak);
     if (r.peak.reserved > 0)
       out += " (" +
