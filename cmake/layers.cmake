@@ -14,7 +14,7 @@ set(MEMSIGHT_HEADERS_pickle "")
 set(MEMSIGHT_HEADERS_snapshot reader.h from_raw.h holders.h)
 set(MEMSIGHT_HEADERS_allocator "")
 set(MEMSIGHT_HEADERS_analysis frames.h label.h categories.h text_tools.h summary.h diff.h
-    leaks.h ranks.h whatif.h)
+    leaks.h ranks.h whatif.h estimate.h)
 set(MEMSIGHT_HEADERS_profile profile.h)
 set(MEMSIGHT_HEADERS_report flamegraph.h html.h)
 set(MEMSIGHT_HEADERS_cli cli.h)

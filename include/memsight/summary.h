@@ -136,6 +136,15 @@ struct DeviceSummary {
   bool operator==(const DeviceSummary&) const = default;
 };
 
+// A snapshot memsight estimated rather than recorded (its top-level
+// memsight_estimate): what produced it, what completed it, and the memory
+// terms it adds beyond the requests it traced.
+struct EstimateNote {
+  bool present = false;
+  std::string produced_by, completed_by;
+  std::vector<std::pair<std::string, int64_t>> terms;  // (name, bytes)
+};
+
 struct Summary {
   // One summary per group of alike devices (devices whose summaries are the
   // same but for the device number: every device with nothing on it, or
@@ -151,6 +160,7 @@ struct Summary {
   size_t devices_listed = 0;
   // Numbers of the snapshot outside memsight's rule (snapshot_input_notes).
   InputNotes input_notes;
+  EstimateNote estimate;  // summary_estimate.cpp
 };
 
 struct SummaryOptions {

@@ -51,13 +51,14 @@ class Snapshot:
     Create one with :func:`memsight.load` / :func:`memsight.loads`.
     """
 
-    __slots__ = ("_snap", "source", "_summary", "_lock")
+    __slots__ = ("_snap", "source", "_summary", "_lock", "_answer")
 
     def __init__(self, core_snapshot: Any, source: str | None = None) -> None:
         self._snap = core_snapshot
         self.source = source
         self._summary: Any = None  # the engine's summary (default user code), computed once
         self._lock = threading.Lock()
+        self._answer: Summary | None = None  # estimate(): the answer it printed
 
     def __repr__(self) -> str:
         where = f" from {self.source!r}" if self.source else ""
@@ -268,6 +269,46 @@ class Snapshot:
             ",".join(settings), "" if device_memory is None else str(device_memory),
             0.0 if memory_fraction is None else float(memory_fraction))
         return Summary(json.loads(js), text)
+
+    def estimate(self, *settings: str, device_memory: int | str | None = None,
+                 memory_fraction: float | None = None) -> Snapshot:
+        """``memsight estimate``: this requests-only snapshot (memsight.torch.estimate's:
+        allocations and frees, no segments) through the simulation of torch's
+        caching allocator, made whole: returns the completed snapshot, with the
+        segment events the allocator takes, each block at its address, the
+        segments as the run ends and torch's oom entry where it runs out of memory.
+
+        ``settings``, ``device_memory`` and ``memory_fraction`` as for
+        :meth:`whatif` (the settings apply over those the snapshot names, torch's
+        defaults when it names none); without ``device_memory`` nothing bounds
+        the run. The returned snapshot's :attr:`estimate_answer` holds what the
+        CLI prints (peaks, unused memory at the peak, fits or where it runs out,
+        the what-if table); ``to_pickle(path)`` saves it. A snapshot that already
+        holds segments raises MemsightError. docs/estimate.md.
+        """
+        self._need_trace("estimate()")
+        for s in settings:
+            if not isinstance(s, str) or not s.strip():
+                raise ValueError(f"a setting is a 'KEY:VALUE' string such as 'expandable_segments:True', not {s!r}")
+        if device_memory is not None and (isinstance(device_memory, bool)
+                                          or not isinstance(device_memory, (int, str))):
+            raise ValueError(f"device_memory must be bytes or a size such as '80G', not {device_memory!r}")
+        if memory_fraction is not None and (isinstance(memory_fraction, bool)
+                                            or not isinstance(memory_fraction, (int, float))
+                                            or not 0 < memory_fraction <= 1):
+            raise ValueError(f"memory_fraction must be a number in (0, 1], not {memory_fraction!r}")
+        core, text, js = self._snap.estimate_completed(
+            ",".join(settings), "" if device_memory is None else str(device_memory),
+            0.0 if memory_fraction is None else float(memory_fraction))
+        out = Snapshot(core, self.source)
+        out._answer = Summary(json.loads(js), text)
+        return out
+
+    @property
+    def estimate_answer(self) -> Summary | None:
+        """What :meth:`estimate` printed for this completed snapshot (the CLI's JSON
+        with attribute access; ``str()`` is its text), or None."""
+        return self._answer
 
     # -- rendering ---------------------------------------------------------------
     def html(self, view: str = "overview", title: str | None = None, with_summary: bool = True,

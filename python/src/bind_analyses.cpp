@@ -5,6 +5,7 @@
 #include "binding.h"
 #include "memsight/categories.h"
 #include "memsight/diff.h"
+#include "memsight/estimate.h"
 #include "memsight/frames.h"
 #include "memsight/html.h"
 #include "memsight/leaks.h"
@@ -95,7 +96,26 @@ void bind_leaks_and_whatif(SnapshotClass& snapshot) {
             return py::make_tuple(text(out.first), text(out.second));
           },
           py::arg("set") = "", py::arg("device_memory") = "", py::arg("memory_fraction") = 0.0,
-          "`memsight whatif`: (text, json).");
+          "`memsight whatif`: (text, json).")
+      .def(
+          "estimate_completed",
+          [](const Snapshot& s, const std::string& set, const std::string& device_memory,
+             double memory_fraction) {
+            const int64_t bytes =
+                device_memory.empty() ? -1 : parse_device_memory(device_memory, "device_memory");
+            if (memory_fraction != 0)
+              check_memory_fraction(memory_fraction, std::to_string(memory_fraction),
+                                    "memory_fraction");
+            EstimateRequest req{set, bytes, memory_fraction};
+            auto e = [&] {
+              py::gil_scoped_release nogil;
+              return complete_estimate(s, req);
+            }();
+            return py::make_tuple(std::make_shared<Snapshot>(std::move(e.snapshot)), text(e.text),
+                                  text(e.json));
+          },
+          py::arg("set") = "", py::arg("device_memory") = "", py::arg("memory_fraction") = 0.0,
+          "`memsight estimate`: (completed snapshot, text, json).");
 }
 
 void bind_kinds(py::module_& m, SnapshotClass& snapshot) {

@@ -17,9 +17,15 @@ using alloc::kNone;
 
 class Simulator {
  public:
-  Simulator(const Snapshot& snap, const Plan& p, const Inputs& in)
-      : t_(snap.trace), p_(p), in_(in), s_(in.settings), a_(in.settings, true, false) {
+  Simulator(const Snapshot& snap, const Plan& p, const Inputs& in, Trail* trail)
+      : t_(snap.trace),
+        p_(p),
+        in_(in),
+        s_(in.settings),
+        a_(in.settings, true, false),
+        trail_(trail) {
     load_start();
+    if (trail_) trail_->addresses.assign(p.trace.requests, -1);
     for (const auto& id : p.pool_ids)
       private_.push_back(a_.pool_of(false, id.first, id.second));  // large; small is + 1
     res_.unused_at_peak = unused();
@@ -113,6 +119,7 @@ class Simulator {
       res_.misplaced += a_.blocks[b].addr != t_.addr[r];
       a_.blocks[b].tag = p_.trace.request[i];
       block_of_[p_.trace.request[i]] = b;
+      if (trail_) trail_->addresses[p_.trace.request[i]] = a_.blocks[b].addr;
     }
     complete_after();
     return true;
@@ -149,6 +156,7 @@ class Simulator {
     res_.peak.requested = a_.peak_requested;
     res_.peak_allocated_event = a_.peak_allocated_event;
     res_.peak_reserved_event = a_.peak_reserved_event;
+    if (trail_) trail_->end.emplace(std::move(a_));
     return std::move(res_);
   }
 
@@ -446,12 +454,17 @@ class Simulator {
   size_t next_private_ = 0;   // into the plan's private_rows
   int32_t owner_ = 0;
   Result res_;
+  Trail* trail_ = nullptr;
 };
 
 }  // namespace
 
 Result run(const Snapshot& snap, const Plan& p, const Inputs& in) {
-  return Simulator(snap, p, in).run();
+  return Simulator(snap, p, in, nullptr).run();
+}
+
+Result run(const Snapshot& snap, const Plan& p, const Inputs& in, Trail* trail) {
+  return Simulator(snap, p, in, trail).run();
 }
 
 }  // namespace memsight::simulate

@@ -10,6 +10,7 @@
 // recording shows (the self-check, whatif.h); the replay (replay.h) moves
 // the same CachingAllocator with every decision taken from the record.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,5 +115,15 @@ struct Inputs {
 };
 
 Result run(const Snapshot& snap, const Plan& p, const Inputs& in);
+
+// What a run leaves behind for making a history whole (analysis/estimate):
+// where each request's block went and the allocator as the run ended (at
+// the request that ran out of memory, if one did). Kept only when asked
+// for, so whatif's runs stay as they were.
+struct Trail {
+  std::vector<int64_t> addresses;  // by request (DeviceTrace::request); -1: never served
+  std::optional<alloc::CachingAllocator> end;
+};
+Result run(const Snapshot& snap, const Plan& p, const Inputs& in, Trail* trail);
 
 }  // namespace memsight::simulate

@@ -83,6 +83,7 @@ int cmd_summary(const Args& a);
 int cmd_diff(const Args& a);
 int cmd_leaks(const Args& a);
 int cmd_whatif(const Args& a);
+int cmd_estimate(const Args& a);
 int cmd_view(const Args& a);  // view, trace-plot, segment-plot
 int cmd_viewer(const Args& a);
 int cmd_convert(const Args& a);

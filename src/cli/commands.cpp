@@ -176,6 +176,40 @@ constexpr Syntax kWhatif{
     "not, it says so and by how much.\n",
     kWhatifOptions, 21};
 
+constexpr sv kEstimateForms[] = {
+    "SNAPSHOT -o OUT.pickle [--set KEY:VALUE ...]\n[--device-memory SIZE] [--memory-fraction F] "
+    "[--json]"};
+constexpr Option kEstimateOptions[] = {
+    {"--output", "-o", Takes::Value, "-o OUT.pickle",
+     "where to write the completed snapshot (.gz/.zst/.xz\n"
+     "names compress); required"},
+    {"--set", "", Takes::Values, "--set KEY:VALUE",
+     "allocator settings, as PYTORCH_CUDA_ALLOC_CONF takes them\n"
+     "(as for whatif), plus per_process_memory_fraction:F;\n"
+     "repeatable; default: torch's defaults",
+     "expandable_segments:True"},
+    {"--device-memory", "", Takes::Value, "--device-memory SIZE",
+     "the device's memory, e.g. 80G: the job runs out where\n"
+     "reserved memory would pass it; default: no bound"},
+    {"--memory-fraction", "", Takes::Value, "--memory-fraction F",
+     "torch.cuda.set_per_process_memory_fraction's cap, a share\n"
+     "of --device-memory"},
+    {"--json", "", Takes::Nothing, "--json", "print the answer as JSON"},
+};
+constexpr Syntax kEstimate{
+    "estimate", kEstimateForms,
+    "Completes an estimate: a requests-only snapshot (the allocations and frees of a\n"
+    "training step run without a GPU, as memsight.torch.estimate writes it: no\n"
+    "segments, no segment events) goes through the simulation of torch's CUDA\n"
+    "caching allocator under the settings given. It writes the completed snapshot\n"
+    "(the segment events the allocator would take, each block at its address, the\n"
+    "segments as the run ends, torch's oom entry where it runs out of memory), which\n"
+    "summary, view, diff and whatif read as a recording, and prints the answer: peak\n"
+    "allocated and reserved memory, what of it sits unused at the peak, whether it\n"
+    "fits the device or where it runs out, and the what-if table of the standard\n"
+    "settings over the same requests. A recording is refused: it is complete.\n",
+    kEstimateOptions, 24};
+
 constexpr sv kViewForms[] = {"SNAPSHOT [-o FILE] [--view NAME] [--device N]"};
 constexpr Option kViewOptions[] = {
     kOutput,
@@ -308,6 +342,10 @@ constexpr Listing kWhatifRow[] = {{"whatif SNAP [--set KEY:VALUE]",
                                    "the recorded requests through torch's allocator,\n"
                                    "simulated under other settings: peak reserved,\n"
                                    "fragmentation, whether the OOM still happens"}};
+constexpr Listing kEstimateRow[] = {{"estimate SNAP -o OUT [--set KEY:VALUE]",
+                                     "a requests-only estimate through torch's allocator,\n"
+                                     "simulated: peaks, fragmentation, fits or OOM, and\n"
+                                     "the completed snapshot"}};
 constexpr Listing kViewRow[] = {
     {"view SNAP [-o FILE]", "self-contained interactive HTML report (offline)"}};
 constexpr Listing kTracePlotRow[] = {
@@ -337,6 +375,7 @@ constexpr Command kCommands[] = {
     {"diff", Group::Beyond, kDiffRow, &kDiff, cmd_diff},
     {"leaks", Group::Beyond, kLeaksRow, &kLeaks, cmd_leaks},
     {"whatif", Group::Beyond, kWhatifRow, &kWhatif, cmd_whatif},
+    {"estimate", Group::Beyond, kEstimateRow, &kEstimate, cmd_estimate},
     {"view", Group::Beyond, kViewRow, &kView, cmd_view},
     {"trace-plot", Group::Beyond, kTracePlotRow, &kView, cmd_view},
     {"segment-plot", Group::Beyond, kSegmentPlotRow, &kView, cmd_view},

@@ -6,7 +6,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 COMMANDS = ["stats", "trace", "segments", "memory", "compare", "summary", "diff", "leaks",
-            "whatif", "view", "trace-plot", "segment-plot", "viewer", "convert", "ranks",
+            "whatif", "estimate", "view", "trace-plot", "segment-plot", "viewer", "convert", "ranks",
             "profile"]
 
 
@@ -45,7 +45,7 @@ def test_usage_errors_quote_the_help(run):
 
 def test_repeated_options(run):
     # --set repeats (its values join); --at and --at-step keep their order.
-    r = run("whatif", ROOT / "tests/data/oom.pickle", "--set", "expandable_segments:True",
+    r = run("whatif", "estimate", ROOT / "tests/data/oom.pickle", "--set", "expandable_segments:True",
             "--set=")
     assert r.returncode == 2 and b"--set needs a value such as" in r.stderr
     r = run("diff", ROOT / "tests/data/oom.pickle", "--at-step", "x")

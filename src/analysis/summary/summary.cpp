@@ -11,6 +11,7 @@
 #include "analysis/kinds/classify.h"
 #include "analysis/summary/oom_diagnosis.h"
 #include "analysis/summary/sites.h"
+#include "analysis/summary/summary_estimate.h"
 #include "analysis/summary/summary_json.h"
 #include "analysis/summary/summary_times.h"
 #include "analysis/whatif/whatif.h"
@@ -261,6 +262,7 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   for (const Segment& s : snap.segments)
     if (s.device >= 0 && s.device < 1024) ndev = std::max(ndev, static_cast<size_t>(s.device + 1));
   sum.devices_listed = ndev;
+  sum.estimate = read_estimate_note(snap);
   alloc::Settings cfg = alloc::Settings::recorded(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
   const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags, opts.top_sites};

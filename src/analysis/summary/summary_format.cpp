@@ -7,6 +7,7 @@
 #include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
 #include "analysis/summary/held_text.h"
+#include "analysis/summary/summary_estimate.h"
 #include "memsight/summary.h"
 #include "util/escape.h"
 #include "util/lines.h"
@@ -171,7 +172,7 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
   }
   if (out.empty()) out = "The snapshot has no segments and no trace: nothing to report.\n";
   if (!s.input_notes.empty()) out = s.input_notes.text("input: ") + '\n' + out;
-  return out;
+  return estimate_note_text(s.estimate) + out;
 }
 
 }  // namespace memsight

@@ -5,6 +5,7 @@
 #include "analysis/alike/alike.h"
 #include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
+#include "analysis/summary/summary_estimate.h"
 #include "analysis/summary/summary_times.h"
 #include "memsight/input_limits.h"
 #include "util/json_writer.h"
@@ -168,6 +169,10 @@ std::string summary_json(const Snapshot& snap, const Summary& s, DeviceListing l
   json_strings(w, s.user_code);
   w.key("input_notes");
   s.input_notes.json(w);
+  if (s.estimate.present) {  // only then: a recording's JSON stays as it was
+    w.key("estimate");
+    estimate_note_json(w, s.estimate);
+  }
   w.key("devices").begin_array();
   if (listing == DeviceListing::Every) {
     every_device_json(w, fc, s);

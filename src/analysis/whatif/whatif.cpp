@@ -144,6 +144,7 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
   simulate::Plan p = simulate::plan(snap, device);
   d.entries = p.rows.size();
   alloc::Settings recorded = alloc::Settings::recorded(snap, &d.ignored_settings);
+  if (!opts.base.empty()) recorded.apply(opts.base);
   d.recorded_conf = recorded.conf();
   d.memory = recorded_memory(p, opts.device_memory, opts.memory_fraction);
   d.recorded_ooms = p.recorded_ooms;
@@ -193,6 +194,14 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
   } else {
     d.check = self_check(p, outcomes.front().result);
   }
+  if (estimated_history(snap, p)) {
+    SelfCheck c;
+    c.estimated = true;
+    c.incomplete = "estimated history: nothing recorded to check against";
+    c.peak_simulated = d.check.peak_simulated;
+    c.allocations = d.check.allocations;
+    d.check = c;
+  }
   for (Outcome& o : outcomes) o.result.events.clear();
   if (!opts.set.empty()) {
     d.outcomes = std::move(outcomes);
@@ -209,6 +218,16 @@ DeviceReport report_device(const Snapshot& snap, size_t device, const Options& o
 }
 
 }  // namespace
+
+simulate::Device device_for(const simulate::Plan& p, const Options& opts,
+                            const alloc::Settings& s) {
+  return device_for(s, recorded_memory(p, opts.device_memory, opts.memory_fraction));
+}
+
+bool estimated_history(const Snapshot& snap, const simulate::Plan& p) {
+  return p.trace.allocs > 0 && p.recorded.empty() && p.trace.start.segments.empty() &&
+         snap.segments.empty();
+}
 
 bool avoids(const Outcome& o, int32_t entry, bool high) {
   const simulate::Result& r = high && o.at_cap_high ? *o.at_cap_high : o.result;

@@ -40,8 +40,11 @@ struct Outcome {
 
 struct SelfCheck {
   std::string incomplete;  // why there is no complete history to check ("" when there is)
-  size_t events = 0;       // recorded segment events
-  size_t matching = 0;     // leading events the simulation made alike
+  // An estimated history (requests only, memsight estimate's input): no
+  // segment was recorded, so there is nothing to check against.
+  bool estimated = false;
+  size_t events = 0;    // recorded segment events
+  size_t matching = 0;  // leading events the simulation made alike
   // The first that differ (index `matching`), if any.
   bool differs = false;
   simulate::SegmentEvent recorded, simulated;
@@ -99,6 +102,10 @@ struct Options {
   // (snapshots do not record it): the cap of every simulation; 0: unknown.
   double memory_fraction = 0;
   unsigned threads = 0;  // 0: every core (MEMSIGHT_THREADS caps it)
+  // Settings applied over the recorded ones before anything else: they
+  // stand in for the recorded settings (an estimate's, `memsight estimate
+  // --set`), and the alternatives apply over them.
+  std::string base;
 };
 
 struct Report {
@@ -111,6 +118,13 @@ struct Report {
 
 // Throws Error for settings that cannot be simulated.
 Report run(const Snapshot& snap, const Options& opts);
+// The device a simulation of the plan runs on: as recorded, with the
+// options' device memory and memory fraction, and the settings' own fraction
+// (per_process_memory_fraction) over both.
+simulate::Device device_for(const simulate::Plan& p, const Options& opts, const alloc::Settings& s);
+// The history holds requests only: no segment event nor segment, while it
+// allocates (an estimate's requests, before `memsight estimate`).
+bool estimated_history(const Snapshot& snap, const simulate::Plan& p);
 // The reserved peak the alternatives compare with: the simulation under the
 // recorded settings (torch's own when the self-check passes).
 int64_t baseline(const DeviceReport& d);

@@ -70,6 +70,7 @@ std::string check_text(const DeviceReport& d) {
 
 std::string check_result(const DeviceReport& d) {
   const SelfCheck& c = d.check;
+  if (c.estimated) return c.incomplete + ".";
   if (!c.incomplete.empty())
     return "not possible: " + c.incomplete + ". The results below start from an estimated state.";
   std::string peak = sz(c.peak_recorded);
