@@ -57,13 +57,16 @@ class SoleHolders:
 
     def add_modules(self, modules: list[Any]) -> None:
         for m in modules:
-            d = m.__dict__
-            self._held_by(m, (d,), (_DICT,))
-            self._held_by(d, d.values(), d.keys())
-            for name in _HELD_IN_DICTS:  # children and hooks, where a module has any
-                inner = d.get(name)
-                if inner and isinstance(inner, dict):
-                    self._held_by(inner, inner.values(), inner.keys())
+            try:
+                d = m.__dict__
+                self._held_by(m, (d,), (_DICT,))
+                self._held_by(d, d.values(), d.keys())
+                for name in _HELD_IN_DICTS:  # children and hooks, where a module has any
+                    inner = d.get(name)
+                    if inner and isinstance(inner, dict):
+                        self._held_by(inner, inner.values(), inner.keys())
+            except Exception:  # changed by another thread meanwhile, an odd proxy: the gc's referrers find it
+                continue
 
     def add_closures(self, functions: Any) -> None:
         for f in compress(functions, map(attrgetter("__closure__"), functions)):
