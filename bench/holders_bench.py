@@ -7,9 +7,10 @@ optimizer's per-parameter dicts) are tagged, and activations kept by
 user code: a global list, a dict keyed by step, a frame-local list and a
 closure of a forward hook. N live tensors in all (default 10,000). Timed:
 ``holders_value`` with the tagged storages skipped (what a dump with
-``model=``/``optimizer=`` does) and with nothing skipped; median of 5.
+``model=``/``optimizer=`` does) and with nothing skipped; medians of 5, wall
+and CPU time.
 
-    python3 bench/holders_bench.py [--tensors 10000] [--json OUT.json]
+    python3 bench/holders_bench.py [--tensors 10000] [--ballast 0] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -47,21 +48,27 @@ def build(n: int) -> tuple[torch.nn.Module, dict, list[torch.Tensor]]:
     return model, state, local
 
 
-def timed(skip: set, repeat: int) -> tuple[float, dict]:
-    times, value = [], {}
+def timed(skip: set, repeat: int) -> tuple[float, float, dict]:
+    """Medians of wall and CPU time (ms): on a shared machine the CPU time
+    is the walk's own, the wall time adds whatever else ran."""
+    walls, cpus, value = [], [], {}
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         value = holders.holders_value(None, skip, budget_s=10.0)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3, value
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3, value
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tensors", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--ballast", type=int, default=0,
+                    help="this many more small dicts on the heap: a process with more libraries loaded")
     ap.add_argument("--json")
     args = ap.parse_args()
+    ballast = [{"k": [i]} for i in range(args.ballast)]
     model, state, local = build(args.tensors)
     tagged = set()
     for p in model.parameters():
@@ -69,16 +76,17 @@ def main() -> None:
             tagged.add((0, t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t.storage().data_ptr()))
     gc.collect()
     heap = len(gc.get_objects())
-    ms_skip, v_skip = timed(tagged, args.repeat)
-    ms_all, v_all = timed(set(), args.repeat)
+    ms_skip, cpu_skip, v_skip = timed(tagged, args.repeat)
+    ms_all, cpu_all, v_all = timed(set(), args.repeat)
     out = {"tensors": args.tensors, "heap_objects": heap, "python": sys.version.split()[0],
            "torch": torch.__version__, "ms_tagged_skipped": round(ms_skip, 1), "ms_all": round(ms_all, 1),
+           "cpu_ms_tagged_skipped": round(cpu_skip, 1), "cpu_ms_all": round(cpu_all, 1),
            "named_tagged_skipped": len(v_skip["storages"]), "named_all": len(v_all["storages"]),
            "holders": sorted(h["path"] for h in v_skip["holders"])}
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
-    assert local  # kept alive, named by main:local
+    assert local and len(ballast) == args.ballast  # kept alive to the end
 
 
 if __name__ == "__main__":

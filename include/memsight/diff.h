@@ -42,7 +42,11 @@ struct DiffMoment {
   // reserved_bytes, requested_bytes; free memory inside the segments.
   int64_t allocated = 0, active = 0, reserved = 0, requested = 0;
   int64_t free_bytes = 0, free_blocks = 0, largest_free = 0;
-  double fragmentation = 0;       // 1 - largest free block / free bytes
+  double fragmentation = 0;  // 1 - largest free block / free bytes
+  // The free memory above is outside CUDA graphs' private pools; theirs
+  // (kept for the graphs' replays) is this, where the device has any.
+  bool graph_pools = false;
+  int64_t graph_pool_free = 0;
   std::vector<SiteAmount> sites;  // largest first
   CategoryTotals categories;
   std::vector<std::pair<std::string, int64_t>>

@@ -14,6 +14,7 @@
 
 #include "memsight/categories.h"
 #include "memsight/frames.h"
+#include "memsight/holders.h"
 #include "memsight/input_limits.h"
 #include "memsight/snapshot.h"
 #include "memsight/whatif.h"
@@ -69,7 +70,8 @@ struct OomReport {
   int64_t allocated = 0;                  // allocated_bytes at that moment
   int64_t active = 0;                     // active_bytes
   int64_t reserved = 0;                   // reserved_bytes
-  int64_t cached_free = 0;                // reserved but not active
+  int64_t cached_free = 0;                // reserved but not active, outside graph pools
+  int64_t graph_pool_free = 0;            // free inside CUDA graphs' private pools
   int64_t largest_free = 0;               // largest free block in any pool
   int64_t largest_free_pool = 0;          // largest free block in the request's pool
   std::string pool;                       // "small" (requests up to 1 MiB) or "large"
@@ -80,6 +82,9 @@ struct OomReport {
   std::vector<OomCause> causes;           // every cause that holds, main first
   std::string explanation;                // plain-language diagnosis with the facts
   std::vector<Remedy> remedies;
+  // Who held most of the blocks live at the OOM (and still live at the
+  // dump, where memsight.torch named them); blocks == 0: not recorded.
+  HeldAmount held_by;
   CategoryView categories;  // what kind of memory was allocated then
   // The allocator simulated on this history under other settings (memsight
   // whatif), when it ran, and the sentence that cites it ("" when not run).
@@ -122,6 +127,9 @@ struct DeviceSummary {
   int64_t segments_now = 0;
   // Frees of allocations the trace never saw: made before recording began or
   // dropped when the history buffer wrapped.
+  // The live blocks at the dump by the holder memsight.torch named then
+  // (memsight_holders), largest first; empty without it.
+  std::vector<HeldAmount> held;
   int64_t orphan_frees = 0;
   std::string history_wrapped;  // "yes", "no" or "possibly"
   // Whether the peaks are torch's exact numbers; else they are lower bounds

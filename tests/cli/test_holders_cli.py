@@ -102,3 +102,25 @@ def test_the_key_round_trips_through_convert(run, tmp_path):
     r = run("convert", f, "-o", out)
     assert r.returncode == 0, r.stderr
     assert pickle.loads(out.read_bytes())["memsight_holders"] == snap["memsight_holders"]
+
+
+def test_summary_and_diff_json_give_the_holders_at_the_dump(run, tmp_path):
+    snap = mh.held(ml.loop(steps=30, keep_output=True, keep_loss=True), ml.OUTPUT, "__main__.kept")
+    snap = mh.held(snap, ml.LOSS, "train:losses", line=44)
+    f = tmp_path / "held.pickle"
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    (dev,) = json.loads(run("summary", f, "--json").stdout)["devices"]
+    rows = [(h["path"], h["type"], h["module"], h["line"], h["blocks"]) for h in dev["holders"]]
+    assert rows == [("__main__.kept", "list", "__main__", 12, 30), ("train:losses", "list", "__main__", 44, 30)]
+    assert dev["holders"][0]["bytes"] == 32_505_344  # the text's "31.0MiB"
+    a = tmp_path / "a.pickle"
+    a.write_bytes(pickle.dumps(mh.held(ml.loop(steps=10, keep_output=True), ml.OUTPUT, "__main__.kept"), protocol=4))
+    d = json.loads(run("diff", a, f, "--json").stdout)
+    assert [h["path"] for h in d["before"]["holders"]] == ["__main__.kept"]
+    assert d["before"]["holders"][0]["blocks"] == 10
+    assert [h["path"] for h in d["after"]["holders"]] == ["__main__.kept", "train:losses"]
+    # a moment inside the history is not a dump: no holders there
+    assert "holders" not in json.loads(run("diff", f, "--at", "step:3", "--json").stdout)["before"]
+    del snap["memsight_holders"]
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    assert "holders" not in json.loads(run("summary", f, "--json").stdout)["devices"][0]

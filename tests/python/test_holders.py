@@ -149,3 +149,23 @@ def test_a_closure_of_one_cell_is_walked_when_few_objects_are_looked_for():
     v = walk(skip=others)  # one tensor: the gc's get_referrers answers each level
     name = "test_a_closure_of_one_cell_is_walked_when_few_objects_are_looked_for:fn"
     assert [s["path"] for s in v["storages"]] == [f"{name} \u2192 seen[0]"]
+
+
+def test_a_module_tree_and_a_closure_are_climbed_without_levels():
+    # A list kept by a hook three modules down is 16 levels below the local
+    # `model`, past the walk's 12. The module's attributes, its children and
+    # the closure's cells each have one holder, climbed without a level (or a
+    # heap pass): three levels find it (the tensor's list, the list's cell,
+    # then up the closure and the modules to `model`).
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(2, 2))))
+
+    def install() -> None:
+        seen: list = []
+        model[0][0][0].register_forward_hook(lambda m, i, o: seen.append(o.detach()))
+
+    install()
+    model(torch.ones(1, 2))
+    held = by_holder(walk(skip={H._storage_at(p) for p in model.parameters()}, max_depth=3))
+    (hooked,) = [k for k in held if k.endswith("\u2192 seen")]  # the hook's number varies
+    assert hooked.startswith("test_a_module_tree_and_a_closure_are_climbed_without_levels:model.0.0.0.")
+    assert held[hooked] == [f"{hooked}[0]"]

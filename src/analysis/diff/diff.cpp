@@ -14,6 +14,7 @@
 #include "analysis/frames/frames_fmt.h"
 #include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
+#include "analysis/moments/graph_pool_free.h"
 #include "analysis/moments/moment.h"
 #include "memsight/error.h"
 #include "memsight/input_limits.h"
@@ -56,9 +57,29 @@ void add_frame_kinds(DiffMoment& m, const FrameClassifier& fc, StackId stack,
   }
 }
 
-DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay::Result& rr,
-                   const BlockCategories& bc, const replay::OomState& st, uint32_t begin,
-                   StackFormatter& fmt) {
+// Free memory outside the CUDA graphs' private pools: theirs serves only
+// their graphs (graph_pool_free.h), as summary keeps it apart.
+void free_space(DiffMoment& m, const Snapshot& snap, size_t device, const replay::Result& rr,
+                const replay::OomState& st) {
+  m.free_bytes = st.free.bytes;
+  m.free_blocks = st.free.blocks;
+  m.largest_free = std::max(st.free.largest_small, st.free.largest_large);
+  const GraphPoolFree gp = graph_pool_free(snap, device, rr, st.event);
+  if (gp.pools) {
+    m.graph_pools = true;
+    m.graph_pool_free = gp.bytes;
+    m.free_bytes = std::max<int64_t>(0, m.free_bytes - gp.bytes);
+    m.free_blocks = std::max<int64_t>(0, m.free_blocks - gp.blocks);
+    m.largest_free =
+        std::min(m.free_bytes, std::max(gp.outside_largest_small, gp.outside_largest_large));
+  }
+  if (m.free_bytes > 0)
+    m.fragmentation = 1.0 - static_cast<double>(m.largest_free) / static_cast<double>(m.free_bytes);
+}
+
+DiffMoment measure(const Snapshot& snap, size_t device, const FrameClassifier& fc,
+                   const replay::Result& rr, const BlockCategories& bc, const replay::OomState& st,
+                   uint32_t begin, StackFormatter& fmt) {
   DiffMoment m;
   const int64_t event = st.event;
   m.event = event;
@@ -67,11 +88,7 @@ DiffMoment measure(const Snapshot& snap, const FrameClassifier& fc, const replay
   m.active = st.at.active;
   m.reserved = st.at.reserved;
   m.requested = st.at.requested;
-  m.free_bytes = st.free.bytes;
-  m.free_blocks = st.free.blocks;
-  m.largest_free = std::max(st.free.largest_small, st.free.largest_large);
-  if (m.free_bytes > 0)
-    m.fragmentation = 1.0 - static_cast<double>(m.largest_free) / static_cast<double>(m.free_bytes);
+  free_space(m, snap, device, rr, st);
   std::map<std::string, SiteAmount> sites;
   std::unordered_map<StackId, std::string> labels;
   std::vector<bool> frame_seen(snap.frames.frame_count());
@@ -197,7 +214,7 @@ std::vector<DiffMoment> measure_moments(const Snapshot& snap, const std::string&
       start.at = rr.start;
       st = rr.moments.insert(rr.moments.end(), start);
     }
-    DiffMoment m = measure(snap, fc, rr, bc, *st, begin, fmt);
+    DiffMoment m = measure(snap, device, fc, rr, bc, *st, begin, fmt);
     m.file = file;
     m.device = static_cast<int>(device);
     m.at = at[i];

@@ -3,6 +3,7 @@
 
 #include "analysis/diff/diff_holders.h"
 #include "analysis/frames/report_text.h"
+#include "analysis/leaks/leak_holders.h"
 #include "memsight/diff.h"
 #include "util/json_writer.h"
 #include "util/lines.h"
@@ -103,10 +104,15 @@ void json_moment(JsonWriter& w, const DiffMoment& m) {
       .field("free", m.free_bytes)
       .field("free_blocks", m.free_blocks)
       .field("largest_free", m.largest_free)
-      .fixed_field("fragmentation", m.fragmentation, 6)
-      .field("sites", m.sites.size())
-      .field("note", m.note)
-      .end_object();
+      .fixed_field("fragmentation", m.fragmentation, 6);
+  if (m.graph_pools) w.field("graph_pool_free", m.graph_pool_free);
+  w.field("sites", m.sites.size()).field("note", m.note);
+  if (!m.held.empty()) {  // a dump where memsight.torch named the holders
+    w.key("holders").begin_array();
+    for (const HeldAmount& h : m.held) held_amount_json(w, h);
+    w.end_array();
+  }
+  w.end_object();
 }
 
 constexpr Category kAll[kCategoryCount] = {Category::Parameter,        Category::Gradient,
@@ -130,6 +136,8 @@ std::string diff_text(const SnapshotDiff& d) {
   out += bytes_row("largest free block", a.largest_free, b.largest_free);
   out += row("fragmentation", percent(a.fragmentation), percent(b.fragmentation),
              percent_points(b.fragmentation - a.fragmentation));
+  if (a.graph_pools || b.graph_pools)  // the rows above leave them out
+    out += bytes_row("graph pools free", a.graph_pool_free, b.graph_pool_free);
   out += "\n  by kind:\n";
   for (Category c : kAll) {
     int64_t x = a.categories.of(c), y = b.categories.of(c);

@@ -86,6 +86,18 @@ std::string held_by_text(const LeakSite& site, const Iterations& it) {
   return blocks + how + named(h) + of;
 }
 
+void held_amount_json(JsonWriter& w, const HeldAmount& h) {
+  w.begin_object()
+      .field("path", h.holder.path)
+      .field("type", h.holder.type)
+      .field("module", h.holder.module)
+      .field("file", h.holder.file)
+      .field("line", h.holder.line)
+      .field("blocks", h.blocks)
+      .field("bytes", h.bytes)
+      .end_object();
+}
+
 void held_by_json(JsonWriter& w, const LeakSite& site) {
   const HeldBy& h = site.held_by;
   if (h.path.empty()) return;

@@ -20,6 +20,10 @@ std::string held_by_text(const LeakSite& site, const Iterations& it);
 // "the list `kept` (train.py, `__main__`)": a holder as the reports name it.
 std::string holder_words(const Holder& h);
 
+// {"path", "type", "module", "file", "line", "blocks", "bytes"}: what one
+// holder keeps, as summary, diff and the OOM diagnosis write it.
+void held_amount_json(JsonWriter& w, const HeldAmount& h);
+
 // "held_by": {...} in a leaking site's JSON, only where it has a holder.
 void held_by_json(JsonWriter& w, const LeakSite& site);
 

@@ -8,9 +8,7 @@
 
 namespace memsight {
 
-void held_text(std::string& out, const Snapshot& snap, const Holders& holders, int64_t device) {
-  if (holders.empty()) return;
-  const std::vector<HeldAmount> rows = held_amounts(snap, holders, device);
+void held_text(std::string& out, const std::vector<HeldAmount>& rows) {
   if (rows.empty()) return;
   constexpr size_t kShown = 5;
   std::string line = "Held at the dump (named by memsight.torch): ";

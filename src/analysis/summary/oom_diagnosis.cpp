@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "analysis/leaks/leak_holders.h"
 #include "analysis/whatif/whatif.h"
 #include "util/text_format.h"
 
@@ -86,8 +87,12 @@ std::string request_facts(const OomReport& o) {
       " cached but unused (" +
       (o.largest_free_pool ? "largest free block " + format_bytes(o.largest_free_pool) + " in the "
                            : std::string("no free block in the ")) +
-      o.pool + " pool, " + format_bytes(o.largest_free) + " the largest in any). The device had " +
-      format_bytes(o.device_free) + " free";
+      o.pool + " pool, " + format_bytes(o.largest_free) + " the largest in any" +
+      (o.graph_pool_free ? "; " + format_bytes(o.graph_pool_free) +
+                               " more free inside CUDA graphs' private pools, which only their "
+                               "graphs use"
+                         : std::string()) +
+      "). The device had " + format_bytes(o.device_free) + " free";
   if (o.device_total > 0) facts += " of " + format_bytes(o.device_total);
   if (o.limit >= 0) facts += "; the allocator's limit was " + format_bytes(o.limit);
   return facts + ".";
@@ -169,6 +174,10 @@ void diagnose_oom(OomReport& o, const SiteStat& holder, bool expandable_segments
   if (c.others) explain_others(o, c, why);
   if (c.capped) explain_cap(o, c, why);
   if (c.demand) explain_demand(o, c, holder, why);
+  if (o.held_by.blocks)
+    why += " The most live memory then was held by " + holder_words(o.held_by.holder) + ": " +
+           count_of(o.held_by.blocks, "block") + ", " + format_bytes(o.held_by.bytes) +
+           " (named by memsight.torch at the dump).";
   o.verdict = o.causes.front();
   o.explanation = request_facts(o) + why;
 }

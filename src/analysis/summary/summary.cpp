@@ -9,6 +9,7 @@
 #include "allocator/replay.h"
 #include "analysis/alike/alike.h"
 #include "analysis/kinds/classify.h"
+#include "analysis/moments/graph_pool_free.h"
 #include "analysis/summary/oom_diagnosis.h"
 #include "analysis/summary/sites.h"
 #include "analysis/summary/summary_estimate.h"
@@ -111,6 +112,7 @@ struct DeviceInputs {
   const alloc::Settings& cfg;
   std::pair<bool, bool> overflow;  // overflow_flag(): known, overflowed
   const std::vector<StorageTag>& tags;
+  const Holders& holders;  // memsight_holders (empty without it)
   size_t top_sites;
 };
 
@@ -153,6 +155,39 @@ void peaks_and_sites(const DeviceInputs& in, const replay::Result& rr, uint32_t 
   }
 }
 
+// The holder keeping the most of the blocks live at `event` that were still
+// live at the dump (memsight.torch named the holders then); blocks == 0 if none.
+HeldAmount held_most_at(const Holders& holders, const replay::Result& rr, int64_t event,
+                        int device) {
+  std::vector<HeldAmount> by(holders.holders.size());
+  for (size_t i = 0, n = replay::allocated_by(rr, event); i < n; ++i) {
+    const replay::Lifetime& l = rr.blocks[i];
+    if (l.free_requested != replay::Lifetime::kNever) continue;  // not the block named at the dump
+    if (const HeldStorage* h = holders.in_block(device, l.address, l.size)) {
+      ++by[h->holder].blocks;
+      by[h->holder].bytes += l.size;
+    }
+  }
+  HeldAmount best;
+  for (size_t i = 0; i < by.size(); ++i)
+    if (by[i].bytes > best.bytes) best = {holders.holders[i], by[i].blocks, by[i].bytes};
+  return best;
+}
+
+// Free memory at the OOM outside CUDA graphs' private pools: only their
+// graphs can use theirs, so it neither fits the request nor fragments.
+void outside_graph_pools(OomReport& o, const Snapshot& snap, int device, const replay::Result& rr,
+                         const replay::OomState& st, bool small) {
+  const GraphPoolFree gp = graph_pool_free(snap, static_cast<size_t>(device), rr, st.event);
+  if (!gp.pools) return;
+  o.graph_pool_free = gp.bytes;
+  o.cached_free = std::max<int64_t>(0, o.cached_free - gp.bytes);
+  o.largest_free =
+      std::min(o.cached_free, std::max(gp.outside_largest_small, gp.outside_largest_large));
+  o.largest_free_pool =
+      std::min(o.largest_free, small ? gp.outside_largest_small : gp.outside_largest_large);
+}
+
 // One report per OOM of the device's replay: the allocator's state then, its
 // causes and remedies.
 std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result& rr,
@@ -161,6 +196,7 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
   int64_t total = -1, limit = -1;
   device_memory(in.snap, device, total, limit);
   std::vector<OomReport> out;
+  const Holders& holders = in.holders;
   for (const replay::OomState& st : rr.ooms) {
     uint32_t r = begin + static_cast<uint32_t>(st.event);
     OomReport o;
@@ -179,6 +215,8 @@ std::vector<OomReport> oom_reports(const DeviceInputs& in, const replay::Result&
     o.pool = small ? "small" : "large";
     o.largest_free_pool = small ? st.free.largest_small : st.free.largest_large;
     o.releasable = st.free.releasable;
+    outside_graph_pools(o, in.snap, device, rr, st, small);
+    if (!holders.empty()) o.held_by = held_most_at(holders, rr, st.event, device);
     o.stack = t.stack[r];
     o.site = o.stack ? in.fc.describe(o.stack, 3) : "";
     // The live site that holds most at the OOM: what to checkpoint or shrink.
@@ -242,6 +280,7 @@ DeviceSummary summarize_device(const DeviceInputs& in, size_t d, std::function<v
     ds.categories_now = view_at(bc, rr, static_cast<int64_t>(ds.entries) - 1);
   });
   ds.category_sources = bc.sources;
+  if (!in.holders.empty()) ds.held = held_amounts(in.snap, in.holders, ds.device);
   ds.ooms = oom_reports(in, rr, bc, begin, ds.device);
   if (!ds.ooms.empty()) {
     std::vector<int32_t> entries;
@@ -265,7 +304,8 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
   sum.estimate = read_estimate_note(snap);
   alloc::Settings cfg = alloc::Settings::recorded(snap);
   const std::vector<StorageTag> tags = read_tags(snap);
-  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags, opts.top_sites};
+  const Holders holders = read_holders(snap);
+  const DeviceInputs in{snap, fc, cfg, overflow_flag(snap), tags, holders, opts.top_sites};
   // The notes (a walk over every number of the snapshot) are made beside
   // the first replay big enough for a second thread, else beside all the
   // devices' summaries.

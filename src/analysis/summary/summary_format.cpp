@@ -156,7 +156,6 @@ void oom_text(std::string& out, const FrameClassifier& fc, const OomReport& o, b
 std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all) {
   std::string out;
   FrameClassifier fc(snap, UserCode{s.user_code});
-  const Holders holders = read_holders(snap);
   for (size_t g = 0; g < s.devices.size(); ++g) {
     const DeviceSummary& d = s.devices[g];
     if (d.entries == 0 && d.segments_now == 0) continue;
@@ -166,7 +165,7 @@ std::string summary_text(const Snapshot& snap, const Summary& s, bool frames_all
     counters_text(out, snap, d);
     sites_text(out, fc, d, frames_all);
     kinds_text(out, d);
-    held_text(out, snap, holders, d.device);
+    held_text(out, d.held);
     for (const OomReport& o : d.ooms) oom_text(out, fc, o, frames_all);
     out += '\n';
   }

@@ -5,6 +5,7 @@
 #include "analysis/alike/alike.h"
 #include "analysis/frames/report_text.h"
 #include "analysis/kinds/classify.h"
+#include "analysis/leaks/leak_holders.h"
 #include "analysis/summary/summary_estimate.h"
 #include "analysis/summary/summary_times.h"
 #include "memsight/input_limits.h"
@@ -41,8 +42,9 @@ void oom_json(JsonWriter& w, const FrameClassifier& fc, const OomReport& o) {
       .field("allocated", o.allocated)
       .field("active", o.active)
       .field("reserved", o.reserved)
-      .field("cached_free", o.cached_free)
-      .field("largest_free", o.largest_free)
+      .field("cached_free", o.cached_free);
+  if (o.graph_pool_free) w.field("graph_pool_free", o.graph_pool_free);
+  w.field("largest_free", o.largest_free)
       .field("largest_free_in_pool", o.largest_free_pool)
       .field("releasable", o.releasable)
       .field("verdict", oom_cause_name(o.verdict))
@@ -50,6 +52,10 @@ void oom_json(JsonWriter& w, const FrameClassifier& fc, const OomReport& o) {
   json_strings(w, oom_cause_names(o.causes));
   w.field("explanation", o.explanation).key("remedies");
   json_strings(w, remedy_texts(o.remedies));
+  if (o.held_by.blocks) {
+    w.key("held_by");
+    held_amount_json(w, o.held_by);
+  }
   w.field("simulated", o.simulated).field("site", o.site).key("frames");
   json_stack(w, fc, o.stack);
   w.key("categories");
@@ -104,6 +110,11 @@ void device_json(JsonWriter& w, const FrameClassifier& fc, const DeviceSummary& 
       .field("sites_total", d.sites_total)
       .key("top_sites");
   sites_json(w, fc, d.top_sites);
+  if (!d.held.empty()) {  // only where memsight.torch named the holders at the dump
+    w.key("holders").begin_array();
+    for (const HeldAmount& h : d.held) held_amount_json(w, h);
+    w.end_array();
+  }
   w.key("ooms").begin_array();
   for (const OomReport& o : d.ooms) oom_json(w, fc, o);
   w.end_array().key("categories").begin_object().key("sources");

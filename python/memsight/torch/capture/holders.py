@@ -10,9 +10,11 @@ them alive, written beside the snapshot as the top-level key
 
 How: the live tensors are the garbage collector's objects of a tensor type
 (one pass over its lists); their referrers are found level by level upward
-(one pass per level, the gc's own ``get_referrers`` when few objects are
-looked for) until a root names them: a module's globals (``module.name``),
-a running frame's locals (``function:name``). The shortest path from a root
+until a root names them: a module's globals (``module.name``), a running
+frame's locals (``function:name``). An object only one other holds (a
+module's attributes and children, a closure's cells: sole_holders.py)
+climbs to it directly; the others cost a pass over the heap per level (the
+gc's own ``get_referrers`` when few objects are looked for). The shortest path from a root
 down to each tensor names it. The walk stops at a depth and a time budget;
 whatever it did not name is simply absent. A tensor that an autograd graph
 keeps (saved for backward) is named through the graph's output that a name
@@ -20,10 +22,11 @@ holds: ``evaluate:outputs[3].grad_fn``.
 
 Off by default: on with ``MEMSIGHT_HOLDERS=1`` or ``holders=True`` to
 ``record``, OOMObserver or MemorySnapshot (an argument wins over the
-variable). The walk costs ~50 ms a heap pass on a small heap and took 1.9 s
-in a GPU test process with torch, transformers and lightning loaded, far
-past an OOM dump's tens of milliseconds, so it waits for the user to ask. Nothing here raises into training: a failure is logged and the
-snapshot is written without holders.
+variable). Its cost grows with the heap, not the tensors: three passes over
+it for 10,000 tensors of a 128,000-object heap (bench/holders_bench.py,
+bench/README.md), more than an OOM dump's tens of milliseconds, so it waits
+for the user to ask. Nothing here raises into training: a failure is logged
+and the snapshot is written without holders.
 """
 
 from __future__ import annotations
@@ -37,11 +40,15 @@ import sys
 import threading
 import time
 import types
+import weakref
 from collections import deque
 from functools import partial
 from itertools import compress
 from operator import not_
 from typing import Any
+
+from .live_storages import _storage_at, _storage_keys, _storage_size, live_tensors
+from .sole_holders import SoleHolders, _key_text, sole_holders
 
 log = logging.getLogger("memsight")
 
@@ -49,14 +56,16 @@ HOLDERS_KEY = "memsight_holders"
 MAX_DEPTH = 12
 BUDGET_S = 0.25
 _GRAPH_NODES = 20_000  # autograd nodes visited at most, over all graphs
+_CHUNK = 512  # objects whose referents a heap pass asks for at once
 _FEW = 16  # at most this many objects per level: the gc's get_referrers, else one pass
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Objects of these types hold no tensor a person would name (code, classes,
-# descriptors); skipping them makes a pass over the heap cheaper.
+# descriptors, weak references); skipping them makes a pass over the heap cheaper.
 _NEVER = {types.FunctionType, types.CodeType, type, types.ModuleType, types.BuiltinFunctionType,
           types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType,
-          types.MemberDescriptorType, types.MethodWrapperType, property, staticmethod, classmethod}
+          types.MemberDescriptorType, types.MethodWrapperType, property, staticmethod, classmethod,
+          weakref.ReferenceType, weakref.ProxyType, weakref.CallableProxyType}
 
 _settings: dict[int, bool] = {}
 _next = [0]
@@ -88,49 +97,6 @@ def enabled() -> bool:
     return os.environ.get("MEMSIGHT_HOLDERS", "0").strip().lower() in ("1", "on", "true", "yes")
 
 
-def _storage_at(t: Any) -> tuple[int, int] | None:
-    """(device index, address) of a tensor's storage, from the tensor alone:
-    building the storage object costs ten times more; None without one."""
-    try:
-        addr = t.data_ptr() - t.storage_offset() * t.element_size()
-    except Exception:  # meta, sparse, a tensor subclass without storage
-        return None
-    return ((t.device.index or 0), addr) if addr else None
-
-
-def _storage_size(t: Any) -> int:
-    try:
-        st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-        return int(st.nbytes() if hasattr(st, "nbytes") else st.size() * st.element_size())
-    except Exception:
-        return 0
-
-
-def _subclasses(base: type) -> set[type]:
-    out, todo = {base}, [base]
-    while todo:
-        for sub in todo.pop().__subclasses__():
-            if sub not in out:
-                out.add(sub)
-                todo.append(sub)
-    return out
-
-
-def live_tensors(objs: list[Any], device_type: str | None) -> list[Any]:
-    """The tensors among the gc's objects, on ``device_type`` (None: any).
-    Selected by C-level iteration (compress/map): a Python loop over a heap
-    of 100,000s of objects is what would cost."""
-    import torch
-
-    kinds = _subclasses(torch.Tensor)
-    out = list(compress(objs, map(kinds.__contains__, map(type, objs))))
-    if device_type == "cuda":
-        out = [t for t in out if t.is_cuda]
-    elif device_type is not None:
-        out = [t for t in out if t.device.type == device_type]
-    return out
-
-
 class _Graph:
     """The referrer edges found so far: child id -> [(parent id, label)]."""
 
@@ -138,12 +104,6 @@ class _Graph:
         self.objs: dict[int, Any] = {}
         self.parents: dict[int, list[tuple[int, str]]] = {}
         self.roots: dict[int, tuple[str, dict[str, Any]]] = {}  # id -> (root path, where)
-
-
-def _key_text(k: Any) -> str:
-    """A dict key as a path shows it: str, int and the like by repr; others
-    (tensors, modules as keys) by type, as their repr can cost a lot."""
-    return repr(k) if isinstance(k, (str, int, float, bytes, bool, type(None))) else f"<{type(k).__name__}>"
 
 
 def _edge_labels(parent: Any, wanted: set[int]) -> list[tuple[int, str]]:
@@ -217,8 +177,11 @@ def _root_of_global(module: str, name: str) -> tuple[str, dict[str, Any]]:
 class _Walk:
     """One upward walk from a set of tensors, bounded by depth and time."""
 
-    def __init__(self, heap: list[Any], deadline: float, max_depth: int) -> None:
+    def __init__(self, heap: list[Any], deadline: float, max_depth: int, kinds: list[type],
+                 sole: SoleHolders) -> None:
         self.heap = heap
+        self.kinds = kinds  # type of each object of heap
+        self.sole = sole
         self.deadline = deadline
         self.max_depth = max_depth
         self.g = _Graph()
@@ -227,7 +190,8 @@ class _Walk:
         for f in _frames():
             for name, v in f.f_locals.items():
                 self.locals.setdefault(id(v), []).append((f, name))
-        self.own = {id(self.g.objs), id(self.heap), id(self.g.parents), id(self.locals)}
+        self.own = {id(self.g.objs), id(self.heap), id(self.g.parents), id(self.locals), id(kinds),
+                    id(sole.parent), id(sole.objs)}
         self.complete = True
 
     def _referrers(self, frontier: list[Any]) -> list[Any]:
@@ -237,11 +201,18 @@ class _Walk:
             # a tuple handed to f(*args) is the call's argument tuple itself: one of the referrers
             return [r for r in gc.get_referrers(*args) if r is not args]
         ids = {id(o) for o in frontier}
-        heap = list(compress(self.heap, map(not_, map(_NEVER.__contains__, map(type, self.heap)))))
+        heap = list(compress(self.heap, map(not_, map(_NEVER.__contains__, self.kinds))))
         self.own.add(id(heap))
+        out: list[Any] = []
+        # A chunk's referents at once first (one call, one list): the few
+        # chunks that hold any of `ids` are then asked object by object.
         # C-level: for each object, is any of its referents one of `ids`?
-        hits = map(not_, map(ids.isdisjoint, map(partial(map, id), map(gc.get_referents, heap))))
-        return list(compress(heap, hits))
+        for i in range(0, len(heap), _CHUNK):
+            chunk = heap[i:i + _CHUNK]
+            if not ids.isdisjoint(map(id, gc.get_referents(*chunk))):
+                hits = map(not_, map(ids.isdisjoint, map(partial(map, id), map(gc.get_referents, chunk))))
+                out.extend(compress(chunk, hits))
+        return out
 
     def _name_roots(self, obj: Any) -> bool:
         """Records ``obj`` as a root if a frame local names it; True if so."""
@@ -252,13 +223,38 @@ class _Walk:
         self.g.roots[id(obj)] = _root_of_frame_local(f, name)
         return True
 
+    def _reached(self, r: Any, nxt: list[Any]) -> None:
+        """``r`` holds something on a path: climb on from it, unless a frame
+        local names it or it was reached already."""
+        if id(r) not in self.g.objs:
+            self.g.objs[id(r)] = r
+            if not self._name_roots(r):
+                nxt.append(r)
+
+    def _climb_sole(self, frontier: list[Any]) -> list[Any]:
+        """Climbs from ``frontier`` through the objects one other object
+        holds, as far as they go (no level counted: it costs no heap
+        pass); returns the objects reached that need the gc's referrers."""
+        rest = []
+        while frontier:
+            self.sole.climb_closures(frontier)
+            more: list[Any] = []
+            for o in frontier:
+                up = self.sole.up(o)
+                if up is None:
+                    rest.append(o)
+                else:
+                    self.g.parents.setdefault(id(o), []).append(up)
+                    self._reached(self.sole.objs[up[0]], more)
+            frontier = more
+        return rest
+
     def run(self, tensors: list[Any]) -> None:
         g = self.g
-        frontier = []
+        nxt: list[Any] = []
         for t in tensors:
-            g.objs[id(t)] = t
-            if not self._name_roots(t):
-                frontier.append(t)
+            self._reached(t, nxt)
+        frontier = nxt
         own_frames = {id(sys._getframe())}
         for _ in range(self.max_depth):
             if not frontier:
@@ -266,9 +262,10 @@ class _Walk:
             if time.perf_counter() > self.deadline:
                 self.complete = False
                 return
-            wanted = {id(o) for o in frontier}
             nxt = []
-            for r in self._referrers(frontier):
+            frontier = self._climb_sole(frontier)
+            wanted = {id(o) for o in frontier}
+            for r in self._referrers(frontier) if frontier else ():
                 rid = id(r)
                 if rid in self.own or rid in own_frames or r is frontier or r is wanted:
                     continue
@@ -286,10 +283,7 @@ class _Walk:
                 else:
                     for cid, label in _edge_labels(r, wanted):
                         g.parents.setdefault(cid, []).append((rid, label))
-                    if rid not in g.objs:
-                        g.objs[rid] = r
-                        if not self._name_roots(r):
-                            nxt.append(r)
+                    self._reached(r, nxt)
             frontier = nxt
         if frontier:
             self.complete = False
@@ -382,16 +376,16 @@ def holders_value(device_type: str | None = "cuda", skip: Any = (), budget_s: fl
     start = time.perf_counter()
     deadline = start + budget_s
     heap = gc.get_objects()
-    tensors = live_tensors(heap, device_type)
+    kinds = list(map(type, heap))
+    tensors = live_tensors(heap, device_type, kinds)
     by_storage: dict[tuple[int, int], list[Any]] = {}
     skip = set(skip)
-    for t in tensors:
-        k = _storage_at(t)
+    for t, k in zip(tensors, _storage_keys(tensors)):
         if k is not None and k not in skip:
             by_storage.setdefault(k, []).append(t)
     n_tensors = len(tensors)
     del tensors
-    walk = _Walk(heap, deadline, max_depth)
+    walk = _Walk(heap, deadline, max_depth, kinds, sole_holders(heap, kinds))
     roots = [t for ts in by_storage.values() for t in ts]
     walk.own.update({id(by_storage), id(roots), *map(id, by_storage.values())})
     walk.run(roots)
@@ -431,6 +425,9 @@ def holders_value(device_type: str | None = "cuda", skip: Any = (), budget_s: fl
     heap_list.clear()
     walk.g = _Graph()
     walk.locals.clear()
+    walk.kinds = []
+    kinds.clear()
+    walk.sole = SoleHolders()
     return {"version": 1, "elapsed_ms": round((time.perf_counter() - start) * 1e3, 3),
             "complete": walk.complete, "tensors": n_tensors, "holders": holders, "storages": storages}
 

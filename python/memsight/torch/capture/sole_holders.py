@@ -1,0 +1,104 @@
+"""The objects that only one other object holds, known without a heap pass:
+an ``nn.Module``'s ``__dict__`` (held by the module), what its attributes
+are (``_modules``, ``_parameters``, ``_forward_hooks``, a user's
+``self.cache``: held by that dict), a child module (held by its parent's
+``_modules``) and a closure's tuple and cells (held by its function). The
+walk of holders.py climbs these edges directly: the garbage collector's
+referrers cost a pass over the whole heap per level, and a module tree or a
+hook's closure is most of the levels between a tensor and the name that
+holds it (a list kept by a forward hook is ten levels below the local
+``model``). Built with C-level iteration (zip/map into dict.update): a
+Python loop per attribute of every module would cost as much as a pass.
+"""
+
+from __future__ import annotations
+
+import types
+from functools import partial
+from itertools import compress, count, repeat
+from operator import attrgetter, is_
+from typing import Any
+
+_DICT = object()  # the edge from an object to its __dict__
+_CLOSURE = object()  # the edge from a function to its closure's tuple
+# A module's dicts whose values it alone holds: its children and its hooks.
+_HELD_IN_DICTS = ("_modules", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                  "_backward_pre_hooks")
+
+
+def _key_text(k: Any) -> str:
+    """A dict key as a path shows it: str, int and the like by repr; others
+    (tensors, modules as keys) by type, as their repr can cost a lot."""
+    return repr(k) if isinstance(k, (str, int, float, bytes, bool, type(None))) else f"<{type(k).__name__}>"
+
+
+class SoleHolders:
+    """``up(obj)``: (holder id, label) of an object one other object holds, or None."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, tuple[int, Any]] = {}  # child id -> (holder id, key)
+        self.objs: dict[int, Any] = {}  # holder id -> holder
+        self.functions: Any = None  # the heap's functions, when called (climb_closures)
+
+    def up(self, obj: Any) -> tuple[int, str] | None:
+        edge = self.parent.get(id(obj))
+        if edge is None:
+            return None
+        holder, key = edge
+        if key is _DICT:
+            return holder, ".__dict__"
+        if key is _CLOSURE:
+            return holder, f"<closure {'|'.join(self.objs[holder].__code__.co_freevars)}>"
+        return holder, f"[{_key_text(key)}]"
+
+    def _held_by(self, holder: Any, children: Any, keys: Any) -> None:
+        self.parent.update(zip(map(id, children), zip(repeat(id(holder)), keys)))
+        self.objs[id(holder)] = holder
+
+    def add_modules(self, modules: list[Any]) -> None:
+        for m in modules:
+            try:
+                d = m.__dict__
+                self._held_by(m, (d,), (_DICT,))
+                self._held_by(d, d.values(), d.keys())
+                for name in _HELD_IN_DICTS:  # children and hooks, where a module has any
+                    inner = d.get(name)
+                    if inner and isinstance(inner, dict):
+                        self._held_by(inner, inner.values(), inner.keys())
+            except Exception:  # changed by another thread meanwhile, an odd proxy: the gc's referrers find it
+                continue
+
+    def add_closures(self, functions: Any) -> None:
+        for f in compress(functions, map(attrgetter("__closure__"), functions)):
+            cells = f.__closure__
+            self._held_by(f, (cells,), (_CLOSURE,))
+            self._held_by(cells, cells, count())
+
+    def climb_closures(self, frontier: list[Any]) -> None:
+        """Adds the closures' edges the first time a cell is to be climbed
+        from: most walks meet none, and finding them costs a heap pass."""
+        if self.functions is not None and any(map(partial(is_, types.CellType), map(type, frontier))):
+            functions, self.functions = self.functions, None
+            self.add_closures(functions())
+
+
+def sole_holders(heap: list[Any], kinds: list[type]) -> SoleHolders:
+    """The sole holders among the gc's objects ``heap`` (``kinds``: their
+    types, one each, as the caller already has them)."""
+    import torch
+
+    module_types = _subclasses(torch.nn.Module)
+    out = SoleHolders()
+    out.add_modules(list(compress(heap, map(module_types.__contains__, kinds))))
+    out.functions = lambda: list(compress(heap, map(partial(is_, types.FunctionType), kinds)))
+    return out
+
+
+def _subclasses(base: type) -> set[type]:
+    out, todo = {base}, [base]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in out:
+                out.add(sub)
+                todo.append(sub)
+    return out
