@@ -144,16 +144,6 @@ void append_checkpoints(StateCheckpoints& cp, std::vector<Saved>& saved) {
 
 }  // namespace
 
-// What the checkpoints may hold, in segments and blocks, for `events`
-// events: a state's size times the number of checkpoints grew with the
-// square of the live segments (30,000 released ranges: a page of 10^7
-// entries); past this, every other checkpoint goes, so the page holds at most
-// about twice it, and the viewer's undo from the next checkpoint (at most
-// one interval) costs no more than the state it draws.
-namespace {
-size_t checkpoint_budget(size_t events) { return std::max<size_t>(size_t{1} << 21, 4 * events); }
-}  // namespace
-
 StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& ann, size_t device,
                                          uint32_t interval) {
   const DeviceEvents& ev = ann.events[device];
