@@ -47,8 +47,44 @@ void CachingAllocator::put_free(uint32_t b) {
   Block& x = blocks[b];
   Pool& p = pools[x.pool];
   x.gc_base = p.free_searches;
-  if (index_free_)
+  if (index_free_) {
     p.free.insert(FreeSet::hi_of(x.stream, x.size), static_cast<uint64_t>(x.addr), b);
+    touch(p, b);
+  }
+}
+
+void CachingAllocator::touch(Pool& p, uint32_t b) {
+  if (p.touched_all) return;
+  if (p.touched.size() > 2 * p.free.size() + 64) {
+    p.touched_all = true;
+    p.touched.clear();
+    return;
+  }
+  p.touched.push_back(b);
+}
+
+std::vector<uint32_t> CachingAllocator::take_touched(uint16_t pool) {
+  Pool& p = pools[pool];
+  std::vector<uint32_t> out;
+  if (p.touched_all) {
+    p.free.for_each([&](const FreeSet::Entry& e) { out.push_back(e.id); });
+  } else {
+    // Those still free in this pool (an id may have gone, or been reused),
+    // once each, in the index's order.
+    for (uint32_t b : p.touched) {
+      const Block& x = blocks[b];
+      if (x.mergeable() && x.mapped && x.pool == pool) out.push_back(b);
+    }
+    auto key = [&](uint32_t b) {
+      const Block& x = blocks[b];
+      return std::pair(FreeSet::hi_of(x.stream, x.size), static_cast<uint64_t>(x.addr));
+    };
+    std::sort(out.begin(), out.end(), [&](uint32_t a, uint32_t b) { return key(a) < key(b); });
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  p.touched.clear();
+  p.touched_all = false;
+  return out;
 }
 
 void CachingAllocator::take_free(uint32_t b) {
@@ -220,6 +256,7 @@ void CachingAllocator::rekey(FreeKey old, uint32_t b) {
   if (index_free_) {
     FreeKey now = free_key(x);
     p.free.rekey(old.hi, old.lo, now.hi, now.lo, b);
+    touch(p, b);
   }
 }
 

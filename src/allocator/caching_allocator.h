@@ -64,6 +64,13 @@ struct Pool {
   };
   std::vector<Unmapped> unmapped;
   int64_t free_searches = 0;  // get_free_blocks_call_count, for garbage collection ages
+  // Free blocks put or re-keyed since the last take_touched (the
+  // simulation's index only): of the others, release_cached_blocks already
+  // released or unmapped what it could, and nothing about them has changed.
+  // `touched_all`: look at every free block (at first, and once more were
+  // noted than the pool holds, so the list stays as small as the pool).
+  std::vector<uint32_t> touched;
+  bool touched_all = true;
 };
 
 // An expandable segment's reserved address space.
@@ -130,6 +137,9 @@ class CachingAllocator {
     uint32_t* b = starts_.find(addr);
     return b ? *b : kNone;
   }
+  // The free blocks of the pool put or re-keyed since the last call (every
+  // one, the first time), in the index's order; starts the next list.
+  std::vector<uint32_t> take_touched(uint16_t pool);
   // Takes free block b out of its pool's index (for a best-fit hit).
   void take_free(uint32_t b);
   void put_free(uint32_t b);
@@ -168,6 +178,7 @@ class CachingAllocator {
   }
   void put_unmapped(uint32_t b);
   void take_unmapped(uint32_t b);
+  void touch(Pool& p, uint32_t b);
 
   bool index_free_, index_starts_;
   AddressMap<uint32_t> starts_;

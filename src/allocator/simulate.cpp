@@ -412,13 +412,15 @@ class Simulator {
 
   // release_cached_blocks (torch.cuda.empty_cache, and a request's last
   // retry): waits for every stream's events, then frees every unsplit
-  // cached segment and unmaps the free pages of expandable ones.
+  // cached segment and unmaps the free pages of expandable ones. Only the
+  // free blocks changed since the last call can be either: a walk over every
+  // cached block each time made n empty_cache calls among n fragments of
+  // pages cost n^2.
   void release_cached_blocks() {
     synchronize();
     for (uint16_t pool : {uint16_t{0}, uint16_t{1}}) {
-      std::vector<uint32_t> order, to_unmap;
-      a_.pools[pool].free.for_each([&](const FreeSet::Entry& e) { order.push_back(e.id); });
-      for (uint32_t b : order) {
+      std::vector<uint32_t> to_unmap;
+      for (uint32_t b : a_.take_touched(pool)) {
         const Block& x = a_.blocks[b];
         if (x.va)
           to_unmap.push_back(b);

@@ -54,6 +54,8 @@ uint32_t checkpoint_interval(size_t events) {
   return static_cast<uint32_t>(c);
 }
 
+size_t checkpoint_budget(size_t events) { return std::max<size_t>(size_t{1} << 16, 4 * events); }
+
 Annotated annotate(const Snapshot& snap) {
   Annotated ann;
   size_t devices = snap.device_count();
@@ -235,6 +237,19 @@ void order_by_size(Timeline& tl) {
   });
 }
 
+// Every other checkpoint, at twice the interval: checkpoint k is the old
+// 2k+1 (checkpoint_budget).
+void keep_odd_checkpoints(Timeline& tl) {
+  std::vector<uint32_t> ids, off{0};
+  for (size_t k = 1; k + 1 < tl.cp_off.size(); k += 2) {
+    ids.insert(ids.end(), tl.cp_ids.begin() + tl.cp_off[k], tl.cp_ids.begin() + tl.cp_off[k + 1]);
+    off.push_back(static_cast<uint32_t>(ids.size()));
+  }
+  tl.cp_ids = std::move(ids);
+  tl.cp_off = std::move(off);
+  tl.cp_interval *= 2;
+}
+
 // Replay: which event starts or ends which element; the running total, its
 // peak and envelope, and the live elements at each checkpoint.
 void replay_timeline(Timeline& tl, size_t n, uint32_t interval) {
@@ -245,6 +260,7 @@ void replay_timeline(Timeline& tl, size_t n, uint32_t interval) {
     if (tl.end[id] >= 0) code[tl.end[id]] = -static_cast<int32_t>(id) - 1;
   }
   tl.cp_interval = interval ? interval : checkpoint_interval(n);
+  const size_t budget = checkpoint_budget(n);
   tl.cp_off.push_back(0);
   tl.env_bucket = static_cast<uint32_t>(std::max<size_t>(1, (n + 4095) / 4096));
   constexpr uint32_t kDead = std::numeric_limits<uint32_t>::max();
@@ -297,6 +313,7 @@ void replay_timeline(Timeline& tl, size_t n, uint32_t interval) {
       if (dead) compact();
       tl.cp_ids.insert(tl.cp_ids.end(), live.begin(), live.end());
       tl.cp_off.push_back(static_cast<uint32_t>(tl.cp_ids.size()));
+      while (tl.cp_ids.size() > budget && tl.cp_off.size() > 1) keep_odd_checkpoints(tl);
     }
   }
   tl.final_total = total;

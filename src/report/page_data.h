@@ -115,5 +115,12 @@ FlameTree build_flame_tree(const Snapshot& snap, const Annotated& ann, size_t de
 
 // Checkpoint spacing: about 1 per 2048 events, at most ~256 checkpoints.
 uint32_t checkpoint_interval(size_t events);
+// What a device's checkpoints may hold (live elements, or segments and
+// blocks) for `events` events: a state's size times the number of
+// checkpoints grew with the square of what is live (30,000 released ranges:
+// 10^7 entries in the page). Past it, every other checkpoint goes and the
+// interval doubles until they fit, so the viewer undoes more events from the
+// next checkpoint only where the states it draws are that large.
+size_t checkpoint_budget(size_t events);
 
 }  // namespace memsight::report

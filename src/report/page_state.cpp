@@ -149,7 +149,6 @@ StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& 
   const DeviceEvents& ev = ann.events[device];
   const size_t n = ev.row.size();
   StateCheckpoints cp;
-  cp.cp_interval = interval;
   SegMap segs;
   BlkMap blocks;
   snapshot_state(snap, ann, device, segs, blocks);
@@ -157,11 +156,27 @@ StateCheckpoints build_state_checkpoints(const Snapshot& snap, const Annotated& 
   // before the last event (the state after the last one is the snapshot).
   size_t count = n > 1 ? (n - 1) / interval : 0;
   std::vector<Saved> saved(count);
+  size_t held = 0;
+  const size_t budget = checkpoint_budget(n);
   for (size_t i = n; i-- > 0;) {
-    if ((i + 1) % interval == 0 && (i + 1) / interval - 1 < count)
+    if ((i + 1) % interval == 0 && (i + 1) / interval - 1 < count) {
       save(saved[(i + 1) / interval - 1], segs, blocks);
+      held += segs.size() + blocks.size();
+      // Twice the interval: checkpoint k is the old 2k+1.
+      while (held > budget && count > 0) {
+        interval *= 2;
+        count = (n - 1) / interval;
+        held = 0;
+        for (size_t k = 0; k < count; ++k) {
+          saved[k] = std::move(saved[2 * k + 1]);
+          held += saved[k].seg_src.size() + saved[k].blk_src.size();
+        }
+        saved.resize(count);
+      }
+    }
     undo(segs, blocks, snap.trace, ev, i);
   }
+  cp.cp_interval = interval;
   append_checkpoints(cp, saved);
   return cp;
 }

@@ -13,10 +13,12 @@
 #include "analysis/summary/oom_diagnosis.h"
 #include "analysis/summary/sites.h"
 #include "analysis/summary/summary_estimate.h"
+#include "analysis/summary/summary_hash.h"
 #include "analysis/summary/summary_json.h"
 #include "analysis/summary/summary_times.h"
 #include "analysis/whatif/whatif.h"
 #include "model/device_dicts.h"
+#include "model/segment_index.h"
 #include "util/parallel.h"
 #include "util/text_format.h"
 
@@ -52,10 +54,12 @@ void add_graph_pool(const Snapshot& snap, const Segment& s,
     (active(b) ? ds.graph_pool_allocated : ds.graph_pool_free) += b.size;
 }
 
+// The device's own segments (model/segment_index.h): a scan of every
+// segment per device grew with devices x segments.
 void state_at_snapshot(const Snapshot& snap, DeviceSummary& ds) {
   std::vector<std::pair<int64_t, int64_t>> pools;
-  for (const Segment& s : snap.segments) {
-    if (s.device != ds.device) continue;
+  for (uint32_t i : snap.segments_by_device().of(ds.device)) {
+    const Segment& s = snap.segments[i];
     ds.reserved_now += s.total_size;
     ++ds.segments_now;
     const bool graph_pool = s.pool_id[0] != 0 || s.pool_id[1] != 0;
@@ -326,10 +330,9 @@ Summary summarize(const Snapshot& snap, const SummaryOptions& opts) {
       const int dev = ds.device;
       if (opts.group_alike) {
         const int64_t t0 = first_entry_time(snap, d);
-        uint64_t h = hash_mix(0, ds.entries);
-        for (int64_t v : {ds.peak_allocated, ds.peak_reserved, ds.allocated_now, ds.reserved_now,
-                          static_cast<int64_t>(ds.ooms.size())})
-          h = hash_mix(h, static_cast<uint64_t>(v));
+        shift_times(ds, t0, 0);  // hashed as compared: from the first entry
+        const uint64_t h = alike_hash(ds);
+        shift_times(ds, 0, t0);
         if (alike.add(h, dev, [&](size_t g) {
               shift_times(ds, t0, first_time[g]);
               const bool same = alike_reports(sum.devices[g], ds);
