@@ -69,3 +69,23 @@ def test_the_verdict_is_the_real_runs_on_both_sides_of_a_cap(tmp_path):
         est = _estimate(name, batch, device_memory=total, memory_fraction=fraction, stacks=False)
         print(f"batch {batch}: GPU {'fits' if fits else 'OOM'}, estimate {'fits' if est.fits else 'OOM'}")
         assert est.fits == fits == (batch == 8)
+
+
+def test_calibrated_from_two_small_real_runs(tmp_path):
+    # Recordings at batch 2 and 4 give every request as a line in the batch:
+    # batch 8 then comes out as torch's own, workspaces included.
+    import pickle
+
+    name = "llama_adamw_bf16"
+    snaps = {}
+    for b in (2, 4):
+        d = tmp_path / str(b)
+        d.mkdir()
+        _real(name, d, b)
+        snaps[b] = pickle.loads((d / f"{name}.real.pickle").read_bytes())
+    real8 = _real(name, tmp_path, 8)
+    est = mt.Estimate.from_requests(mt.calibrate(snaps[2], 2, snaps[4], 4, 8))
+    print(f"calibrated: allocated {est.peak_allocated:,} vs torch {real8['max_allocated']:,}; "
+          f"reserved {est.peak_reserved:,} vs torch {real8['max_reserved']:,}")
+    assert est.peak_allocated == pytest.approx(real8["max_allocated"], rel=0.03)
+    assert est.peak_reserved == pytest.approx(real8["max_reserved"], rel=0.05)

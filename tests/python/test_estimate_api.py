@@ -165,3 +165,62 @@ def test_max_batch_finds_the_edge_for_any_slope(monkeypatch, per_sample):
 
     # The edge: best fits, and nothing just above it does.
     assert fits(best) and not any(fits(n) for n in range(best + 1, best + 6)), [(n, e.fits) for n, e in tried]
+
+
+def _recording(batch: int) -> dict:
+    """A recorded step at ``batch``: weights live before the recording
+    began, activations of 3 MiB a sample plus a 1 MiB workspace, each freed."""
+    frames = [{"name": "forward", "filename": "train.py", "line": 5}]
+    weights = {"address": 1 << 30, "size": 64 * MiB, "requested_size": 64 * MiB, "state": "active_allocated",
+               "frames": [{"name": "build", "filename": "train.py", "line": 1}]}
+    trace, addr = [], 2 << 30
+    for s in range(2):
+        for size in (3 * MiB * batch + 512, MiB):
+            trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0, "time_us": len(trace),
+                          "frames": frames, "user_metadata": "memsight:fwd:layers.0"})
+            trace.append({"action": "free_requested", "addr": addr, "size": size, "stream": 0,
+                          "time_us": len(trace), "frames": frames})
+            trace.append({"action": "free_completed", "addr": addr, "size": size, "stream": 0,
+                          "time_us": len(trace), "frames": frames})
+            addr += 64 * MiB
+    seg = {"device": 0, "address": 1 << 30, "total_size": 64 * MiB, "allocated_size": 64 * MiB,
+           "active_size": 64 * MiB, "requested_size": 64 * MiB, "stream": 0, "segment_type": "large",
+           "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": [weights]}
+    return {"segments": [seg], "device_traces": [trace]}
+
+
+def test_calibrate_draws_each_request_as_a_line_in_the_batch():
+    from memsight.torch.fit.calibrate import calibrate
+
+    req = calibrate(_recording(2), 2, _recording(4), 4, 10)
+    allocs = [e for e in req["device_traces"][0] if e["action"] == "alloc"]
+    assert [e["size"] for e in allocs] == [64 * MiB] + [30 * MiB + 512, MiB] * 2  # weights first
+    assert allocs[1]["user_metadata"] == "memsight:fwd:layers.0"
+    est = api.Estimate.from_requests(req, device_memory="1GiB")
+    assert est.peak_allocated >= 64 * MiB + 30 * MiB + 512 and est.fits
+    assert est.snapshot.summary().devices[0].peak_allocated == est.peak_allocated
+
+
+def test_calibrate_refuses_recordings_of_other_steps():
+    from memsight.torch.fit.calibrate import calibrate
+
+    other = _recording(4)
+    other["device_traces"][0][3]["frames"] = [{"name": "other", "filename": "eval.py", "line": 9}]
+    with pytest.raises(ValueError, match=r"differ at request 3 \(alloc at train.py:5 against alloc at eval.py:9\)"):
+        calibrate(_recording(2), 2, other, 4, 8)
+    short = _recording(4)
+    del short["device_traces"][0][-3:]
+    with pytest.raises(ValueError, match="12 and 9 requests"):
+        calibrate(_recording(2), 2, short, 4, 8)
+    with pytest.raises(ValueError, match="two different batch sizes"):
+        calibrate(_recording(2), 2, _recording(2), 2, 8)
+    with pytest.raises(ValueError, match="no allocation history"):
+        calibrate({"segments": [], "device_traces": []}, 2, _recording(4), 4, 8)
+
+
+def test_the_estimate_saves_the_completed_snapshot(fake_trace, tmp_path):
+    est = api.estimate(None, None, inputs=lambda i: 4, device_memory="1GiB")
+    out = est.save(tmp_path / "step.pickle.gz")
+    done = memsight.load(out)
+    assert done.summary().devices[0].peak_reserved == est.peak_reserved
+    assert "<html" in est.html()[:200].lower()

@@ -43,6 +43,12 @@ Which line took the memory, which tensors hold it, and lending the GPU::
     with memsight.torch.Courtesy():
         ...  # CUDA tensors wait in host memory
 
+Will it fit, before it runs (docs/estimate.md)::
+
+    est = memsight.torch.estimate(step, model=make_model, optimizer=lambda p: torch.optim.AdamW(p),
+                                  inputs=lambda i: make_batch(8), device_memory="80GiB")
+    best, _ = memsight.torch.max_batch(lambda n, i: make_batch(n), step, make_model, ...)
+
 Every public name is imported from here. The code sits in rooms: capture/
 (recording, tags, phase marks, the native dumper and counters, rank dumps),
 callbacks/ (callbacks and the OOM observer, snapshots, monitor, uploads),
@@ -83,7 +89,7 @@ from .callbacks.templates import (
     partial_format,
 )
 from .callbacks.uploads import Uploader, flush as flush_uploads, set_default_destination
-from .fit import Estimate, estimate, max_batch
+from .fit import Estimate, calibrate, estimate, max_batch
 from .profilers.line_profiler import (
     LineProfiler,
     clear_global_line_profiler,
@@ -166,6 +172,7 @@ __all__ = [
     "storage_tags",
     "unwatch_ranks",
     "watch_ranks",
+    "calibrate",
     "estimate",
     "max_batch",
 ]

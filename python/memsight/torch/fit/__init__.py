@@ -10,7 +10,8 @@ before it runs, and the largest batch that fits (docs/estimate.md)::
 from __future__ import annotations
 
 from .api import Estimate, estimate, max_batch
+from .calibrate import calibrate
 from .step_trace import trace_step
 from .terms import Terms
 
-__all__ = ["Estimate", "Terms", "estimate", "max_batch", "trace_step"]
+__all__ = ["Estimate", "Terms", "calibrate", "estimate", "max_batch", "trace_step"]

@@ -11,7 +11,6 @@ from typing import Any
 
 from ..._engine import core
 from ..._sizes import parse_size
-from .._util.atomic import write_atomic
 from .step_trace import trace_step
 
 log = logging.getLogger("memsight")
@@ -73,6 +72,7 @@ class Estimate:
         self.terms = list(requests.get("memsight_estimate", {}).get("terms", []))
         self._whatif: Any = None
         self._unbounded: tuple[int, int] | None = None
+        self._completed: Any = None
 
     def _need(self) -> tuple[int, int]:
         """(peak allocated, peak reserved) with no device limit: the step's
@@ -98,21 +98,31 @@ class Estimate:
             self._whatif = self._snap.whatif(**self._kw)
         return self._whatif
 
+    @classmethod
+    def from_requests(cls, requests: dict[str, Any], *, device_memory: int | str | None = None,
+                      memory_fraction: float | None = None, settings: tuple[str, ...] | list[str] = ()) -> Estimate:
+        """The answer for a requests-only history made elsewhere
+        (:func:`memsight.torch.calibrate`, or a saved ``trace_step``)."""
+        return cls(requests, tuple(settings), _device_total(device_memory), memory_fraction, 0.0)
+
     @property
     def snapshot(self) -> Any:
-        """The synthetic snapshot: the requests-only history (the engine
-        completes it with the simulated segments where it can)."""
-        completer = getattr(self._snap, "estimate", None)
-        if completer is not None:
-            return completer(*self.settings, **self._kw)
-        return self._snap
+        """The synthetic snapshot (a memsight Snapshot): the requests
+        completed by the allocator simulation, written as a recording would
+        be (``memsight estimate``); ``summary()``, ``html()``, ``whatif()``
+        and ``diff`` read it."""
+        if self._completed is None:
+            self._completed = self._snap.estimate(*self.settings, **self._kw)
+        return self._completed
 
     def save(self, path: str | os.PathLike[str]) -> str:
-        """Writes the synthetic snapshot (a torch memory snapshot pickle)."""
-        return str(self.snapshot.save(path)) if hasattr(self.snapshot, "save") else _write_pickle(
-            self.requests, path)
+        """Writes the synthetic snapshot as torch's pickle (``.gz``, ``.zst``
+        and ``.xz`` names compress); every memsight command and
+        pytorch.org/memory_viz read it."""
+        return str(self.snapshot.to_pickle(path))
 
     def html(self) -> str:
+        """The page of the synthetic snapshot (self-contained, offline)."""
         return str(self.snapshot.html())
 
     def headroom(self) -> int | None:
@@ -165,14 +175,6 @@ def _limit(memory: Any) -> int | None:
 
 def _plain(x: Any) -> dict[str, Any]:
     return {k: getattr(x, k) for k in ("event", "requested", "reserved", "allocated") if hasattr(x, k)}
-
-
-def _write_pickle(data: dict[str, Any], path: str | os.PathLike[str]) -> str:
-    import pickle
-
-    p = os.fspath(path)
-    write_atomic(p, pickle.dumps(data, protocol=4))
-    return p
 
 
 def estimate(step: Callable[..., Any], model: Any, optimizer: Callable[..., Any] | None = None,

@@ -31,6 +31,11 @@ def _stack_key(e: dict[str, Any]) -> tuple[Any, ...]:
                  str(f.get("filename", "")).endswith(".py"))
 
 
+def _where(e: dict[str, Any]) -> str:
+    return next((f"{f['filename']}:{f['line']}" for f in e.get("frames") or ()
+                 if str(f.get("filename", "")).endswith(".py")), "no Python frame")
+
+
 def _live_before(entries: list[dict[str, Any]], snap: dict[str, Any], device: int) -> list[dict[str, Any]]:
     """Blocks that were live when the recording began: freed in it without
     being allocated in it, or live at its end without an alloc in it."""
@@ -66,10 +71,9 @@ def calibrate(small: dict[str, Any], small_batch: int, large: dict[str, Any], la
                          "(record the same number of steps from the same point in both)")
     for i, (x, y) in enumerate(zip(a, b)):
         if x["action"] != y["action"] or _stack_key(x) != _stack_key(y):
-            where = next((f"{f['filename']}:{f['line']}" for f in x.get("frames") or ()
-                          if str(f.get("filename", "")).endswith(".py")), "no Python frame")
-            raise ValueError(f"the recordings differ at request {i:,} ({x['action']} at {where} against "
-                             f"{y['action']}): a library chose another path at the other batch size")
+            raise ValueError(f"the recordings differ at request {i:,} ({x['action']} at {_where(x)} against "
+                             f"{y['action']} at {_where(y)}): not the same steps, or a library chose another "
+                             "path at the other batch size")
     tr = FakeTrace(stacks=False)
     t = (batch - small_batch) / (large_batch - small_batch)
     addr_of: dict[int, tuple[int, int]] = {}  # the small recording's address -> (fake address, size)
@@ -86,7 +90,7 @@ def calibrate(small: dict[str, Any], small_batch: int, large: dict[str, Any], la
     meta = {"version": 1, "produced_by": f"memsight.torch.calibrate: recordings at batch {small_batch} and "
             f"{large_batch}, each request's size as a line in the batch, at batch {batch}",
             "terms": [], "notes": []}
-    return {"segments": [], "device_traces": tr.snapshot_traces(),
-            "external_annotations": [dict(n) for n in small.get("external_annotations", [])
-                                     if str(n.get("name", "")).startswith("memsight:")][:0],
+    # The recordings' annotations keep their own clocks: phases come with
+    # each request's user_metadata instead.
+    return {"segments": [], "device_traces": tr.snapshot_traces(), "external_annotations": [],
             "memsight_estimate": meta}
