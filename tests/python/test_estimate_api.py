@@ -205,17 +205,28 @@ def test_calibrate_refuses_recordings_of_other_steps():
     from memsight.torch.fit.calibrate import calibrate
 
     other = _recording(4)
-    other["device_traces"][0][3]["frames"] = [{"name": "other", "filename": "eval.py", "line": 9}]
-    with pytest.raises(ValueError, match=r"differ at request 3 \(alloc at train.py:5 against alloc at eval.py:9\)"):
+    for e in other["device_traces"][0][6:]:
+        e["frames"] = [{"name": "other", "filename": "eval.py", "line": 9}]
+    with pytest.raises(ValueError, match=r"6 of 12 and 12 requests match; the first apart is alloc at train.py:5"):
         calibrate(_recording(2), 2, other, 4, 8)
-    short = _recording(4)
-    del short["device_traces"][0][-3:]
-    with pytest.raises(ValueError, match="12 and 9 requests"):
-        calibrate(_recording(2), 2, short, 4, 8)
     with pytest.raises(ValueError, match="two different batch sizes"):
         calibrate(_recording(2), 2, _recording(2), 2, 8)
     with pytest.raises(ValueError, match="no allocation history"):
         calibrate({"segments": [], "device_traces": []}, 2, _recording(4), 4, 8)
+
+
+def test_calibrate_takes_a_request_one_recording_lacks_as_growing_from_zero():
+    from memsight.torch.fit.calibrate import calibrate
+
+    small, large = _recording(2), _recording(4)
+    # At batch 2 the library needed no workspace (no request at all): drop
+    # the small recording's second step's 1 MiB request.
+    del small["device_traces"][0][9:12]
+    req = calibrate(small, 2, large, 4, 6)
+    sizes = [e["size"] for e in req["device_traces"][0] if e["action"] == "alloc"]
+    assert sizes == [64 * MiB, 18 * MiB + 512, MiB, 18 * MiB + 512, 2 * MiB]
+    frees = [e for e in req["device_traces"][0] if e["action"] == "free_completed"]
+    assert len(frees) == 4  # every request freed once
 
 
 def test_the_estimate_saves_the_completed_snapshot(fake_trace, tmp_path):

@@ -4,9 +4,11 @@ batch; the history at any other batch follows, with everything fake
 tensors cannot see (library workspaces and the algorithms the libraries
 chose on the device) measured rather than modelled.
 
-The two histories must make the same requests in the same order, from the
-same stacks: the same code at another batch does, unless a library picks
-another algorithm for the other shapes; then the first difference is named.
+The two histories are aligned request by request (action and Python
+stack); the same code at another batch makes nearly the same requests,
+except where a library needs a workspace at one size and none at the
+other: such a request is a line through zero. Histories of which less than
+three quarters match are refused, naming the first request apart.
 """
 
 from __future__ import annotations
@@ -57,36 +59,54 @@ def _live_before(entries: list[dict[str, Any]], snap: dict[str, Any], device: in
     return list(out.values())
 
 
+def _token(e: dict[str, Any]) -> tuple[Any, ...]:
+    return (e["action"], _stack_key(e))
+
+
 def calibrate(small: dict[str, Any], small_batch: int, large: dict[str, Any], large_batch: int, batch: int,
               device: int = 0) -> dict[str, Any]:
     """The requests-only history of the recorded steps at ``batch``, from
     recordings (``torch.cuda.memory._snapshot()`` dicts) at ``small_batch``
     and ``large_batch``. ``memsight.torch.Estimate.from_requests`` (or
-    ``memsight estimate``) runs it through the allocator simulation."""
+    ``memsight estimate``) runs it through the allocator simulation.
+
+    The two histories are aligned request by request (same action, same
+    Python stack). A request only one of them makes (a library's workspace
+    that is empty at one size, say) is a line through zero at the other."""
     if small_batch == large_batch:
         raise ValueError("the two recordings must be at two different batch sizes")
     a, b = _requests(small, device), _requests(large, device)
-    if len(a) != len(b):
-        raise ValueError(f"the two recordings make {len(a):,} and {len(b):,} requests: not the same steps "
-                         "(record the same number of steps from the same point in both)")
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x["action"] != y["action"] or _stack_key(x) != _stack_key(y):
-            raise ValueError(f"the recordings differ at request {i:,} ({x['action']} at {_where(x)} against "
-                             f"{y['action']} at {_where(y)}): not the same steps, or a library chose another "
-                             "path at the other batch size")
+    pairs = _align(a, b)
     tr = FakeTrace(stacks=False)
     t = (batch - small_batch) / (large_batch - small_batch)
-    addr_of: dict[int, tuple[int, int]] = {}  # the small recording's address -> (fake address, size)
+    # Each side's address -> (fake address, size): a pair's block is one fake block.
+    maps: tuple[dict[int, tuple[int, int]], dict[int, tuple[int, int]]] = ({}, {})
+    # Blocks live before the recordings began (the weights, the optimizer's
+    # state) do not grow with the batch: the small recording's.
     for blk in _live_before(a, small, device):
-        addr_of[blk["addr"]] = (tr.alloc(device, blk["size"], blk["frames"]), blk["size"])
-    for x, y in zip(a, b):
-        if x["action"] == "alloc":
-            size = max(0, round(x["size"] + (y["size"] - x["size"]) * t))
-            addr_of[x["addr"]] = (tr.alloc(device, size, x.get("frames", [])), size)
-            tr.entries[device][-1]["user_metadata"] = x.get("user_metadata", "")
-        elif x["action"] == "free_completed" and x["addr"] in addr_of:
-            fake, size = addr_of.pop(x["addr"])
-            tr.free(device, fake, size)
+        maps[0][blk["addr"]] = (tr.alloc(device, blk["size"], blk["frames"]), blk["size"])
+    for x, y in pairs:
+        e: dict[str, Any] = x if x is not None else y
+        if e["action"] == "alloc":
+            sx = x["size"] if x is not None else 0
+            sy = y["size"] if y is not None else 0
+            size = max(0, round(sx + (sy - sx) * t))
+            if size == 0:
+                continue
+            fake = (tr.alloc(device, size, e.get("frames", [])), size)
+            tr.entries[device][-1]["user_metadata"] = e.get("user_metadata", "")
+            if x is not None:
+                maps[0][x["addr"]] = fake
+            if y is not None:
+                maps[1][y["addr"]] = fake
+        elif e["action"] == "free_completed":
+            got = None
+            if x is not None:
+                got = maps[0].pop(x["addr"], None)
+            if y is not None:
+                got = maps[1].pop(y["addr"], None) or got
+            if got is not None:
+                tr.free(device, got[0], got[1])
     meta = {"version": 1, "produced_by": f"memsight.torch.calibrate: recordings at batch {small_batch} and "
             f"{large_batch}, each request's size as a line in the batch, at batch {batch}",
             "terms": [], "notes": []}
@@ -94,3 +114,30 @@ def calibrate(small: dict[str, Any], small_batch: int, large: dict[str, Any], la
     # each request's user_metadata instead.
     return {"segments": [], "device_traces": tr.snapshot_traces(), "external_annotations": [],
             "memsight_estimate": meta}
+
+
+def _align(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+    """The two histories' requests side by side: (x, y), (x, None) or
+    (None, y). Refuses histories that share too little to be the same
+    steps."""
+    import difflib
+
+    ta, tb = [_token(e) for e in a], [_token(e) for e in b]
+    m = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
+    out: list[tuple[Any, Any]] = []
+    same = 0
+    for op, i1, i2, j1, j2 in m.get_opcodes():
+        if op == "equal":
+            out.extend(zip(a[i1:i2], b[j1:j2]))
+            same += i2 - i1
+        else:
+            out.extend((x, None) for x in a[i1:i2])
+            out.extend((None, y) for y in b[j1:j2])
+    if same < 0.75 * max(len(a), len(b)):  # most of two runs of the same steps match
+        first = next((i for i, (x, y) in enumerate(out) if x is None or y is None), 0)
+        x, y = out[first]
+        e = x if x is not None else y
+        raise ValueError(f"the recordings are not of the same steps: {same:,} of {len(a):,} and {len(b):,} "
+                         f"requests match; the first apart is {e['action']} at {_where(e)} (record the same "
+                         "steps from the same point in both)")
+    return out
