@@ -64,6 +64,7 @@ def test_the_estimate_is_the_simulated_allocator_on_the_trace(fake_trace):
     assert "peak allocated  280.0MiB" in text
     assert "fits in 1.0GiB" in text and "included: cuBLAS workspace 32.0MiB" in text
     assert "not included: nothing else" in text
+    assert "at the allocated peak: unknown 200.0MiB, temporary 80.0MiB" in text
 
 
 def test_a_step_over_the_device_runs_out_and_says_what_to_try(fake_trace):

@@ -125,6 +125,17 @@ class Estimate:
         """The page of the synthetic snapshot (self-contained, offline)."""
         return str(self.snapshot.html())
 
+    def kinds_at_peak(self) -> list[tuple[str, int]]:
+        """(kind, bytes) live at the allocated peak, largest first (the
+        synthetic snapshot's kinds: tags, phase marks, stacks); empty when
+        they cannot be read."""
+        try:
+            by = self.snapshot.categories("peak")["by_category"]
+            return sorted(((k, int(v["bytes"])) for k, v in by.items() if v["bytes"] > 0), key=lambda kv: -kv[1])
+        except Exception:  # noqa: BLE001 - the report stands without them
+            log.debug("memsight: no kinds for the estimate", exc_info=True)
+            return []
+
     def headroom(self) -> int | None:
         return None if self.limit is None else self.limit - self.peak_reserved
 
@@ -156,6 +167,10 @@ class Estimate:
                          + (f": a request of {format_size(need)} does not fit" if need else ""))
             lines.append("  try: a smaller batch (memsight.torch.max_batch), activation checkpointing, "
                          "or the settings in .whatif")
+        kinds = self.kinds_at_peak()
+        if kinds:
+            lines.append("  at the allocated peak: " + ", ".join(f"{k.replace('_', ' ')} {format_size(n)}"
+                                                                for k, n in kinds))
         for t in self.terms:
             lines.append(f"  included: {t['name']} {format_size(int(t['bytes']))}")
         for n in self.requests.get("memsight_estimate", {}).get("notes", []):
