@@ -186,7 +186,13 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             sync()
             times.append(time.perf_counter() - t)
         after = events(device)
+        # What the recording holds: a mode whose recording is off holds no
+        # entries, and its step time says nothing about recording's cost.
+        recorded = 0
+        if device == "cuda":
+            recorded = sum(len(t) for t in torch.cuda.memory._snapshot()["device_traces"])
     return {"mode": args.mode, "step_s": times, "events_per_step": (after - before) / max(1, args.steps),
+            "entries_recorded": recorded,
             "device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__}
 
 
@@ -225,6 +231,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]], notes: dict[str, str]) -> d
                       "spread_ms": [min(medians) * 1e3, max(medians) * 1e3],
                       "p10_p90_ms": [quantile(steps, 0.1) * 1e3, quantile(steps, 0.9) * 1e3],
                       "events_per_step": statistics.median(r["events_per_step"] for r in good),
+                      "entries_recorded": statistics.median(r.get("entries_recorded", 0) for r in good),
                       "errors": errors}
     base = rows.get("none", {}).get("median_ms")
     for row in rows.values():
@@ -237,7 +244,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]], notes: dict[str, str]) -> d
 
 def table(rows: dict[str, Any]) -> str:
     out = [f"{'mode':<20} {'step ms':>8} {'rounds min-max':<16} {'p10-p90':<16} {'overhead':>9} "
-           f"{'events/step':>11} {'us/event':>8}"]
+           f"{'events/step':>11} {'us/event':>8} {'recorded':>9}"]
     for mode, r in rows.items():
         if "median_ms" not in r:
             out.append(f"{mode:<20} skipped: {r['note']}")
@@ -246,7 +253,7 @@ def table(rows: dict[str, Any]) -> str:
         per = f"{r['us_per_event']:.2f}" if "us_per_event" in r else "-"
         spread, p10_p90 = ("{:.2f}-{:.2f}".format(*r[k]) for k in ("spread_ms", "p10_p90_ms"))
         out.append(f"{mode:<20} {r['median_ms']:8.2f} {spread:<16} {p10_p90:<16} {over:>9} "
-                   f"{r['events_per_step']:11.0f} {per:>8}")
+                   f"{r['events_per_step']:11.0f} {per:>8} {r.get('entries_recorded', 0):9.0f}")
     return "\n".join(out)
 
 
