@@ -126,7 +126,7 @@ void Unpickler::skip_list() {
         push(kList);
         break;
       case MEMOIZE:  // a helper's (the slot is counted in its memos)
-        if (depth == 0) fail();
+        if (depth == 0 || (nmarks && marks[nmarks - 1] >= depth)) fail();
         break;
       default:
         fail();
@@ -216,7 +216,8 @@ void Unpickler::skip_list() {
     };
     switch (op) {
       case MEMOIZE: {
-        if (depth == 0) fail();
+        // pickle.loads refuses a store below the last mark: the full read says so.
+        if (depth == 0 || (nmarks && marks[nmarks - 1] >= depth)) fail();
         // Strings keep their value: the keys of later values (allocator
         // settings, annotations) are often memo reads of trace keys.
         Val v = Val::make(Val::Skipped, kinds[depth - 1]);

@@ -107,6 +107,10 @@ size_t Unpickler::pop_mark() {
   return m;
 }
 
+void Unpickler::underflow(const char* op) const {
+  fail(std::string(op) + (marks_.empty() ? " on an empty stack" : " takes a value from below a MARK"));
+}
+
 void Unpickler::push_long(const uint8_t* b, size_t n) {
   if (n == 0) {
     stack_.push_back(Val::integer(0));
@@ -138,7 +142,7 @@ void Unpickler::memo_set(size_t idx, Val v) {
 }
 
 void Unpickler::memo_put(uint64_t idx) {
-  if (stack_.empty()) fail("memo store on an empty stack");
+  if (stack_.size() <= fence()) underflow("a memo store");
   Val v = stack_.back();
   if (idx < memo_.size()) {
     key_slots_ = {};  // a memo slot changes: cached keys may be stale
@@ -215,7 +219,7 @@ Val Unpickler::run() {
         break;
       }
       case STOP: {
-        if (stack_.empty()) fail("STOP with an empty stack");
+        if (stack_.size() <= fence()) underflow("STOP");
         // pickle.loads refuses a frame longer than the data as truncated.
         if (frame_end_ > offset()) need(static_cast<size_t>(frame_end_ - offset()));
         if (progress_) progress_(src_.consumed(), src_.total());
@@ -228,7 +232,7 @@ Val Unpickler::run() {
         if (!marks_.empty() && marks_.back() == stack_.size()) {
           marks_.pop_back();
         } else {
-          if (stack_.empty()) fail("POP on an empty stack");
+          if (stack_.size() <= fence()) underflow("POP");
           stack_.pop_back();
         }
         break;
@@ -236,7 +240,7 @@ Val Unpickler::run() {
         stack_.resize(pop_mark());
         break;
       case DUP:
-        if (stack_.empty()) fail("DUP on an empty stack");
+        if (stack_.size() <= fence()) underflow("DUP");
         // A second holder, as a memo read makes one: the node is not
         // recycled when converted, and a change to it counts as shared.
         if (stack_.back().is_node()) ++nodes_[stack_.back().idx()].gets;
@@ -343,7 +347,7 @@ Val Unpickler::run() {
         size_t from;
         if (op == TUPLE1 || op == TUPLE2 || op == TUPLE3) {
           size_t k = static_cast<size_t>(op - TUPLE1 + 1);
-          if (stack_.size() < k) fail("stack underflow building a tuple");
+          if (stack_.size() < fence() + k) underflow("TUPLE1/2/3");
           from = stack_.size() - k;
         } else {
           from = pop_mark();
@@ -363,7 +367,7 @@ Val Unpickler::run() {
         break;
       }
       case APPEND: {
-        if (stack_.size() < 2) fail("APPEND with too few items on the stack");
+        if (stack_.size() < fence() + 2) underflow("APPEND");
         Val list = stack_[stack_.size() - 2];
         if (list.tag() != T::List || nodes_[list.idx()].is_converted)
           changed_after_use(list, "APPEND to something that is not a list");
@@ -373,7 +377,7 @@ Val Unpickler::run() {
       }
       case APPENDS: {
         size_t from = pop_mark();
-        if (from == 0) fail("APPENDS without a list");
+        if (from <= fence()) underflow("APPENDS");
         Val list = stack_[from - 1];
         if (list.tag() != T::List || nodes_[list.idx()].is_converted)
           changed_after_use(list, "APPENDS to something that is not a list");
@@ -382,7 +386,7 @@ Val Unpickler::run() {
         break;
       }
       case SETITEM:
-        if (stack_.size() < 3) fail("SETITEM with too few items on the stack");
+        if (stack_.size() < fence() + 3) underflow("SETITEM");
         set_items(stack_.size() - 2);
         break;
       case SETITEMS:

@@ -105,3 +105,51 @@ def test_a_frame_longer_than_the_data_is_truncated(run, tmp_path):
         pickle.loads(bytes(data))
     r = run("stats", f)
     assert r.returncode == 2 and b"truncated pickle" in r.stderr, r.stderr
+
+
+def _s(text: str) -> bytes:
+    return b"X" + len(text).to_bytes(4, "little") + text.encode()  # BINUNICODE
+
+
+_SEGS, _TRACES = _s("segments"), _s("device_traces")
+# A whole snapshot (protocol 2, no frames) for the shapes below to break:
+# {"segments": [], "device_traces": []}.
+_TAIL = _TRACES + b"]s."  # EMPTY_LIST SETITEM STOP
+# Each takes a value from below the last MARK, which pickle.loads refuses
+# ("unpickling stack underflow" / "unexpected MARK found"); without the
+# mark the same bytes would leave a snapshot.
+_BELOW_A_MARK = {
+    "SETITEM": b"\x80\x02}" + _SEGS + b"(]s" + _TAIL,
+    "APPEND": b"\x80\x02}" + _SEGS + b"]s" + _TRACES + b"](]as.",
+    "APPENDS": b"\x80\x02}" + _SEGS + b"]s" + _TRACES + b"]((]es.",
+    "SETITEMS": b"\x80\x02}((" + _SEGS + b"]u" + _TAIL,
+    "TUPLE1": b"\x80\x02}" + _SEGS + b"]s" + _s("x") + b"(\x85Ns" + _TAIL,
+    "DUP": b"\x80\x02}(20" + _SEGS + b"]s" + _TAIL,
+    "BINPUT": b"\x80\x02}(q\x001" + _SEGS + b"]s" + _TAIL,
+    "STOP": b"\x80\x02}" + _SEGS + b"]s" + _TRACES + b"]s(.",
+}
+
+
+@pytest.mark.parametrize("op", sorted(_BELOW_A_MARK))
+def test_a_value_below_a_mark_is_never_taken(run, tmp_path, op):
+    # fuzz_pickle_python (finding 9): an opcode that took a value from below
+    # the last MARK was read, where pickle.loads refuses the pickle.
+    data = _BELOW_A_MARK[op]
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(data)
+    f = tmp_path / f"{op}.pickle"
+    f.write_bytes(data)
+    for command in ("stats", "trace"):  # the segments-only read, and the full one
+        r = run(command, f)
+        assert r.returncode == 2, (command, r.stdout)
+        assert b"corrupted pickle" in r.stderr and b"below a MARK" in r.stderr, r.stderr
+
+
+def test_the_shapes_below_a_mark_are_snapshots_without_it(run, tmp_path):
+    # The control of the test above: the same shapes with their values above
+    # the mark read, in Python and here.
+    good = b"\x80\x02}(" + _SEGS + b"]" + _TRACES + b"](]eu."
+    assert pickle.loads(good) == {"segments": [], "device_traces": [[]]}
+    f = tmp_path / "good.pickle"
+    f.write_bytes(good)
+    assert run("stats", f).returncode == 0
