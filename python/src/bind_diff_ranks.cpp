@@ -65,14 +65,14 @@ void bind_ranks(py::module_& m) {
   m.def(
       "ranks",
       [](const std::vector<std::string>& inputs, const std::string& user_code, unsigned jobs,
-         uint64_t max_expanded) {
+         uint64_t max_expanded, bool allow_absolute) {
         py::gil_scoped_release nogil;
         ExpansionLimit limit(max_expanded);
-        RanksOptions opts{UserCode::parse(user_code), jobs};
+        RanksOptions opts{UserCode::parse(user_code), jobs, allow_absolute};
         return std::make_shared<RanksReport>(read_ranks(inputs, opts));
       },
       py::arg("inputs"), py::arg("user_code") = "", py::arg("jobs") = 0,
-      py::arg("max_expanded") = 0,
+      py::arg("max_expanded") = 0, py::arg("allow_absolute") = false,
       "`memsight ranks`: snapshots, directories, glob patterns or manifests, merged.");
 }
 

@@ -108,7 +108,8 @@ size_t Unpickler::pop_mark() {
 }
 
 void Unpickler::underflow(const char* op) const {
-  fail(std::string(op) + (marks_.empty() ? " on an empty stack" : " takes a value from below a MARK"));
+  fail(std::string(op) +
+       (marks_.empty() ? " on an empty stack" : " takes a value from below a MARK"));
 }
 
 void Unpickler::push_long(const uint8_t* b, size_t n) {
