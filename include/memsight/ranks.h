@@ -189,6 +189,8 @@ struct RanksOptions {
   // Whether a manifest's absolute paths are read where they point when no
   // file of that name is beside it (--allow-absolute).
   bool allow_absolute = false;
+  // Whether the page and rank pages replace read-only files (--force).
+  bool force = false;
 };
 
 // Each input is a snapshot file, a directory (its snapshot files), a glob

@@ -43,13 +43,16 @@ class Ranks(Summary):
                 return r
         raise KeyError(f"no rank {number} among {len(self['ranks'])} ranks")
 
-    def write_html(self, out: PathLike, pages: str = "notable", jobs: int = 0) -> str:
+    def write_html(self, out: PathLike, pages: str = "notable", jobs: int = 0, *,
+                   force: bool = False) -> str:
         """Writes the page to ``out`` (atomically) and, as for ``memsight ranks
         --pages``, the full page of the ``"notable"`` ranks (the OOMed, the
         typical and the differing ones, at most 16), ``"all"`` or ``"none"`` in
-        ``<out without .html>.ranks/``. Returns ``out``."""
+        ``<out without .html>.ranks/``. Read-only files are replaced only with
+        ``force=True`` (``--force``). Returns ``out``."""
         p = os.fspath(out)
-        self._report.write_html(p, pages, self._user_code, int(jobs), int(self._max_expanded))
+        self._report.write_html(p, pages, self._user_code, int(jobs), int(self._max_expanded),
+                                bool(force))
         return p
 
 

@@ -53,14 +53,15 @@ void bind_ranks(py::module_& m) {
       .def(
           "write_html",
           [](const RanksReport& r, const std::string& out, const std::string& pages,
-             const std::string& user_code, unsigned jobs, uint64_t max_expanded) {
+             const std::string& user_code, unsigned jobs, uint64_t max_expanded, bool force) {
             py::gil_scoped_release nogil;
             ExpansionLimit limit(max_expanded);
             RanksOptions opts{UserCode::parse(user_code), jobs};
+            opts.force = force;
             return write_ranks_page(r, out, pages, opts);
           },
           py::arg("out"), py::arg("pages") = "notable", py::arg("user_code") = "",
-          py::arg("jobs") = 0, py::arg("max_expanded") = 0,
+          py::arg("jobs") = 0, py::arg("max_expanded") = 0, py::arg("force") = false,
           "Writes the page and the rank pages `pages` names beside it; returns how many.");
   m.def(
       "ranks",
