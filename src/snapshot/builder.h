@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "memsight/error.h"
@@ -191,6 +192,7 @@ class Builder : public DictHook {
   std::unordered_map<uint64_t, Deferred> deferred_;
   std::unordered_map<const void*, uint64_t> deferred_by_items_;  // once the pickle has ended
   bool streaming_ = true;                                        // until STOP
+  std::unordered_set<uint64_t> making_;  // the containers materialize is making now
 };
 
 // A dict's items as Python holds them (a key written twice: its first
