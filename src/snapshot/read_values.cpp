@@ -169,10 +169,32 @@ PyValue Builder::make(Unpickler& vm, Val v, int depth) {
       break;
     }
     case Val::Row:
-      p = row_to_pyvalue(snap_, v.idx());
+      p = row_value(vm, v.idx(), depth);
       break;
     default:
       break;
+  }
+  return p;
+}
+
+// A trace entry kept as a value (under an unknown key) holds the frames
+// list it read through the memo (which another key may hold too), else the
+// one every holder of its stack shares: a list under another key stays one
+// list. Written back, the entry reads that list through the memo again and
+// so into the same sharing (a fresh list here made the second write differ).
+PyValue Builder::row_value(Unpickler& vm, uint32_t row, int depth) {
+  PyValue p = row_to_pyvalue(snap_, row);
+  size_t pair = 0;  // one (key, value) pair per key of the shape
+  for (const ShapeKey& k : snap_.shapes.get(snap_.trace.shape[row])) {
+    if (k.field == Field::Frames) {
+      auto it = frames_node_.find(row);
+      const Val frames = it != frames_node_.end()
+                             ? Val{it->second}
+                             : Val::make(Val::StackRef, snap_.trace.stack[row]);
+      p.items.at_mut(2 * pair + 1) = materialize(vm, frames, depth + 1);
+      break;
+    }
+    ++pair;
   }
   return p;
 }
