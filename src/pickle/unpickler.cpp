@@ -149,13 +149,13 @@ void Unpickler::memo_put(uint64_t idx) {
     key_slots_ = {};  // a memo slot changes: cached keys may be stale
     ++memo_rewrites_;
     memo_set(idx, v);
-  } else if (idx == memo_.size()) {
+  } else if (idx == memo_.size() && (sparse_memo_.empty() || !sparse_memo_.contains(idx))) {
     memo_.push_back(0);
     memo_set(idx, v);
-  } else if (idx - memo_.size() < 4096) {
-    memo_.resize(idx + 1, 0);  // the slots skipped hold None
-    memo_set(idx, v);
   } else {
+    // Past the end: a slot skipped is no value (pickle.loads refuses a read
+    // of it), and MEMOIZE numbers the slots stored, so the dense slots stay
+    // the stored ones.
     sparse_memo_[idx] = v;
     if (v.is_node()) nodes_[v.idx()].memo = UINT32_MAX;  // sparse slots are not rewritten
     return;

@@ -153,3 +153,27 @@ def test_the_shapes_below_a_mark_are_snapshots_without_it(run, tmp_path):
     f = tmp_path / "good.pickle"
     f.write_bytes(good)
     assert run("stats", f).returncode == 0
+
+
+def test_a_memo_slot_never_stored_is_no_value(run, tmp_path):
+    # fuzz_pickle_python: BINPUT 9 after slots 0-2 filled the slots between
+    # with None, so a read of slot 5 gave None where pickle.loads refuses it
+    # ("Memo value not found"), and MEMOIZE then numbered from 10, not from
+    # the 4 slots stored. Now the slot skipped is no value, and MEMOIZE
+    # numbers what is stored, as in Python.
+    head = b"\x80\x04}q\x00(" + _SEGS + b"]q\x01" + _TRACES + b"]q\x02"
+    gap = head + b"Nq\x09\x940" + _s("x") + b"h\x05u."  # reads slot 5: never stored
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(gap)
+    f = tmp_path / "gap.pickle"
+    f.write_bytes(gap)
+    r = run("stats", f)
+    assert r.returncode == 2 and b"memo key 5 was never stored" in r.stderr, r.stderr
+    # MEMOIZE after BINPUT 9 stores slot 4 (four slots stored): a read of 4
+    # is the value memoised.
+    numbered = head + b"Nq\x090" + _s("x") + _s("memoised") + b"\x94" + _s("y") + b"h\x04u."
+    assert pickle.loads(numbered)["x"] == "memoised"
+    f.write_bytes(numbered)
+    r = run("convert", f, "-o", tmp_path / "out.pickle")
+    assert r.returncode == 0, r.stderr
+    assert pickle.loads((tmp_path / "out.pickle").read_bytes())["y"] == "memoised"
