@@ -241,10 +241,15 @@ void Unpickler::skip_list() {
         get(load_le<uint32_t>(q));
         q += 4;
         break;
-      case FRAME:
+      case FRAME: {
         need(8);
+        // As the main loop: the furthest frame end, checked at STOP.
+        const uint64_t at = buf_offset_ + static_cast<uint64_t>(q - base_) + 8;
+        const uint64_t n = load_le<uint64_t>(q);
+        frame_end_ = std::max(frame_end_, n > UINT64_MAX - at ? UINT64_MAX : at + n);
         q += 8;
         break;
+      }
       case EMPTY_DICT: {
         size_t mark = memo_.size();
         if (!walk_flat_dict(q, end_, seq)) memo_.resize(mark);

@@ -216,7 +216,9 @@ Val Unpickler::run() {
         need(8);
         const uint64_t n = load_le<uint64_t>(p_);
         p_ += 8;
-        frame_end_ = n > UINT64_MAX - offset() ? UINT64_MAX : offset() + n;
+        // The furthest end of any frame: pickle.loads refuses a frame
+        // longer than the data at once, whatever frames follow it.
+        frame_end_ = std::max(frame_end_, n > UINT64_MAX - offset() ? UINT64_MAX : offset() + n);
         break;
       }
       case STOP: {

@@ -177,3 +177,20 @@ def test_a_memo_slot_never_stored_is_no_value(run, tmp_path):
     r = run("convert", f, "-o", tmp_path / "out.pickle")
     assert r.returncode == 0, r.stderr
     assert pickle.loads((tmp_path / "out.pickle").read_bytes())["y"] == "memoised"
+
+
+def test_a_long_frame_is_truncated_whatever_frames_follow(run, tmp_path):
+    # fuzz_pickle_python: only the last FRAME's end was checked, so a frame
+    # declaring more than the data, followed by one that fits, was read;
+    # pickle.loads refuses the first at once.
+    data = bytearray(pickle.dumps({"segments": [], "device_traces": [[]]}, protocol=4))
+    assert data[2] == 0x95 and data[-1:] == b"."
+    data[3:11] = (int.from_bytes(data[3:11], "little") + (1 << 32)).to_bytes(8, "little")
+    data[-1:] = b"\x95" + (1).to_bytes(8, "little") + b"."  # a frame of the STOP alone
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(bytes(data))
+    f = tmp_path / "long-then-short.pickle"
+    f.write_bytes(bytes(data))
+    for command in ("stats", "trace"):
+        r = run(command, f)
+        assert r.returncode == 2 and b"truncated pickle" in r.stderr, r.stderr
