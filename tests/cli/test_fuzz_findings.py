@@ -194,3 +194,26 @@ def test_a_long_frame_is_truncated_whatever_frames_follow(run, tmp_path):
     for command in ("stats", "trace"):
         r = run(command, f)
         assert r.returncode == 2 and b"truncated pickle" in r.stderr, r.stderr
+
+
+def test_a_blocks_frames_read_through_another_segment_are_kept(run, tmp_path):
+    # fuzz_pickle_python (finding 13): a segment's 'frames' is another
+    # segment's blocks list. Reading the first segment turned a block's
+    # frames list into a stack and recycled its node, as if the block were
+    # its only holder; the second segment's value then showed it empty.
+    frame = {"name": "f", "filename": "a.py", "line": 1}
+    blocks = [{"address": 4096, "size": 512, "requested_size": 512, "state": "active_allocated",
+               "frames": [frame, dict(frame, line=2)]}]
+    def seg(address, frames, blocks):
+        return {"device": 0, "address": address, "total_size": 2 * MiB, "allocated_size": 512,
+                "active_size": 512, "requested_size": 512, "stream": 0, "segment_type": "small",
+                "segment_pool_id": (0, 0), "is_expandable": False, "frames": frames,
+                "blocks": blocks}
+    snap = {"segments": [seg(4096, [], blocks), seg(8 * MiB, blocks, [])], "device_traces": [[]]}
+    f, out = tmp_path / "s.pickle", tmp_path / "out.pickle"
+    f.write_bytes(pickle.dumps(snap, protocol=4))
+    r = run("convert", f, "-o", out)
+    assert r.returncode == 0, r.stderr
+    got = pickle.loads(out.read_bytes())
+    assert got["segments"][1]["frames"][0]["frames"] == blocks[0]["frames"]
+    assert got == snap
