@@ -16,22 +16,10 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
   [ -x build/fuzz/fuzz_pickle_python ] && TARGETS+=(pickle_python)
 fi
 for t in "${TARGETS[@]}"; do
-  extra=""
   case "$t" in
     source) dict=tests/fuzz/dict/source.dict; seeds=tests/fuzz/corpus/source ;;
     profile) dict=tests/fuzz/dict/profile.dict; seeds=tests/fuzz/corpus/profile ;;
-    roundtrip) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/snapshot ;;
-    pickle_python)
-      dict=tests/fuzz/dict/pickle.dict
-      seeds=tests/fuzz/corpus/snapshot
-      # Its open findings (tests/fuzz/README.md: a pop below a MARK is read,
-      # which pickle.loads refuses) stop a mutating run within seconds: the
-      # seeds only until they are fixed; FUZZ_PICKLE_PYTHON_MUTATE=1 fuzzes.
-      if [ -z "${FUZZ_PICKLE_PYTHON_MUTATE:-}" ]; then
-        extra="-runs=0"
-        echo "fuzz_pickle_python: the seeds only (open findings; FUZZ_PICKLE_PYTHON_MUTATE=1 mutates)"
-      fi
-      ;;
+    roundtrip | pickle_python) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/snapshot ;;
     shares) dict=tests/fuzz/dict/shares.dict; seeds=tests/fuzz/corpus/shares ;;
     *) dict=tests/fuzz/dict/pickle.dict; seeds=tests/fuzz/corpus/$t ;;
   esac
@@ -40,12 +28,10 @@ for t in "${TARGETS[@]}"; do
   log=build/fuzz/$t.log
   echo "== fuzz_$t for ${SECONDS_EACH}s"
   rc=0
-  corpus=("$work" "$seeds")
-  [ -n "$extra" ] && corpus=("$seeds")
   # shellcheck disable=SC2086
-  build/fuzz/fuzz_$t "${corpus[@]}" -dict="$dict" -max_total_time="$SECONDS_EACH" \
+  build/fuzz/fuzz_$t "$work" "$seeds" -dict="$dict" -max_total_time="$SECONDS_EACH" \
     -max_len=65536 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
-    -artifact_prefix=build/fuzz/findings/$t/ $extra ${FUZZ_FLAGS:-} >"$log" 2>&1 || rc=$?
+    -artifact_prefix=build/fuzz/findings/$t/ ${FUZZ_FLAGS:-} >"$log" 2>&1 || rc=$?
   # One process prints "#N INITED cov: ..."; -fork=J prints "#N: cov: ..." lines and no totals.
   start=$(grep -m1 -E "INITED|^#[0-9]+:" "$log" | grep -oE "cov: [0-9]+ ft: [0-9]+" || echo "cov: ? ft: ?")
   end=$(grep -E "^#[0-9]+" "$log" | tail -n1 | grep -oE "cov: [0-9]+ ft: [0-9]+" || echo "cov: ? ft: ?")

@@ -29,10 +29,10 @@ uint64_t max_expanded_setting();
 // Writes `content` to `path` whole or not at all: into a temporary beside
 // it (".NAME.memsight-tmp-PID-TAG"), then renamed over it. A replaced file
 // keeps its permissions, a new one gets the umask's; a read-only file is
-// refused unless set_replace_read_only(true); a link is written through; a
-// device or pipe is written in place. Temporaries that a killed writer left
-// for the same name are removed first. Throws Error.
-void write_file_atomic(const std::string& path, std::string_view content);
+// refused unless `force` or set_replace_read_only(true); a link is written
+// through; a device or pipe is written in place. Temporaries that a killed
+// writer left for the same name are removed first. Throws Error.
+void write_file_atomic(const std::string& path, std::string_view content, bool force = false);
 // Whether write_file_atomic replaces read-only files (the CLI's --force), for
 // every thread of the process; off by default.
 void set_replace_read_only(bool allow);

@@ -186,6 +186,11 @@ RanksReport merge_ranks(std::vector<RankSummary> ranks);
 struct RanksOptions {
   UserCode user_code;
   unsigned jobs = 0;  // files read at once (0: up to 4, one per hardware thread)
+  // Whether a manifest's absolute paths are read where they point when no
+  // file of that name is beside it (--allow-absolute).
+  bool allow_absolute = false;
+  // Whether the page and rank pages replace read-only files (--force).
+  bool force = false;
 };
 
 // Each input is a snapshot file, a directory (its snapshot files), a glob
@@ -194,15 +199,16 @@ struct RanksOptions {
 // its files, and the ranks it names as missing). A directory is listed in
 // sorted order; a link in it (or from a glob) that leads nowhere is skipped
 // with a note naming it. A manifest's relative paths stay inside its
-// folder; its absolute ones must name snapshot files. Throws Error for an input that names nothing,
-// and for a file that cannot be read.
+// folder; its absolute ones are read beside it, or, with `allow_absolute`,
+// where they point when they name snapshot files. Throws Error for an input
+// that names nothing, and for a file that cannot be read.
 struct RankInputs {
   std::vector<std::string> files;
   std::vector<std::pair<int64_t, std::string>> manifest_missing;
   int64_t manifest_world_size = -1;
   std::vector<std::string> notes;  // links skipped
 };
-RankInputs expand_rank_inputs(const std::vector<std::string>& inputs);
+RankInputs expand_rank_inputs(const std::vector<std::string>& inputs, bool allow_absolute = false);
 // How many of `files` to read at once: `asked`, else up to 4 (one per
 // hardware thread, $MEMSIGHT_THREADS); never more than the files.
 unsigned rank_jobs(size_t files, unsigned asked);

@@ -38,7 +38,8 @@ std::string pickle_snapshot(const Snapshot& snap);
 // callers that need the live blocks as Python objects but not the trace.
 std::string pickle_segments(const Snapshot& snap);
 // Writes to a temporary name beside `path`, then renames; compresses with
-// gzip for ".gz" and zstd for ".zst"/".zstd" names.
-void write_snapshot_file(const Snapshot& snap, const std::string& path);
+// gzip for ".gz" and zstd for ".zst"/".zstd" names. A read-only file is
+// replaced only with `force` (write_file_atomic).
+void write_snapshot_file(const Snapshot& snap, const std::string& path, bool force = false);
 
 }  // namespace memsight

@@ -14,8 +14,10 @@ def _fspath(path: PathLike) -> str:
     return os.fspath(path)
 
 
-def _write_text(path: PathLike, text: str) -> str:
+def _write_text(path: PathLike, text: str, force: bool = False) -> str:
+    """Writes ``text`` whole or not at all; a read-only file is replaced only
+    with ``force`` (the CLI's ``--force``)."""
     p = _fspath(path)
     # Undecodable bytes of the snapshot's strings come back as they were read.
-    core().write_file_atomic(p, text.encode("utf-8", "surrogateescape"))
+    core().write_file_atomic(p, text.encode("utf-8", "surrogateescape"), bool(force))
     return p

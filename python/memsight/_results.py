@@ -109,8 +109,9 @@ class FoldedStacks:
             return core().render_flamegraph_svg("\n".join(kept) + "\n", title=title, width=width,
                                                 kinds_of=self._kinds_of)
 
-    def to_svg(self, path: PathLike, title: str | None = None, width: int = 1200) -> str:
-        return _write_text(path, self.svg(title=title, width=width))
+    def to_svg(self, path: PathLike, title: str | None = None, width: int = 1200, *,
+               force: bool = False) -> str:
+        return _write_text(path, self.svg(title=title, width=width), force)
 
     def _repr_svg_(self) -> str | None:
         """A notebook's form: the flamegraph (nothing for no stacks: the text shows)."""

@@ -60,15 +60,15 @@ class Diff:
     def svg(self) -> str:
         return self._diff.svg()
 
-    def to_svg(self, path: PathLike) -> str:
-        return _write_text(path, self.svg())
+    def to_svg(self, path: PathLike, *, force: bool = False) -> str:
+        return _write_text(path, self.svg(), force)
 
     def html(self, title: str | None = None) -> str:
         b, a = self.data["before"]["file"], self.data["after"]["file"]
         return self._diff.html(title or (b if a == b else f"{b} -> {a}"))
 
-    def to_html(self, path: PathLike, title: str | None = None) -> str:
-        return _write_text(path, self.html(title))
+    def to_html(self, path: PathLike, title: str | None = None, *, force: bool = False) -> str:
+        return _write_text(path, self.html(title), force)
 
     def folded(self) -> str:
         """Folded stacks of the difference: ``grew;STACK BYTES`` / ``shrank;STACK BYTES``."""

@@ -40,23 +40,26 @@ def profile_report(path: PathLike, user_code: str | list[str] | None = None) -> 
 
 
 def profile_html(path: PathLike, out: PathLike | None = None, title: str | None = None,
-                 user_code: str | list[str] | None = None) -> str:
+                 user_code: str | list[str] | None = None, *, force: bool = False) -> str:
     """``memsight profile -o``: the self-contained page (memory curves per
     device with the steps marked, and the tables). Returns the HTML, or
-    writes it to ``out`` (atomically) and returns that path."""
+    writes it to ``out`` (atomically) and returns that path. A read-only
+    ``out`` is replaced only with ``force=True`` (``--force``)."""
     p = _existing(path)
     page = core().profile_report(p, _user_code(user_code), title or os.path.basename(p) + " - memsight profile")[2]
-    return _write_text(out, page) if out is not None else page
+    return _write_text(out, page, force) if out is not None else page
 
 
-def profile_timeline_html(source: PathLike | bytes, title: str | None = None, out: PathLike | None = None) -> str:
+def profile_timeline_html(source: PathLike | bytes, title: str | None = None, out: PathLike | None = None, *,
+                          force: bool = False) -> str:
     """torch's categorised memory timeline (``export_memory_timeline``'s
     ``.json``, ``.json.gz`` or ``.raw.json.gz``; a path or the bytes) as an
     interactive page: memory by category over time, hover, zoom and pan, the
-    peak explained by category. Returns the HTML, or writes it to ``out``."""
+    peak explained by category. Returns the HTML, or writes it to ``out``
+    (a read-only one only with ``force=True``)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         page = core().timeline_html(bytes(source), title or "memory timeline")
     else:
         p = _existing(source)
         page = core().timeline_html(p, title or os.path.basename(p) + " - memory timeline")
-    return _write_text(out, page) if out is not None else page
+    return _write_text(out, page, force) if out is not None else page

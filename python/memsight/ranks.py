@@ -43,23 +43,28 @@ class Ranks(Summary):
                 return r
         raise KeyError(f"no rank {number} among {len(self['ranks'])} ranks")
 
-    def write_html(self, out: PathLike, pages: str = "notable", jobs: int = 0) -> str:
+    def write_html(self, out: PathLike, pages: str = "notable", jobs: int = 0, *,
+                   force: bool = False) -> str:
         """Writes the page to ``out`` (atomically) and, as for ``memsight ranks
         --pages``, the full page of the ``"notable"`` ranks (the OOMed, the
         typical and the differing ones, at most 16), ``"all"`` or ``"none"`` in
-        ``<out without .html>.ranks/``. Returns ``out``."""
+        ``<out without .html>.ranks/``. Read-only files are replaced only with
+        ``force=True`` (``--force``). Returns ``out``."""
         p = os.fspath(out)
-        self._report.write_html(p, pages, self._user_code, int(jobs), int(self._max_expanded))
+        self._report.write_html(p, pages, self._user_code, int(jobs), int(self._max_expanded),
+                                bool(force))
         return p
 
 
 def ranks(paths: PathLike | Iterable[PathLike], *, user_code: str | list[str] | None = None,
-          jobs: int = 0, max_expanded: int = 0) -> Ranks:
+          jobs: int = 0, max_expanded: int = 0, allow_absolute: bool = False) -> Ranks:
     """``memsight ranks``: the snapshots of a job's ranks side by side.
 
     ``paths``: snapshot files, directories, glob patterns (``"run/oom_3_rank*.pickle"``)
     or a dump round's manifest (``*_manifest.json``), one or a list. ``jobs``:
-    files read at once (0: up to 4). Raises ``memsight.MemsightError`` (a
+    files read at once (0: up to 4). A manifest's absolute paths are read
+    beside it; ``allow_absolute=True`` reads them where they point
+    (``--allow-absolute``). Raises ``memsight.MemsightError`` (a
     ValueError) naming the file that cannot be read.
     """
     if isinstance(paths, (str, os.PathLike)):
@@ -67,4 +72,5 @@ def ranks(paths: PathLike | Iterable[PathLike], *, user_code: str | list[str] | 
     else:
         inputs = [os.fspath(p) for p in paths]
     uc = _user_code(user_code)
-    return Ranks(core().ranks(inputs, uc, int(jobs), int(max_expanded)), uc, max_expanded)
+    return Ranks(core().ranks(inputs, uc, int(jobs), int(max_expanded), bool(allow_absolute)), uc,
+                 max_expanded)

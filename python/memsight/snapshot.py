@@ -341,9 +341,11 @@ class Snapshot:
             source_bytes=source_bytes, summary_json=summary, user_code=_user_code(user_code),
         )
 
-    def to_html(self, path: PathLike, view: str = "overview", title: str | None = None) -> str:
-        """Writes :meth:`html` to ``path`` (atomically) and returns the path."""
-        return _write_text(path, self.html(view, title))
+    def to_html(self, path: PathLike, view: str = "overview", title: str | None = None, *,
+                force: bool = False) -> str:
+        """Writes :meth:`html` to ``path`` (atomically) and returns the path.
+        A read-only ``path`` is refused (:class:`memsight.MemsightError`) unless ``force=True``, as the CLI's ``--force``."""
+        return _write_text(path, self.html(view, title), force)
 
     def svg(self, kind: str = "segments", title: str | None = None, width: int = 1200) -> str:
         """A flamegraph SVG: ``kind`` is ``segments`` or ``memory``."""
@@ -353,10 +355,12 @@ class Snapshot:
         return self._snap.flamegraph_svg(kind, title or SVG_KINDS[kind], width)
 
     def to_svg(
-        self, path: PathLike, kind: str = "segments", title: str | None = None, width: int = 1200
+        self, path: PathLike, kind: str = "segments", title: str | None = None, width: int = 1200,
+        *, force: bool = False,
     ) -> str:
-        """Writes :meth:`svg` to ``path`` (atomically) and returns the path."""
-        return _write_text(path, self.svg(kind, title, width))
+        """Writes :meth:`svg` to ``path`` (atomically) and returns the path.
+        A read-only ``path`` is refused (:class:`memsight.MemsightError`) unless ``force=True``, as the CLI's ``--force``."""
+        return _write_text(path, self.svg(kind, title, width), force)
 
     # -- back to torch's format --------------------------------------------------
     def pickle(self) -> bytes:
@@ -364,13 +368,14 @@ class Snapshot:
         self._need_trace("pickle()")
         return self._snap.pickle()
 
-    def to_pickle(self, path: PathLike) -> str:
+    def to_pickle(self, path: PathLike, *, force: bool = False) -> str:
         """Writes the pickle to ``path``; gzip for ``.gz``, zstd for ``.zst``/``.zstd``, xz
         for ``.xz``. Another compression suffix (``.bz2``, ``.lz4``, ...) raises
-        :class:`memsight.MemsightError` before anything is written."""
+        :class:`memsight.MemsightError` before anything is written.
+        A read-only ``path`` is refused (:class:`memsight.MemsightError`) unless ``force=True``, as the CLI's ``--force``."""
         self._need_trace("to_pickle()")
         p = _fspath(path)
-        self._snap.write(p)
+        self._snap.write(p, bool(force))
         return p
 
     def to_dict(self) -> Any:

@@ -53,26 +53,27 @@ void bind_ranks(py::module_& m) {
       .def(
           "write_html",
           [](const RanksReport& r, const std::string& out, const std::string& pages,
-             const std::string& user_code, unsigned jobs, uint64_t max_expanded) {
+             const std::string& user_code, unsigned jobs, uint64_t max_expanded, bool force) {
             py::gil_scoped_release nogil;
             ExpansionLimit limit(max_expanded);
             RanksOptions opts{UserCode::parse(user_code), jobs};
+            opts.force = force;
             return write_ranks_page(r, out, pages, opts);
           },
           py::arg("out"), py::arg("pages") = "notable", py::arg("user_code") = "",
-          py::arg("jobs") = 0, py::arg("max_expanded") = 0,
+          py::arg("jobs") = 0, py::arg("max_expanded") = 0, py::arg("force") = false,
           "Writes the page and the rank pages `pages` names beside it; returns how many.");
   m.def(
       "ranks",
       [](const std::vector<std::string>& inputs, const std::string& user_code, unsigned jobs,
-         uint64_t max_expanded) {
+         uint64_t max_expanded, bool allow_absolute) {
         py::gil_scoped_release nogil;
         ExpansionLimit limit(max_expanded);
-        RanksOptions opts{UserCode::parse(user_code), jobs};
+        RanksOptions opts{UserCode::parse(user_code), jobs, allow_absolute};
         return std::make_shared<RanksReport>(read_ranks(inputs, opts));
       },
       py::arg("inputs"), py::arg("user_code") = "", py::arg("jobs") = 0,
-      py::arg("max_expanded") = 0,
+      py::arg("max_expanded") = 0, py::arg("allow_absolute") = false,
       "`memsight ranks`: snapshots, directories, glob patterns or manifests, merged.");
 }
 

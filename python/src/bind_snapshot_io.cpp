@@ -72,11 +72,11 @@ void bind_snapshot_io(py::module_& m, SnapshotClass& snapshot) {
            [](const Snapshot& s) { return released_bytes([&] { return pickle_segments(s); }); })
       .def(
           "write",
-          [](const Snapshot& s, const std::string& path) {
+          [](const Snapshot& s, const std::string& path, bool force) {
             py::gil_scoped_release nogil;
-            write_snapshot_file(s, path);
+            write_snapshot_file(s, path, force);
           },
-          py::arg("path"));
+          py::arg("path"), py::arg("force") = false);
   m.def("load", &load_file, py::arg("path"), py::arg("progress") = py::none(),
         py::arg("trace") = true, py::arg("max_expanded") = 0,
         "Reads a snapshot file (pickle, optionally gzip/zstd/xz-compressed); with "
@@ -85,13 +85,13 @@ void bind_snapshot_io(py::module_& m, SnapshotClass& snapshot) {
         "Reads a snapshot from pickled bytes.");
   m.def(
       "write_file_atomic",
-      [](const std::string& path, const py::buffer& content) {
+      [](const std::string& path, const py::buffer& content, bool force) {
         py::buffer_info info = content.request();
         std::string_view view = as_view(info);
         py::gil_scoped_release nogil;
-        write_file_atomic(path, view);
+        write_file_atomic(path, view, force);
       },
-      py::arg("path"), py::arg("content"));
+      py::arg("path"), py::arg("content"), py::arg("force") = false);
 }
 
 }  // namespace memsight::py_binding

@@ -23,6 +23,7 @@ int cmd_ranks(const Args& a) {
     throw Error("--pages writes rank pages beside a page: name one with -o NAME.html");
   RanksOptions opts;
   opts.user_code = UserCode::parse(a.get("--user-code"));
+  opts.allow_absolute = a.has("--allow-absolute");
   if (a.has("--jobs")) {
     const std::string j = a.get("--jobs");
     if (j.empty() || j.size() > 3 || j.find_first_not_of("0123456789") != std::string::npos ||

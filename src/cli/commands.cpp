@@ -275,7 +275,7 @@ constexpr Syntax kProfile{
 
 constexpr sv kRanksForms[] = {
     "SNAPSHOT|DIR|PATTERN|MANIFEST... [--json] [-o FILE]\n"
-    "[--pages notable|all|none] [--jobs N] [--user-code PATS]"};
+    "[--pages notable|all|none] [--jobs N] [--allow-absolute] [--user-code PATS]"};
 constexpr Option kRanksOptions[] = {
     {"--json", "", Takes::Nothing, "--json", "machine-readable (or -o NAME.json)"},
     {"--output", "-o", Takes::Value, "-o NAME.html",
@@ -287,6 +287,9 @@ constexpr Option kRanksOptions[] = {
      "(default: the OOMed, typical and differing ranks, at\n"
      "most 16), all, or none"},
     {"--jobs", "-j", Takes::Value, "--jobs N", "files read at once (default: up to 4)"},
+    {"--allow-absolute", "", Takes::Nothing, "--allow-absolute",
+     "read a manifest's absolute paths where they point\n"
+     "(default: only beside the manifest)"},
     kUserCode,
 };
 constexpr Syntax kRanks{
@@ -302,11 +305,11 @@ constexpr Syntax kRanks{
     "An input is a snapshot, a directory (its *.pickle and *.pkl files,\n"
     "compressed or not), a glob pattern in quotes (\"run/oom_3_rank*.pickle\") or\n"
     "a dump round's manifest (*_manifest.json), whose relative paths stay inside\n"
-    "its folder. A link in a directory that leads nowhere is skipped with a note.\n"
-    "The rank of a file is the one memsight.torch wrote into it, else the number\n"
-    "after \"rank\" in its name, else its place among the inputs. Files are read\n"
-    "a few at a time, each summarised and dropped: memory holds a few snapshots,\n"
-    "not all of them.\n",
+    "its folder and whose absolute ones are read beside it. A link in a\n"
+    "directory that leads nowhere is skipped with a note. The rank of a file is\n"
+    "the one memsight.torch wrote into it, else the number after \"rank\" in its\n"
+    "name, else its place among the inputs. Files are read a few at a time, each\n"
+    "summarised and dropped: memory holds a few snapshots, not all of them.\n",
     kRanksOptions, 20};
 
 constexpr sv kConvertForms[] = {"SNAPSHOT -o OUT"};

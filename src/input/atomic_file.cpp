@@ -114,7 +114,7 @@ class Temporary {
 
 void set_replace_read_only(bool allow) { g_replace_read_only = allow; }
 
-void write_file_atomic(const std::string& name, std::string_view content) {
+void write_file_atomic(const std::string& name, std::string_view content, bool force) {
   const std::string path = resolved(name);
   struct stat st {};
   const bool exists = ::stat(path.c_str(), &st) == 0;
@@ -122,7 +122,7 @@ void write_file_atomic(const std::string& name, std::string_view content) {
   if (exists && !S_ISREG(st.st_mode)) return write_in_place(path, content);
   // Write bits, not access(): root may write anything, yet a file its owner
   // made read-only is still one nobody meant to be overwritten.
-  if (exists && !g_replace_read_only &&
+  if (exists && !force && !g_replace_read_only &&
       ((st.st_mode & 0222) == 0 || ::access(path.c_str(), W_OK) != 0)) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));

@@ -117,7 +117,7 @@ bool Unpickler::hashable(Val v, int depth) const {
 
 void Unpickler::set_items(size_t from) {
   // stack_[from-1] is the dict, stack_[from..] are key/value pairs.
-  if (from == 0) fail("SETITEMS without a dict");
+  if (from <= fence()) underflow("SETITEMS");
   size_t n = stack_.size() - from;
   if (n % 2) fail("odd number of items for a dict");
   // pickle.load refuses such a dict (TypeError: unhashable type): so does

@@ -84,6 +84,14 @@ inline T load_le(const uint8_t* p) {
   return v;  // x86-64 and arm64 Linux are little-endian, as pickle is
 }
 
+// Whether the FRAME at q declares no more bytes than follow it before `end`.
+// pickle.loads refuses one that declares more (truncated): the helpers that
+// step over frame headers stop at such a one and leave it to the main
+// thread, which checks every frame's end at STOP.
+inline bool frame_fits(const uint8_t* q, const uint8_t* end) {
+  return end - q >= 9 && load_le<uint64_t>(q + 1) <= static_cast<uint64_t>(end - q - 9);
+}
+
 // LONG1's payload when it fits in 8 bytes: n little-endian bytes, two's
 // complement. Reads 8 bytes, so the caller guarantees they are there.
 inline int64_t long1_value(const uint8_t* b, size_t n) {

@@ -251,6 +251,7 @@ bool Unpickler::share_fits_stack(const Share& s) const {
   for (size_t i = 0; i < stack_.size(); ++i)
     lists[i] = stack_[i].tag() == Val::List && !nodes_[stack_[i].idx()].is_converted;
   std::vector<size_t> marks = marks_;
+  auto fence = [](const std::vector<size_t>& m) { return m.empty() ? size_t{0} : m.back(); };
   for (uint8_t op : s.ops) {
     switch (op) {
       case EMPTY_DICT:
@@ -262,19 +263,19 @@ bool Unpickler::share_fits_stack(const Share& s) const {
       case MARK:
         marks.push_back(lists.size());
         break;
-      case MEMOIZE:
-        if (lists.empty()) return false;
+      case MEMOIZE:  // as the VM, no value below the last mark is taken
+        if (lists.size() <= fence(marks)) return false;
         break;
       case APPENDS: {
         if (marks.empty()) return false;
         size_t from = marks.back();
         marks.pop_back();
-        if (from == 0 || from > lists.size() || !lists[from - 1]) return false;
+        if (from <= fence(marks) || from > lists.size() || !lists[from - 1]) return false;
         lists.resize(from);
         break;
       }
       case APPEND:
-        if (lists.size() < 2 || !lists[lists.size() - 2]) return false;
+        if (lists.size() < fence(marks) + 2 || !lists[lists.size() - 2]) return false;
         lists.pop_back();
         break;
       default:

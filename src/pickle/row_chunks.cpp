@@ -52,8 +52,8 @@ class Decoder {
     return true;
   }
 
-  static void skip_frames(const uint8_t*& q) {
-    while (*q == FRAME) q += 9;
+  void skip_frames(const uint8_t*& q) const {
+    while (*q == FRAME && frame_fits(q, end())) q += 9;
   }
 
   // A memo read at q of the kind `want`: a global id (a slot stored before
@@ -212,7 +212,7 @@ class Decoder {
   }
 
   // A memo read at q directly followed (frames aside) by APPEND.
-  static bool read_then_append(const uint8_t* q) {
+  bool read_then_append(const uint8_t* q) const {
     if (*q == BINGET)
       q += 2;
     else if (*q == LONG_BINGET)
@@ -438,6 +438,10 @@ void decode_share(Share& s, const Context& ctx) {
           }
           break;
         case FRAME:
+          if (!frame_fits(q, ctx.end)) {
+            more = false;  // the main thread reads it
+            break;
+          }
           q += 9;
           break;
         default:

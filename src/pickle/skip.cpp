@@ -126,7 +126,7 @@ void Unpickler::skip_list() {
         push(kList);
         break;
       case MEMOIZE:  // a helper's (the slot is counted in its memos)
-        if (depth == 0) fail();
+        if (depth == 0 || (nmarks && marks[nmarks - 1] >= depth)) fail();
         break;
       default:
         fail();
@@ -216,7 +216,8 @@ void Unpickler::skip_list() {
     };
     switch (op) {
       case MEMOIZE: {
-        if (depth == 0) fail();
+        // pickle.loads refuses a store below the last mark: the full read says so.
+        if (depth == 0 || (nmarks && marks[nmarks - 1] >= depth)) fail();
         // Strings keep their value: the keys of later values (allocator
         // settings, annotations) are often memo reads of trace keys.
         Val v = Val::make(Val::Skipped, kinds[depth - 1]);
@@ -240,10 +241,15 @@ void Unpickler::skip_list() {
         get(load_le<uint32_t>(q));
         q += 4;
         break;
-      case FRAME:
+      case FRAME: {
         need(8);
+        // As the main loop: the furthest frame end, checked at STOP.
+        const uint64_t at = buf_offset_ + static_cast<uint64_t>(q - base_) + 8;
+        const uint64_t n = load_le<uint64_t>(q);
+        frame_end_ = std::max(frame_end_, n > UINT64_MAX - at ? UINT64_MAX : at + n);
         q += 8;
         break;
+      }
       case EMPTY_DICT: {
         size_t mark = memo_.size();
         if (!walk_flat_dict(q, end_, seq)) memo_.resize(mark);

@@ -117,6 +117,7 @@ void walk_chunk_body(Chunk& c, Chunk* next, const uint8_t* end, std::string_view
         ++q;
         break;
       case FRAME:
+        if (!frame_fits(q, end)) return fail();  // the full read gives the error
         q += 9;
         break;
       default:

@@ -107,6 +107,11 @@ size_t Unpickler::pop_mark() {
   return m;
 }
 
+void Unpickler::underflow(const char* op) const {
+  fail(std::string(op) +
+       (marks_.empty() ? " on an empty stack" : " takes a value from below a MARK"));
+}
+
 void Unpickler::push_long(const uint8_t* b, size_t n) {
   if (n == 0) {
     stack_.push_back(Val::integer(0));
@@ -138,19 +143,19 @@ void Unpickler::memo_set(size_t idx, Val v) {
 }
 
 void Unpickler::memo_put(uint64_t idx) {
-  if (stack_.empty()) fail("memo store on an empty stack");
+  if (stack_.size() <= fence()) underflow("a memo store");
   Val v = stack_.back();
   if (idx < memo_.size()) {
     key_slots_ = {};  // a memo slot changes: cached keys may be stale
     ++memo_rewrites_;
     memo_set(idx, v);
-  } else if (idx == memo_.size()) {
+  } else if (idx == memo_.size() && (sparse_memo_.empty() || !sparse_memo_.contains(idx))) {
     memo_.push_back(0);
     memo_set(idx, v);
-  } else if (idx - memo_.size() < 4096) {
-    memo_.resize(idx + 1, 0);  // the slots skipped hold None
-    memo_set(idx, v);
   } else {
+    // Past the end: a slot skipped is no value (pickle.loads refuses a read
+    // of it), and MEMOIZE numbers the slots stored, so the dense slots stay
+    // the stored ones.
     sparse_memo_[idx] = v;
     if (v.is_node()) nodes_[v.idx()].memo = UINT32_MAX;  // sparse slots are not rewritten
     return;
@@ -211,11 +216,13 @@ Val Unpickler::run() {
         need(8);
         const uint64_t n = load_le<uint64_t>(p_);
         p_ += 8;
-        frame_end_ = n > UINT64_MAX - offset() ? UINT64_MAX : offset() + n;
+        // The furthest end of any frame: pickle.loads refuses a frame
+        // longer than the data at once, whatever frames follow it.
+        frame_end_ = std::max(frame_end_, n > UINT64_MAX - offset() ? UINT64_MAX : offset() + n);
         break;
       }
       case STOP: {
-        if (stack_.empty()) fail("STOP with an empty stack");
+        if (stack_.size() <= fence()) underflow("STOP");
         // pickle.loads refuses a frame longer than the data as truncated.
         if (frame_end_ > offset()) need(static_cast<size_t>(frame_end_ - offset()));
         if (progress_) progress_(src_.consumed(), src_.total());
@@ -228,7 +235,7 @@ Val Unpickler::run() {
         if (!marks_.empty() && marks_.back() == stack_.size()) {
           marks_.pop_back();
         } else {
-          if (stack_.empty()) fail("POP on an empty stack");
+          if (stack_.size() <= fence()) underflow("POP");
           stack_.pop_back();
         }
         break;
@@ -236,7 +243,7 @@ Val Unpickler::run() {
         stack_.resize(pop_mark());
         break;
       case DUP:
-        if (stack_.empty()) fail("DUP on an empty stack");
+        if (stack_.size() <= fence()) underflow("DUP");
         // A second holder, as a memo read makes one: the node is not
         // recycled when converted, and a change to it counts as shared.
         if (stack_.back().is_node()) ++nodes_[stack_.back().idx()].gets;
@@ -343,7 +350,7 @@ Val Unpickler::run() {
         size_t from;
         if (op == TUPLE1 || op == TUPLE2 || op == TUPLE3) {
           size_t k = static_cast<size_t>(op - TUPLE1 + 1);
-          if (stack_.size() < k) fail("stack underflow building a tuple");
+          if (stack_.size() < fence() + k) underflow("TUPLE1/2/3");
           from = stack_.size() - k;
         } else {
           from = pop_mark();
@@ -363,7 +370,7 @@ Val Unpickler::run() {
         break;
       }
       case APPEND: {
-        if (stack_.size() < 2) fail("APPEND with too few items on the stack");
+        if (stack_.size() < fence() + 2) underflow("APPEND");
         Val list = stack_[stack_.size() - 2];
         if (list.tag() != T::List || nodes_[list.idx()].is_converted)
           changed_after_use(list, "APPEND to something that is not a list");
@@ -373,7 +380,7 @@ Val Unpickler::run() {
       }
       case APPENDS: {
         size_t from = pop_mark();
-        if (from == 0) fail("APPENDS without a list");
+        if (from <= fence()) underflow("APPENDS");
         Val list = stack_[from - 1];
         if (list.tag() != T::List || nodes_[list.idx()].is_converted)
           changed_after_use(list, "APPENDS to something that is not a list");
@@ -382,7 +389,7 @@ Val Unpickler::run() {
         break;
       }
       case SETITEM:
-        if (stack_.size() < 3) fail("SETITEM with too few items on the stack");
+        if (stack_.size() < fence() + 3) underflow("SETITEM");
         set_items(stack_.size() - 2);
         break;
       case SETITEMS:

@@ -204,6 +204,11 @@ class Unpickler {
   }
   uint32_t new_node(Val::Tag tag);
   size_t pop_mark();
+  // The stack's lowest index an opcode may take values from: the last open
+  // MARK. pickle.loads refuses to pop below it ("unpickling stack
+  // underflow"), so a value below a mark is never consumed here either.
+  size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
+  [[noreturn]] void underflow(const char* op) const;
   void push_long(const uint8_t* bytes, size_t n);
   void memo_put(uint64_t idx);
   Val memo_get(uint64_t idx);

@@ -106,11 +106,11 @@ size_t write_ranks_page(const RanksReport& r, const std::string& out, const std:
       h.device = s.device;
       h.user_code = opts.user_code;
       std::string name = "rank" + std::to_string(s.rank) + ".html";
-      write_file_atomic(folder + "/" + name, render_html(snap, h));
+      write_file_atomic(folder + "/" + name, render_html(snap, h), opts.force);
       written[k] = folder + "/" + name;
       po.pages[which[k]] = relative_href({folder_name, name});
     });
-    write_file_atomic(out, ranks_html(r, po));
+    write_file_atomic(out, ranks_html(r, po), opts.force);
   } catch (...) {
     // No half-written report: the pages of this run go too.
     for (const std::string& p : written)

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "memsight/error.h"
@@ -141,6 +142,7 @@ class Builder : public DictHook {
   void make_deferred(Unpickler& vm);
   void make_held(Unpickler& vm, const PyValue& v, int depth);
   void make_held_by(Unpickler& vm, Val row_or_frame, int depth);
+  PyValue row_value(Unpickler& vm, uint32_t row, int depth);
   PyValue str_value(StrId id);
   PyValue frame_value(FrameId id);
   void convert_segments(Unpickler& vm, Val list);
@@ -191,6 +193,10 @@ class Builder : public DictHook {
   std::unordered_map<uint64_t, Deferred> deferred_;
   std::unordered_map<const void*, uint64_t> deferred_by_items_;  // once the pickle has ended
   bool streaming_ = true;                                        // until STOP
+  std::unordered_set<uint64_t> making_;  // the containers materialize is making now
+  // The frames list of a row from the generic path, by row, where the
+  // list was read through the memo (row_value).
+  std::unordered_map<uint32_t, uint64_t> frames_node_;
 };
 
 // A dict's items as Python holds them (a key written twice: its first

@@ -36,6 +36,10 @@ uint32_t Builder::make_row(Unpickler& vm, std::span<const Val> items) {
         extras->push_back(materialize(vm, items[2 * i + 1]));
       }
     }
+    // A frames list read through the memo may have other holders: a value
+    // made of this row holds that list (row_value), not a copy.
+    if (f == Field::Frames && items[2 * i + 1].is_node() && vm.node(items[2 * i + 1]).gets > 0)
+      frames_node_[row] = items[2 * i + 1].bits;
     shape_buf_[i] = {key, f};
     same_shape = same_shape && last_shape_[i].key == key && last_shape_[i].field == f;
   }

@@ -78,7 +78,14 @@ bool Builder::to_stack(Unpickler& vm, Val v, StackId& out) {
   out = snap_.frames.intern_stack(frame_buf_);
   // A list of other dicts may be something else too (a segment's blocks,
   // shared by a memo read): it stays a list for its other holders.
-  if (only_frames) vm.convert_node(v, Val::make(Val::StackRef, out));
+  if (only_frames) {
+    // Once the pickle has ended, the dict holding the list (a block) may be
+    // held elsewhere too (another segment's value, through the memo) and be
+    // made into a value after this: the node must keep its stack, not be
+    // recycled as a list only the holder knew.
+    if (!streaming_) ++vm.node(v).gets;
+    vm.convert_node(v, Val::make(Val::StackRef, out));
+  }
   return true;
 }
 

@@ -4,6 +4,10 @@
 
 namespace memsight::build {
 
+// Python reads a value that holds itself; the model cannot keep one, and
+// calls it what it is to a walk of it: too deep.
+constexpr const char* kTooDeep = "corrupted pickle: values nested deeper than 1000 levels";
+
 // A value the pickle may refer to many times (a memo read) is made once and
 // shared: a string, a frame, a stack, a row or a container read through the
 // memo. A container changed after it was made is made again, as pickle.loads
@@ -20,7 +24,7 @@ namespace memsight::build {
 // afterwards, and that reads back into the same sharing, where a copy made
 // before the reference was seen would not be shared with it.
 PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
-  if (depth > kMaxDepth) throw Error("corrupted pickle: values nested deeper than 1000 levels");
+  if (depth > kMaxDepth) throw Error(kTooDeep);
   if (v.is_node()) {
     // By the node, which a holder keeps even when the node is later turned
     // into a compact value (a frames list into a stack).
@@ -35,7 +39,7 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
       Deferred& d = it->second;
       if (!streaming_ && !d.made) {
         // A value met again while it is being made contains itself.
-        if (d.making) throw Error("corrupted pickle: values nested deeper than 1000 levels");
+        if (d.making) throw Error(kTooDeep);
         d.making = true;
         d.items.fill(make(vm, vm.resolve(v), depth).items);
         d.made = true;
@@ -76,7 +80,19 @@ PyValue Builder::materialize(Unpickler& vm, Val v, int depth) {
     if (it != made_.end() && (!v.is_node() || it->second.first == vm.shared_changes()))
       return it->second.second;
   }
-  PyValue p = make(vm, v, depth);
+  // A container met again while it is being made holds itself: refused at
+  // once. Waiting for the depth limit would make the values around the loop
+  // anew on every turn (each a copy: a frames list holding the root dict
+  // held gigabytes before the thousandth level).
+  if (v.is_node() && !making_.insert(v.bits).second) throw Error(kTooDeep);
+  PyValue p;
+  try {
+    p = make(vm, v, depth);
+  } catch (...) {
+    making_.erase(v.bits);
+    throw;
+  }
+  if (v.is_node()) making_.erase(v.bits);
   if (shared) made_[v.bits] = {vm.shared_changes(), p};
   return p;
 }
@@ -153,10 +169,32 @@ PyValue Builder::make(Unpickler& vm, Val v, int depth) {
       break;
     }
     case Val::Row:
-      p = row_to_pyvalue(snap_, v.idx());
+      p = row_value(vm, v.idx(), depth);
       break;
     default:
       break;
+  }
+  return p;
+}
+
+// A trace entry kept as a value (under an unknown key) holds the frames
+// list it read through the memo (which another key may hold too), else the
+// one every holder of its stack shares: a list under another key stays one
+// list. Written back, the entry reads that list through the memo again and
+// so into the same sharing (a fresh list here made the second write differ).
+PyValue Builder::row_value(Unpickler& vm, uint32_t row, int depth) {
+  PyValue p = row_to_pyvalue(snap_, row);
+  size_t pair = 0;  // one (key, value) pair per key of the shape
+  for (const ShapeKey& k : snap_.shapes.get(snap_.trace.shape[row])) {
+    if (k.field == Field::Frames) {
+      auto it = frames_node_.find(row);
+      const Val frames = it != frames_node_.end()
+                             ? Val{it->second}
+                             : Val::make(Val::StackRef, snap_.trace.stack[row]);
+      p.items.at_mut(2 * pair + 1) = materialize(vm, frames, depth + 1);
+      break;
+    }
+    ++pair;
   }
   return p;
 }

@@ -288,11 +288,11 @@ void Pickler::traces() {
 std::string pickle_snapshot(const Snapshot& snap) { return write::Pickler(snap).run(); }
 std::string pickle_segments(const Snapshot& snap) { return write::Pickler(snap, true).run(); }
 
-void write_snapshot_file(const Snapshot& snap, const std::string& path) {
+void write_snapshot_file(const Snapshot& snap, const std::string& path, bool force) {
   std::string method = compression_for_name(path);  // refused before any work
   std::string data = pickle_snapshot(snap);
   if (!method.empty()) data = compress(data, method);
-  write_file_atomic(path, data);
+  write_file_atomic(path, data, force);
 }
 
 }  // namespace memsight

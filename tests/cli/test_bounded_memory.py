@@ -529,3 +529,20 @@ def test_each_devices_replay_reads_its_own_segments(memsight_bin, tmp_path):
     f = pickled(tmp_path, "segments", hostile_shapes.shared_segment(5000, 300_000))
     for cmd in ("leaks", "whatif"):
         finishes(memsight_bin, cmd, f, within=20)
+
+
+def test_a_value_holding_itself_is_refused_before_copies_pile_up(memsight_bin, tmp_path):
+    # fuzz_shares (tests/fuzz/README.md, finding 10): a list holding the root
+    # dict, whose other values are not shared. Each turn of the loop made
+    # those values anew until the thousandth level (a damaged trace took
+    # 2.7 GB); the loop is now refused the first time it closes.
+    def s(text: str) -> bytes:
+        return b"X" + len(text).to_bytes(4, "little") + text.encode()
+    pad = b"]("+ b"J\x00\x00\x01\x00" * 8000 + b"e"  # 8,000 ints, one holder
+    data = (b"\x80\x02}q\x00(" + s("segments") + b"]" + s("device_traces") + b"]" +
+            s("pad") + pad + s("x") + b"]h\x00au.")  # x: [the root dict]
+    f = tmp_path / "loop.pickle"
+    f.write_bytes(data)
+    rc, err, rss = run_measured(memsight_bin, "stats", f, tmp=tmp_path)
+    assert_one_line(rc, err, "values nested deeper than 1000 levels")
+    assert rss < 48 * MiB, rss

@@ -175,20 +175,25 @@ def test_a_manifest_path_inside_its_folder_is_read(run, tmp_path):
     assert [r["rank"] for r in ranks_json(run, job / "oom_1_manifest.json")["ranks"]] == [0, 1]
 
 
-def test_an_absolute_manifest_path_is_read_beside_it_else_only_as_a_snapshot(run, tmp_path):
+def test_an_absolute_manifest_path_is_read_beside_it_else_only_when_allowed(run, tmp_path):
     elsewhere = tmp_path / "node3"
     elsewhere.mkdir()
     far = write(elsewhere / "oom_1_rank1.pickle", rank_snapshot(1, world_size=2))
     job = tmp_path / "job"
     job.mkdir()
     write(job / "oom_1_rank0.pickle", rank_snapshot(0, world_size=2))
-    m = manifest(job, ["oom_1_rank0.pickle", str(far)])  # another node's folder: read there
-    assert [r["path"] for r in ranks_json(run, m)["ranks"]] == [str(job / "oom_1_rank0.pickle"), str(far)]
+    m = manifest(job, ["oom_1_rank0.pickle", str(far)])  # another node's folder
+    # Not beside the manifest: followed only when the user says so.
+    assert one_line_error(run, m) == (
+        f"memsight ranks: {m}: rank 1's file '{far}' is outside the manifest's folder and not beside "
+        "it; --allow-absolute reads a manifest's absolute paths\n")
+    assert [r["path"] for r in ranks_json(run, m, "--allow-absolute")["ranks"]] == [
+        str(job / "oom_1_rank0.pickle"), str(far)]
     os.link(far, job / "oom_1_rank1.pickle")  # gathered: read beside the manifest
     assert ranks_json(run, m)["ranks"][1]["path"] == str(job / "oom_1_rank1.pickle")
     for path in ("/etc/passwd", str(elsewhere)):
         m = manifest(job, ["oom_1_rank0.pickle", path])
-        assert one_line_error(run, m) == (
+        assert one_line_error(run, m, "--allow-absolute") == (
             f"memsight ranks: {m}: rank 1's file '{path}' is outside the manifest's folder and names no "
             "snapshot file (*.pickle or *.pkl, compressed or not)\n")
 

@@ -3,13 +3,12 @@
 // writing that again gives the same bytes (read, write, read, write: the
 // two writes are equal). Values the reader keeps as data (extra keys, odd
 // types) must survive the round trip unchanged.
-// Known gap (tests/fuzz/README.md, finding 7): a list of frames that a
-// trace entry under an unknown key shares with other values, appended to
-// after the entry used it, is written shared by the first write and read
-// back apart, so the second write differs from the first
-// (open/frames-list-appended-after-use-split.pickle). Until the reader
-// keeps it whole, such an input must reach the same bytes one round later,
-// with the same values.
+// Known gap (tests/fuzz/README.md, finding 14): a list that a trace entry
+// under an unknown key holds as its frames and a dict among its frames
+// holds as 'blocks' is written shared by the first write and read back
+// with other sharing (open/entry-frames-list-also-a-blocks-list.pickle).
+// Such an input must reach the same bytes one round later, with the same
+// values; every seed must be stable at the second (writer_fixpoint_test).
 #include <cstdint>
 #include <cstdlib>
 #include <string>

@@ -283,3 +283,20 @@ def test_an_oom_asks_every_rank_and_the_diagnosis_compares_them(fake_torch, tmp_
     assert [r.rank for r in here.ranks] == [1]
     assert here.notes[0].startswith("the same dump under two names, read once")
     assert here.missing == [0, 2]  # the manifest beside them: rank 0 wrote elsewhere, rank 2 not at all
+
+
+def test_the_manifest_names_files_inside_its_folder_relative_to_it(tmp_path):
+    # `memsight ranks` reads a manifest's relative paths inside its folder and
+    # its absolute ones only beside it (or with --allow-absolute): a rank's
+    # file in a folder below the manifest's is named relative, so the
+    # manifest reads as it is; another folder's stays absolute.
+    from memsight.torch.capture.dump_round import DumpRound, write_manifest
+
+    (tmp_path / "sub").mkdir()
+    elsewhere = tmp_path.parent / "elsewhere.pickle"
+    rnd = DumpRound(seq=1, tag="oom", world_size=3, files={
+        0: str(tmp_path / "oom_1_rank0.pickle"), 1: str(tmp_path / "sub" / "oom_1_rank1.pickle"),
+        2: str(elsewhere)})
+    m = json.loads(open(write_manifest(rnd, str(tmp_path), 3.0)).read())
+    assert [e["file"] for e in m["ranks"]] == [
+        "oom_1_rank0.pickle", os.path.join("sub", "oom_1_rank1.pickle"), str(elsewhere)]

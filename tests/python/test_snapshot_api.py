@@ -81,6 +81,31 @@ def test_compressed_outputs_load_back(core, data_dir, tmp_path):
     assert memsight.load(zst).to_dict() == expected
 
 
+def test_a_read_only_target_is_replaced_only_with_force(core, data_dir, tmp_path):
+    # As the CLI's --force: every writer of the package refuses a read-only
+    # file with one line naming it, and force=True replaces it (mode kept).
+    import os
+
+    snap = memsight.load(data_dir / "mlp_train.pickle")
+    ranks = memsight.ranks(data_dir / "mlp_train.pickle")
+    writers = {
+        "s.html": lambda p, **kw: snap.to_html(p, **kw),
+        "s.svg": lambda p, **kw: snap.to_svg(p, **kw),
+        "s.pickle": lambda p, **kw: snap.to_pickle(p, **kw),
+        "d.html": lambda p, **kw: memsight.diff(snap, snap).to_html(p, **kw),
+        "r.html": lambda p, **kw: ranks.write_html(p, pages="none", **kw),
+    }
+    for name, write in writers.items():
+        p = tmp_path / name
+        p.write_text("kept")
+        p.chmod(0o444)
+        with pytest.raises(memsight.MemsightError, match=f"{name}: the file is read-only"):
+            write(p)
+        assert p.read_text() == "kept"
+        assert write(p, force=True) == str(p)
+        assert p.read_bytes() != b"kept" and (os.stat(p).st_mode & 0o777) == 0o444
+
+
 def test_bad_input_gives_one_line_errors(core, tmp_path):
     with pytest.raises(memsight.MemsightError, match="^text, not a memory snapshot"):
         memsight.loads(b"definitely not a pickle")

@@ -105,6 +105,31 @@ TEST(WriterFixpoint, AListLaterReadAsAStackKeepsItsFrames) {
   EXPECT_EQ(pickle_snapshot(read_snapshot_bytes(once)), once);
 }
 
+TEST(WriterFixpoint, AnEntryUnderAnUnknownKeyKeepsTheFramesListItRead) {
+  // Finding 7's last input: a frames list under the unknown keys 'a' and 'b'
+  // and, through the memo, the frames of an entry kept under an unknown
+  // top-level key. Its first frame is no plain frame ('na#e'), so the list
+  // stays a list for 'a' and 'b' while the entry interns a stack. The entry's
+  // value held a fresh list, so the second write wrote it apart.
+  const std::string frame = "}(" + s("filename") + s("a.py") + s("na#e") + s("first") + s("line") +
+                            "K\x01u}(" + s("filename") + s("a.py") + s("name") + s("second") +
+                            s("line") + "K\x02u";
+  const std::string p = std::string("\x80\x04}(") + s("segments") + "]" + s("a") + "]\x94(" +
+                        frame + "e" + s("trace") + "]](}(" + s("action") + s("alloc") + s("addr") +
+                        std::string("M\x00\x10", 3) + s("size") + std::string("M\x00\x02", 3) +
+                        s("frames") + std::string("h\x00", 2) + "uea" + s("b") +
+                        std::string("h\x00", 2) + "u.";
+  Snapshot snap = read_snapshot_bytes(p);
+  const PyValue* a = snap.top("a");
+  const PyValue* t = snap.top("trace");
+  ASSERT_TRUE(a && t);
+  const PyValue& entry = t->items[0].items[0];
+  ASSERT_EQ(py_repr(entry.items[6]), "'frames'");
+  EXPECT_EQ(entry.items[7].items.identity(), a->items.identity());  // one list, as pickle.loads
+  const std::string once = pickle_snapshot(snap);
+  EXPECT_EQ(pickle_snapshot(read_snapshot_bytes(once)), once);
+}
+
 // A value without end is refused as corrupt, as pickle's own recursion is.
 void expect_refused_as_recursive(const std::string& pickle) {
   try {

@@ -55,9 +55,11 @@ bool manifest_name(std::string_view name) { return ends_with(name, "_manifest.js
 // inside the manifest's folder and must stay there ("../../etc/passwd" is
 // refused). An absolute path is what memsight.torch writes for a file
 // another node wrote into its own folder: it is read by its file name
-// beside the manifest (the dumps gathered into one folder), else where it
-// points, only when it names a snapshot file (never /etc/passwd).
-std::string manifest_file(const std::string& manifest, const std::string& file, int64_t rank) {
+// beside the manifest (the dumps gathered into one folder); where it points
+// only when the user allowed it (--allow-absolute), and then only a
+// snapshot file (never /etc/passwd).
+std::string manifest_file(const std::string& manifest, const std::string& file, int64_t rank,
+                          bool allow_absolute) {
   const fs::path dir = fs::path(manifest).parent_path();
   const fs::path p(file);
   const std::string who = rank >= 0 ? "rank " + std::to_string(rank) + "'s file '" + file + "'"
@@ -72,9 +74,13 @@ std::string manifest_file(const std::string& manifest, const std::string& file, 
   }
   const std::string beside = (dir / p.filename()).string();
   if (p.has_filename() && exists(beside)) return beside;
-  if (snapshot_name(p.filename().string())) return file;
-  throw Error(who + " is outside the manifest's folder and names no snapshot file (*.pickle or " +
-              "*.pkl, compressed or not)");
+  if (!snapshot_name(p.filename().string()))
+    throw Error(who + " is outside the manifest's folder and names no snapshot file (*.pickle " +
+                "or *.pkl, compressed or not)");
+  if (!allow_absolute)
+    throw Error(who + " is outside the manifest's folder and not beside it; --allow-absolute " +
+                "reads a manifest's absolute paths");
+  return file;
 }
 
 struct ManifestEntry {
@@ -100,7 +106,7 @@ ManifestEntry read_entry(json::Reader& r) {
 }
 
 // memsight.torch's manifest of a dump round (docs/formats.md).
-void read_manifest(const std::string& path, RankInputs& out) {
+void read_manifest(const std::string& path, RankInputs& out, bool allow_absolute) {
   const size_t before = out.files.size();
   read_named(path, [&] {
     auto src = open_source(path);
@@ -125,7 +131,7 @@ void read_manifest(const std::string& path, RankInputs& out) {
         while (r.next_item()) {
           ManifestEntry e = read_entry(r);
           if (key == "ranks" && !e.file.empty())
-            out.files.push_back(manifest_file(path, e.file, e.rank));
+            out.files.push_back(manifest_file(path, e.file, e.rank, allow_absolute));
           if (key == "missing" && e.rank >= 0) out.manifest_missing.emplace_back(e.rank, e.why);
         }
       } else {
@@ -184,7 +190,8 @@ void add_directory(const std::string& dir, RankInputs& out) {
   // One round's manifest says which ranks wrote nothing.
   if (manifests.size() == 1) {
     RankInputs m;
-    read_manifest(manifests[0], m);
+    // Its paths are never read (the directory lists the files): none refused.
+    read_manifest(manifests[0], m, /*allow_absolute=*/true);
     out.manifest_missing = m.manifest_missing;
     out.manifest_world_size = m.manifest_world_size;
   }
@@ -210,7 +217,7 @@ unsigned rank_jobs(size_t files, unsigned asked) {
   return static_cast<unsigned>(std::max<size_t>(1, std::min<size_t>(n, files)));
 }
 
-RankInputs expand_rank_inputs(const std::vector<std::string>& inputs) {
+RankInputs expand_rank_inputs(const std::vector<std::string>& inputs, bool allow_absolute) {
   RankInputs out;
   for (const std::string& in : inputs) {
     if (in == "-") {
@@ -219,7 +226,7 @@ RankInputs expand_rank_inputs(const std::vector<std::string>& inputs) {
       add_directory(in, out);
     } else if (exists(in)) {
       if (ends_with(in, ".json"))
-        read_manifest(in, out);
+        read_manifest(in, out, allow_absolute);
       else
         out.files.push_back(in);
     } else if (in.find_first_of("*?[") != std::string::npos) {
@@ -232,7 +239,7 @@ RankInputs expand_rank_inputs(const std::vector<std::string>& inputs) {
 }
 
 RanksReport read_ranks(const std::vector<std::string>& inputs, const RanksOptions& opts) {
-  RankInputs in = expand_rank_inputs(inputs);
+  RankInputs in = expand_rank_inputs(inputs, opts.allow_absolute);
   const size_t n = in.files.size();
   if (n == 0) throw Error("no snapshot files given");
   std::vector<RankSummary> ranks(n);

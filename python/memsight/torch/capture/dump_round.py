@@ -53,7 +53,11 @@ def write_manifest(rnd: DumpRound, folder: str, limit: float) -> str | None:
     here = os.path.abspath(folder)
 
     def rel(f: str) -> str:
-        return os.path.relpath(f, here) if os.path.dirname(f) == here else f
+        # A file inside the manifest's folder is named relative to it (the
+        # reader follows those); another node's folder stays absolute, which
+        # `memsight ranks` reads beside the manifest or with --allow-absolute.
+        f = os.path.abspath(f)
+        return os.path.relpath(f, here) if os.path.commonpath([f, here]) == here else f
 
     manifest = {
         "schema": 1, "memsight_rank_dumps": 1, "seq": rnd.seq, "tag": rnd.tag, "reason": rnd.reason,
