@@ -289,7 +289,7 @@ constexpr Option kRanksOptions[] = {
     {"--jobs", "-j", Takes::Value, "--jobs N", "files read at once (default: up to 4)"},
     {"--allow-absolute", "", Takes::Nothing, "--allow-absolute",
      "read a manifest's absolute paths where they point\n"
-     "(default: only beside the manifest)"},
+     "(default: only in or beside the manifest's folder)"},
     kUserCode,
 };
 constexpr Syntax kRanks{

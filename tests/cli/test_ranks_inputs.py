@@ -176,8 +176,8 @@ def test_a_manifest_path_inside_its_folder_is_read(run, tmp_path):
 
 
 def test_an_absolute_manifest_path_is_read_beside_it_else_only_when_allowed(run, tmp_path):
-    elsewhere = tmp_path / "node3"
-    elsewhere.mkdir()
+    elsewhere = tmp_path / "shared" / "node3"  # not a folder beside the job's
+    elsewhere.mkdir(parents=True)
     far = write(elsewhere / "oom_1_rank1.pickle", rank_snapshot(1, world_size=2))
     job = tmp_path / "job"
     job.mkdir()
@@ -185,12 +185,17 @@ def test_an_absolute_manifest_path_is_read_beside_it_else_only_when_allowed(run,
     m = manifest(job, ["oom_1_rank0.pickle", str(far)])  # another node's folder
     # Not beside the manifest: followed only when the user says so.
     assert one_line_error(run, m) == (
-        f"memsight ranks: {m}: rank 1's file '{far}' is outside the manifest's folder and not beside "
-        "it; --allow-absolute reads a manifest's absolute paths\n")
+        f"memsight ranks: {m}: rank 1's file '{far}' is outside the manifest's folder and the folders "
+        "beside it; --allow-absolute reads a manifest's absolute paths\n")
     assert [r["path"] for r in ranks_json(run, m, "--allow-absolute")["ranks"]] == [
         str(job / "oom_1_rank0.pickle"), str(far)]
     os.link(far, job / "oom_1_rank1.pickle")  # gathered: read beside the manifest
     assert ranks_json(run, m)["ranks"][1]["path"] == str(job / "oom_1_rank1.pickle")
+    (tmp_path / "rank1").mkdir()
+    beside = write(tmp_path / "rank1" / "oom_1_rank1.pickle", rank_snapshot(1, world_size=2))
+    m = manifest(job, ["oom_1_rank0.pickle", str(beside)])  # one node, a folder per rank
+    os.unlink(job / "oom_1_rank1.pickle")
+    assert ranks_json(run, m)["ranks"][1]["path"] == str(beside)
     for path in ("/etc/passwd", str(elsewhere)):
         m = manifest(job, ["oom_1_rank0.pickle", path])
         assert one_line_error(run, m, "--allow-absolute") == (

@@ -55,9 +55,10 @@ bool manifest_name(std::string_view name) { return ends_with(name, "_manifest.js
 // inside the manifest's folder and must stay there ("../../etc/passwd" is
 // refused). An absolute path is what memsight.torch writes for a file
 // another node wrote into its own folder: it is read by its file name
-// beside the manifest (the dumps gathered into one folder); where it points
-// only when the user allowed it (--allow-absolute), and then only a
-// snapshot file (never /etc/passwd).
+// beside the manifest (the dumps gathered into one folder), where it points
+// when that is a folder beside the manifest's (one node's folder per rank),
+// and elsewhere only when the user allowed it (--allow-absolute); always
+// only a snapshot file (never /etc/passwd).
 std::string manifest_file(const std::string& manifest, const std::string& file, int64_t rank,
                           bool allow_absolute) {
   const fs::path dir = fs::path(manifest).parent_path();
@@ -77,9 +78,13 @@ std::string manifest_file(const std::string& manifest, const std::string& file, 
   if (!snapshot_name(p.filename().string()))
     throw Error(who + " is outside the manifest's folder and names no snapshot file (*.pickle " +
                 "or *.pkl, compressed or not)");
-  if (!allow_absolute)
-    throw Error(who + " is outside the manifest's folder and not beside it; --allow-absolute " +
-                "reads a manifest's absolute paths");
+  const fs::path up = fs::path(dir).lexically_normal().parent_path();
+  const fs::path rel = p.lexically_normal().lexically_relative(up);
+  const bool sibling = !up.empty() && !rel.empty() && *rel.begin() != ".." &&
+                       rel.begin() != rel.end() && std::distance(rel.begin(), rel.end()) == 2;
+  if (!allow_absolute && !sibling)
+    throw Error(who + " is outside the manifest's folder and the folders beside it; " +
+                "--allow-absolute reads a manifest's absolute paths");
   return file;
 }
 
