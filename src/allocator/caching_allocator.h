@@ -57,8 +57,8 @@ struct Pool {
   bool small = false;
   int64_t id[2] = {0, 0};  // (0, 0): the default pools; else a CUDA graph's private pool
   FreeSet free;            // free mapped blocks (the simulation's index only)
-  // Unmapped expandable address space, by (stream, address), with the
-  // room find_expandable looks for (the simulation's index only).
+  // Unmapped expandable address space, by (stream, address); the room
+  // find_expandable looks for is kept by the simulation only.
   UnmappedIndex unmapped;
   int64_t free_searches = 0;  // get_free_blocks_call_count, for garbage collection ages
   // Free blocks put or re-keyed since the last take_touched (the
