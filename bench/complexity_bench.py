@@ -96,7 +96,8 @@ AXES = {"entries": (entries, 1000), "devices": (devices, 100),
         "stacks": (lambda n: shapes.stacks_and_devices(n // 10, n), 1000),
         "released": (shapes.released_ranges, 300)}
 COMMANDS = {"summary": ["summary"], "leaks": ["leaks"], "view": ["view", "-o", "/dev/null"],
-            "ranks": ["ranks"], "whatif": ["whatif"], "diff": ["diff", "--at", "0"],
+            "ranks": ["ranks"], "whatif": ["whatif"],
+            "whatif-expandable": ["whatif", "--set", "expandable_segments:True"], "diff": ["diff", "--at", "0"],
             "trace": ["trace"], "segments": ["segments", "-o", "-"], "stats": ["stats"]}
 
 

@@ -51,6 +51,7 @@ void CachingAllocator::put_free(uint32_t b) {
     p.free.insert(FreeSet::hi_of(x.stream, x.size), static_cast<uint64_t>(x.addr), b);
     touch(p, b);
   }
+  note_room(b);
 }
 
 void CachingAllocator::touch(Pool& p, uint32_t b) {
@@ -95,26 +96,26 @@ void CachingAllocator::take_free(uint32_t b) {
 
 void CachingAllocator::put_unmapped(uint32_t b) {
   const Block& x = blocks[b];
-  auto& u = pools[x.pool].unmapped;
-  Pool::Unmapped e{x.stream, x.addr, b};
-  auto it = std::lower_bound(u.begin(), u.end(), e, [](const auto& l, const auto& r) {
-    return l.stream != r.stream ? l.stream < r.stream : l.addr < r.addr;
-  });
-  u.insert(it, e);
+  if (unmapped_node_.size() < blocks.size()) unmapped_node_.resize(blocks.size(), kNone);
+  unmapped_node_[b] = pools[x.pool].unmapped.insert(x.stream, x.addr, b);
+  note_room(b);
 }
 
 void CachingAllocator::take_unmapped(uint32_t b) {
-  auto& u = pools[blocks[b].pool].unmapped;
-  auto it = std::find_if(u.begin(), u.end(), [&](const auto& e) { return e.id == b; });
-  if (it != u.end()) u.erase(it);
+  if (b >= unmapped_node_.size() || unmapped_node_[b] == kNone) return;
+  pools[blocks[b].pool].unmapped.erase(unmapped_node_[b]);
+  unmapped_node_[b] = kNone;
 }
 
 uint32_t CachingAllocator::unmapped_at(uint16_t pool, uint16_t stream, int64_t addr) const {
-  for (const Pool::Unmapped& e : pools[pool].unmapped) {
-    const Block& x = blocks[e.id];
-    if (e.stream == stream && x.addr <= addr && addr < x.addr + x.size) return e.id;
-  }
-  return kNone;
+  // In address order: the ranges past addr cannot hold it.
+  uint32_t out = kNone;
+  pools[pool].unmapped.find_in_stream(stream, [&](int64_t at, uint32_t id) {
+    if (at > addr) return true;
+    if (blocks[id].addr <= addr && addr < blocks[id].addr + blocks[id].size) out = id;
+    return out != kNone;
+  });
+  return out;
 }
 
 uint32_t CachingAllocator::space_block_at(int64_t addr) const {
@@ -258,6 +259,7 @@ void CachingAllocator::rekey(FreeKey old, uint32_t b) {
     p.free.rekey(old.hi, old.lo, now.hi, now.lo, b);
     touch(p, b);
   }
+  note_room(b);
 }
 
 bool CachingAllocator::merge(uint32_t dst, uint32_t src, bool index) {
@@ -314,6 +316,7 @@ uint32_t CachingAllocator::carve(uint32_t b, int64_t size, int64_t requested, bo
   }
   Block& o = blocks[out];
   o.allocated = true;
+  note_room(out);  // splits the run it was in
   o.requested = requested;
   now.allocated += o.size;
   now.active += o.size;

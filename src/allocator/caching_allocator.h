@@ -14,6 +14,7 @@
 #include "allocator/address_map.h"
 #include "allocator/alloc_rules.h"
 #include "allocator/free_set.h"
+#include "allocator/unmapped_index.h"
 
 namespace memsight::alloc {
 
@@ -56,13 +57,9 @@ struct Pool {
   bool small = false;
   int64_t id[2] = {0, 0};  // (0, 0): the default pools; else a CUDA graph's private pool
   FreeSet free;            // free mapped blocks (the simulation's index only)
-  // Unmapped expandable address space, by (stream, address).
-  struct Unmapped {
-    uint32_t stream;
-    int64_t addr;
-    uint32_t id;
-  };
-  std::vector<Unmapped> unmapped;
+  // Unmapped expandable address space, by (stream, address); the room
+  // find_expandable looks for is kept by the simulation only.
+  UnmappedIndex unmapped;
   int64_t free_searches = 0;  // get_free_blocks_call_count, for garbage collection ages
   // Free blocks put or re-keyed since the last take_touched (the
   // simulation's index only): of the others, release_cached_blocks already
@@ -116,6 +113,11 @@ class CachingAllocator {
   uint32_t space_block_at(int64_t addr) const;
   // The unmapped block holding addr in the pool's stream, or kNone.
   uint32_t unmapped_at(uint16_t pool, uint16_t stream, int64_t addr) const;
+  // find_expandable_block (index_free): the first unmapped block of the
+  // pool's stream, in address order, from which `size` bytes of free and
+  // unmapped space run on unbroken (counted from its free predecessor, if
+  // any); kNone if none.
+  uint32_t first_unmapped_with_room(uint16_t pool, uint16_t stream, int64_t size);
 
   // Hands out `size` bytes of free block b (alloc_found_block), split off
   // when `split`; returns the allocated block. b is still a cached block
@@ -178,11 +180,25 @@ class CachingAllocator {
   }
   void put_unmapped(uint32_t b);
   void take_unmapped(uint32_t b);
+  // Rooms (expandable_room.cpp): each unmapped block's room depends on the
+  // run of free and unmapped blocks around it, so a block of an expandable
+  // segment that changed is noted, and the runs through the noted ones are
+  // measured again before the next search.
+  bool allocatable(uint32_t b) const { return b != kNone && blocks[b].mergeable(); }
+  void note_room(uint32_t b) {
+    if (index_free_ && blocks[b].va) room_dirty_.push_back(b);
+  }
+  void refresh_rooms();
+  void measure_run(uint32_t b);
   void touch(Pool& p, uint32_t b);
 
   bool index_free_, index_starts_;
   AddressMap<uint32_t> starts_;
   std::vector<uint32_t> free_slots_;
+  std::vector<uint32_t> unmapped_node_;  // block -> its handle in its pool's unmapped index
+  std::vector<uint32_t> room_dirty_;     // blocks noted by note_room
+  std::vector<uint32_t> room_seen_;      // block -> the refresh that measured its run
+  uint32_t room_pass_ = 0;
 };
 
 }  // namespace memsight::alloc

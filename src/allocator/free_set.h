@@ -106,6 +106,19 @@ class FreeSet {
     return true;
   }
 
+  // The largest block's size: the last entry of each stream (a handful),
+  // so that noting it at every new peak does not walk every free block.
+  int64_t largest() const {
+    constexpr uint64_t kSize = (uint64_t{1} << 48) - 1;
+    uint64_t best = 0;
+    for (Pos p = end(); size_ > 0 && !is_first(p);) {
+      const Entry& e = at(prev(p));
+      best = std::max(best, e.hi & kSize);
+      p = lower_bound(e.hi & ~kSize, 0);  // the stream's first entry
+    }
+    return static_cast<int64_t>(best);
+  }
+
   template <typename F>
   void for_each(F&& f) const {
     for (const Chunk& ch : chunks_)

@@ -162,10 +162,7 @@ class Simulator {
 
   int64_t largest_free() const {
     int64_t best = 0;
-    for (const alloc::Pool& pool : a_.pools)
-      pool.free.for_each([&](const FreeSet::Entry& e) {
-        best = std::max(best, static_cast<int64_t>(e.hi & ((uint64_t{1} << 48) - 1)));
-      });
+    for (const alloc::Pool& pool : a_.pools) best = std::max(best, pool.free.largest());
     return best;
   }
 
@@ -330,17 +327,13 @@ class Simulator {
   }
 
   // find_expandable_block: the lowest address where `size` fits in free and
-  // unmapped space of the pool's stream; a new address space if none.
+  // unmapped space of the pool's stream (from the unmapped block, or its
+  // free predecessor); a new address space if none.
   uint32_t find_expandable(uint16_t pool, uint16_t stream, int64_t size) {
-    auto allocatable = [&](uint32_t b) { return b != kNone && a_.blocks[b].mergeable(); };
-    for (const alloc::Pool::Unmapped& u : a_.pools[pool].unmapped) {
-      if (u.stream != stream) continue;
-      uint32_t c = u.id;
-      if (allocatable(a_.blocks[c].prev)) c = a_.blocks[c].prev;
-      int64_t room = 0;
-      for (uint32_t b = c; room < size && allocatable(b); b = a_.blocks[b].next)
-        room += a_.blocks[b].size;
-      if (room >= size) return c;
+    uint32_t u = a_.first_unmapped_with_room(pool, stream, size);
+    if (u != kNone) {
+      uint32_t prev = a_.blocks[u].prev;
+      return prev != kNone && a_.blocks[prev].mergeable() ? prev : u;
     }
     int64_t space = p_.trace.start.space_size;
     uint16_t sp = a_.add_space(addresses_.new_space(space), space, pool, stream);

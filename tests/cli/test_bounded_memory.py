@@ -521,6 +521,17 @@ def test_whatif_finds_a_released_range_in_a_lookup(memsight_bin, tmp_path):
     finishes(memsight_bin, "whatif", f, "--set", "roundup_power2_divisions:4", within=15)
 
 
+def test_whatif_finds_room_in_expandable_segments_in_a_lookup(memsight_bin, tmp_path):
+    # 30,000 released ranges, then 30,000 larger requests: with expandable
+    # segments each new block looked through every unmapped range of the
+    # pool for one with room (whatif 13 s, growing with the square), and
+    # each new peak walked every free block for the largest; both are
+    # lookups now (0.65 s here for the table, 0.22 s under --set).
+    f = pickled(tmp_path, "released", hostile_shapes.released_ranges(30_000))
+    finishes(memsight_bin, "whatif", f, "--set", "expandable_segments:True", within=6)
+    finishes(memsight_bin, "whatif", f, within=6)
+
+
 def test_each_devices_replay_reads_its_own_segments(memsight_bin, tmp_path):
     # 5,000 devices and 300,000 references to one segment of device 0: the
     # replay of every device scanned every segment of the snapshot (1,000 x

@@ -1,9 +1,11 @@
 // The allocator's ordered free blocks (free_set.h) against std::set, on
-// random inserts, erases, rekeys and lower bounds, across chunk splits.
+// random inserts, erases, rekeys and lower bounds, across chunk splits; the
+// largest block against the largest size in the set.
 #include "allocator/free_set.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iterator>
 #include <random>
 #include <set>
@@ -66,6 +68,10 @@ TEST(FreeSet, AgreesWithAnOrderedSet) {
         }
       }
       ASSERT_EQ(f.size(), ref.size());
+      uint64_t largest = 0;
+      for (const Key& k : ref)
+        largest = std::max(largest, std::get<0>(k) & ((uint64_t{1} << 48) - 1));
+      ASSERT_EQ(f.largest(), static_cast<int64_t>(largest));
     }
     EXPECT_EQ(contents(f), std::vector<Key>(ref.begin(), ref.end()));
   }
