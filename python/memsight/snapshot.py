@@ -255,16 +255,7 @@ class Snapshot:
         MemsightError.
         """
         self._need_trace("whatif()")
-        for s in settings:
-            if not isinstance(s, str) or not s.strip():
-                raise ValueError(f"a setting is a 'KEY:VALUE' string such as 'expandable_segments:True', not {s!r}")
-        if device_memory is not None and (isinstance(device_memory, bool)
-                                          or not isinstance(device_memory, (int, str))):
-            raise ValueError(f"device_memory must be bytes or a size such as '80G', not {device_memory!r}")
-        if memory_fraction is not None and (isinstance(memory_fraction, bool)
-                                            or not isinstance(memory_fraction, (int, float))
-                                            or not 0 < memory_fraction <= 1):
-            raise ValueError(f"memory_fraction must be a number in (0, 1], not {memory_fraction!r}")
+        _check_simulation(settings, device_memory, memory_fraction)
         text, js = self._snap.whatif_text_and_json(
             ",".join(settings), "" if device_memory is None else str(device_memory),
             0.0 if memory_fraction is None else float(memory_fraction))
@@ -287,16 +278,7 @@ class Snapshot:
         holds segments raises MemsightError. docs/estimate.md.
         """
         self._need_trace("estimate()")
-        for s in settings:
-            if not isinstance(s, str) or not s.strip():
-                raise ValueError(f"a setting is a 'KEY:VALUE' string such as 'expandable_segments:True', not {s!r}")
-        if device_memory is not None and (isinstance(device_memory, bool)
-                                          or not isinstance(device_memory, (int, str))):
-            raise ValueError(f"device_memory must be bytes or a size such as '80G', not {device_memory!r}")
-        if memory_fraction is not None and (isinstance(memory_fraction, bool)
-                                            or not isinstance(memory_fraction, (int, float))
-                                            or not 0 < memory_fraction <= 1):
-            raise ValueError(f"memory_fraction must be a number in (0, 1], not {memory_fraction!r}")
+        _check_simulation(settings, device_memory, memory_fraction)
         core, text, js = self._snap.estimate_completed(
             ",".join(settings), "" if device_memory is None else str(device_memory),
             0.0 if memory_fraction is None else float(memory_fraction))
@@ -397,6 +379,21 @@ def _every_device(data: dict[str, Any]) -> dict[str, Any]:
                 devices[d] = group if d == group["device"] else {**group, "device": d}
     data["devices"] = devices
     return data
+
+
+def _check_simulation(settings: tuple[str, ...], device_memory: int | str | None,
+                      memory_fraction: float | None) -> None:
+    """The arguments of whatif() and estimate(), checked as the CLI checks them."""
+    for s in settings:
+        if not isinstance(s, str) or not s.strip():
+            raise ValueError(f"a setting is a 'KEY:VALUE' string such as 'expandable_segments:True', not {s!r}")
+    if device_memory is not None and (isinstance(device_memory, bool)
+                                      or not isinstance(device_memory, (int, str))):
+        raise ValueError(f"device_memory must be bytes or a size such as '80G', not {device_memory!r}")
+    if memory_fraction is not None and (isinstance(memory_fraction, bool)
+                                        or not isinstance(memory_fraction, (int, float))
+                                        or not 0 < memory_fraction <= 1):
+        raise ValueError(f"memory_fraction must be a number in (0, 1], not {memory_fraction!r}")
 
 
 def load(

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "memsight/error.h"
+#include "model/torch_shapes.h"
 #include "raw_snapshot.h"
 
 namespace memsight {
@@ -99,33 +100,7 @@ class FromRaw {
   }
 
   void segments() {
-    // torch's key order: a segment with a stack ends "blocks", "frames";
-    // one without ends "frames", "blocks".
-    auto segment_shape = [&](bool stack) {
-      std::vector<std::pair<const char*, Field>> keys = {{"device", Field::Device},
-                                                         {"address", Field::Address},
-                                                         {"total_size", Field::TotalSize},
-                                                         {"allocated_size", Field::AllocatedSize},
-                                                         {"active_size", Field::ActiveSize},
-                                                         {"requested_size", Field::RequestedSize},
-                                                         {"stream", Field::Stream},
-                                                         {"segment_type", Field::SegmentType},
-                                                         {"segment_pool_id", Field::SegmentPoolId},
-                                                         {"is_expandable", Field::IsExpandable}};
-      keys.emplace_back(stack ? "blocks" : "frames", stack ? Field::Blocks : Field::Frames);
-      keys.emplace_back(stack ? "frames" : "blocks", stack ? Field::Frames : Field::Blocks);
-      return shape(keys);
-    };
-    const ShapeId with_stack = segment_shape(true), without_stack = segment_shape(false);
-    const ShapeId block_shape = shape({{"address", Field::Address},
-                                       {"size", Field::Size},
-                                       {"requested_size", Field::RequestedSize},
-                                       {"state", Field::State},
-                                       {"frames", Field::Frames}});
-    const StrId large = snap_.strings.intern("large"), small = snap_.strings.intern("small");
-    const StrId states[3] = {snap_.strings.intern("active_allocated"),
-                             snap_.strings.intern("active_pending_free"),
-                             snap_.strings.intern("inactive")};
+    const TorchSegmentShapes t(snap_);
     snap_.segments.reserve(raw_.n_segments);
     snap_.blocks.reserve(raw_.n_blocks);
     for (uint32_t i = 0; i < raw_.n_segments; ++i) {
@@ -139,12 +114,12 @@ class FromRaw {
       seg.active_size = r.active_size;
       seg.requested_size = r.requested_size;
       seg.stream = r.stream;
-      seg.segment_type = r.is_large ? large : small;
+      seg.segment_type = r.is_large ? t.large : t.small;
       seg.pool_id[0] = static_cast<int64_t>(r.pool_id[0]);
       seg.pool_id[1] = static_cast<int64_t>(r.pool_id[1]);
       seg.is_expandable = r.is_expandable;
       seg.stack = stack(r.stack);
-      seg.shape = r.has_context ? with_stack : without_stack;
+      seg.shape = r.has_context ? t.with_stack : t.without_stack;
       seg.block_begin = static_cast<uint32_t>(snap_.blocks.size());
       int64_t address = r.address;
       for (uint32_t k = r.block_begin; k < r.block_end; ++k) {
@@ -157,9 +132,9 @@ class FromRaw {
         b.state = rb.state == MSR_ACTIVE_ALLOCATED      ? BlockState::ActiveAllocated
                   : rb.state == MSR_ACTIVE_PENDING_FREE ? BlockState::ActivePendingFree
                                                         : BlockState::Inactive;
-        b.state_name = states[rb.state];
+        b.state_name = t.states[rb.state];
         b.stack = stack(rb.stack);
-        b.shape = block_shape;
+        b.shape = t.block;
         address += rb.size;
         snap_.blocks.push_back(b);
       }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "memsight/error.h"
+#include "model/torch_shapes.h"
 
 namespace memsight::estimate {
 namespace {
@@ -145,39 +146,7 @@ bool starts_segment(const alloc::CachingAllocator& a, const alloc::Block& x) {
 
 class SegmentWriter {
  public:
-  explicit SegmentWriter(Snapshot& out) : out_(out) {
-    auto shape = [&](std::vector<std::pair<const char*, Field>> keys) {
-      std::vector<ShapeKey> v;
-      for (auto& [k, f] : keys) v.push_back({out_.strings.intern(k), f});
-      return out_.shapes.intern(v);
-    };
-    std::vector<std::pair<const char*, Field>> seg = {{"device", Field::Device},
-                                                      {"address", Field::Address},
-                                                      {"total_size", Field::TotalSize},
-                                                      {"allocated_size", Field::AllocatedSize},
-                                                      {"active_size", Field::ActiveSize},
-                                                      {"requested_size", Field::RequestedSize},
-                                                      {"stream", Field::Stream},
-                                                      {"segment_type", Field::SegmentType},
-                                                      {"segment_pool_id", Field::SegmentPoolId},
-                                                      {"is_expandable", Field::IsExpandable}};
-    // torch's order: "frames" before "blocks" without a stack, after with one.
-    auto with = seg, without = seg;
-    with.insert(with.end(), {{"blocks", Field::Blocks}, {"frames", Field::Frames}});
-    without.insert(without.end(), {{"frames", Field::Frames}, {"blocks", Field::Blocks}});
-    with_stack_ = shape(with);
-    without_stack_ = shape(without);
-    block_shape_ = shape({{"address", Field::Address},
-                          {"size", Field::Size},
-                          {"requested_size", Field::RequestedSize},
-                          {"state", Field::State},
-                          {"frames", Field::Frames}});
-    large_ = out_.strings.intern("large");
-    small_ = out_.strings.intern("small");
-    states_[0] = out_.strings.intern("active_allocated");
-    states_[1] = out_.strings.intern("active_pending_free");
-    states_[2] = out_.strings.intern("inactive");
-  }
+  explicit SegmentWriter(Snapshot& out) : out_(out), t_(out) {}
 
   void device(const Snapshot& in, const DeviceRun& run) {
     const alloc::CachingAllocator& a = *run.trail.end;
@@ -202,12 +171,12 @@ class SegmentWriter {
       const std::vector<int64_t>& streams = run.plan.trace.index.streams;
       s.stream = x.stream < streams.size() ? streams[x.stream] : 0;
       const alloc::Pool& pool = a.pools[x.pool];
-      s.segment_type = pool.small ? small_ : large_;
+      s.segment_type = pool.small ? t_.small : t_.large;
       s.pool_id[0] = pool.id[0];
       s.pool_id[1] = pool.id[1];
       s.is_expandable = x.va != 0;
       if (auto it = made.find(x.addr); it != made.end()) s.stack = it->second;
-      s.shape = s.stack ? with_stack_ : without_stack_;
+      s.shape = s.stack ? t_.with_stack : t_.without_stack;
       s.block_begin = static_cast<uint32_t>(out_.blocks.size());
       for (uint32_t c = h; c != alloc::kNone && a.blocks[c].mapped; c = a.blocks[c].next)
         add_block(in, run, rows, a.blocks[c], s);
@@ -223,12 +192,12 @@ class SegmentWriter {
     b.address = x.addr;
     b.size = x.size;
     b.requested_size = x.requested;
-    b.shape = block_shape_;
+    b.shape = t_.block;
     const int state = x.allocated ? 0 : x.pending ? 1 : 2;
     b.state = state == 0   ? BlockState::ActiveAllocated
               : state == 1 ? BlockState::ActivePendingFree
                            : BlockState::Inactive;
-    b.state_name = states_[state];
+    b.state_name = t_.states[state];
     if (state < 2 && x.tag < rows.size() && rows[x.tag] >= 0)
       b.stack = in.trace.stack[run.plan.trace.begin + rows[x.tag]];
     s.total_size += x.size;
@@ -238,8 +207,7 @@ class SegmentWriter {
   }
 
   Snapshot& out_;
-  ShapeId with_stack_ = 0, without_stack_ = 0, block_shape_ = 0;
-  StrId large_ = 0, small_ = 0, states_[3] = {};
+  TorchSegmentShapes t_;
 };
 
 }  // namespace
