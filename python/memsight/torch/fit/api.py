@@ -260,10 +260,12 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
             hi = second
     guess = lo
     if hi > high and second > low:
-        # The slope of allocated memory: reserved memory grows in segments.
+        # The steeper of allocated and reserved memory: reserved memory grows
+        # in whole segments (flat between two small batches), and where it
+        # grows faster than allocated memory, fragmentation grows with it.
         first, other = tried[0][1]._need(), tried[1][1]._need()
         target = (tried[0][1].limit or cap) * (1 - margin)
-        slope = (other[0] - first[0]) / (second - low)
+        slope = max(other[0] - first[0], other[1] - first[1]) / (second - low)
         guess = int(low + (target - first[1]) / slope) if slope > 0 else high
     if lo < guess < hi:
         if fits(guess):
