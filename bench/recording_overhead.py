@@ -11,7 +11,10 @@ times N steps one at a time (synchronised) after the warm-up steps, with
 recording already on during the warm-up. Per mode: the median of the round
 medians, their spread (min-max), p10-p90 over every timed step, the
 overhead against `none`, and the allocator's events a step (allocations and
-frees, from memory_stats) with the overhead per event.
+frees, from memory_stats) with the overhead per event, and the host's CPU
+time a step (every thread, from the step's start until its last launch
+returns, before waiting for the GPU): a step that waits on the GPU hides
+what recording costs the host, and the CPU columns show it.
 
 Modes (every recording keeps --max-entries entries):
 
@@ -174,15 +177,16 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    times = []
+    times, cpu = [], []
     with recording(args.mode, model, opt, args.max_entries, args.dry_run):
         for _ in range(args.warmup):
             step()
         sync()
         before = events(device)
         for _ in range(args.steps):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             step()
+            cpu.append(time.process_time() - c)  # the host's work, before waiting for the GPU
             sync()
             times.append(time.perf_counter() - t)
         after = events(device)
@@ -191,7 +195,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         recorded = 0
         if device == "cuda":
             recorded = sum(len(t) for t in torch.cuda.memory._snapshot()["device_traces"])
-    return {"mode": args.mode, "step_s": times, "events_per_step": (after - before) / max(1, args.steps),
+    return {"mode": args.mode, "step_s": times, "cpu_s": cpu, "events_per_step": (after - before) / max(1, args.steps),
             "entries_recorded": recorded,
             "device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__}
 
@@ -230,6 +234,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]], notes: dict[str, str]) -> d
                       "median_ms": statistics.median(medians) * 1e3,
                       "spread_ms": [min(medians) * 1e3, max(medians) * 1e3],
                       "p10_p90_ms": [quantile(steps, 0.1) * 1e3, quantile(steps, 0.9) * 1e3],
+                      "cpu_ms": statistics.median(statistics.median(r.get("cpu_s") or [0]) for r in good) * 1e3,
                       "events_per_step": statistics.median(r["events_per_step"] for r in good),
                       "entries_recorded": statistics.median(r.get("entries_recorded", 0) for r in good),
                       "errors": errors}
@@ -239,21 +244,24 @@ def summarise(runs: dict[str, list[dict[str, Any]]], notes: dict[str, str]) -> d
             row["overhead"] = row["median_ms"] / base - 1
             if row["events_per_step"]:
                 row["us_per_event"] = (row["median_ms"] - base) * 1e3 / row["events_per_step"]
+                row["cpu_us_per_event"] = (row["cpu_ms"] - rows["none"]["cpu_ms"]) * 1e3 / row["events_per_step"]
     return rows
 
 
 def table(rows: dict[str, Any]) -> str:
     out = [f"{'mode':<20} {'step ms':>8} {'rounds min-max':<16} {'p10-p90':<16} {'overhead':>9} "
-           f"{'events/step':>11} {'us/event':>8} {'recorded':>9}"]
+           f"{'events/step':>11} {'us/event':>8} {'cpu ms':>7} {'cpu us/ev':>9} {'recorded':>9}"]
     for mode, r in rows.items():
         if "median_ms" not in r:
             out.append(f"{mode:<20} skipped: {r['note']}")
             continue
         over = f"{r['overhead'] * 100:+.1f}%" if "overhead" in r else "-"
         per = f"{r['us_per_event']:.2f}" if "us_per_event" in r else "-"
+        cpu_per = f"{r['cpu_us_per_event']:.2f}" if "cpu_us_per_event" in r else "-"
         spread, p10_p90 = ("{:.2f}-{:.2f}".format(*r[k]) for k in ("spread_ms", "p10_p90_ms"))
         out.append(f"{mode:<20} {r['median_ms']:8.2f} {spread:<16} {p10_p90:<16} {over:>9} "
-                   f"{r['events_per_step']:11.0f} {per:>8} {r.get('entries_recorded', 0):9.0f}")
+                   f"{r['events_per_step']:11.0f} {per:>8} {r['cpu_ms']:7.2f} {cpu_per:>9} "
+                   f"{r.get('entries_recorded', 0):9.0f}")
     return "\n".join(out)
 
 
