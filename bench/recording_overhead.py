@@ -27,8 +27,11 @@ Modes (every recording keeps --max-entries entries):
                        memsight.torch.record(...) with the same options
                        (MEMSIGHT_NATIVE_RECORD=0: torch's recording under it)
   memsight-handed      memsight.torch.record(model=, optimizer=): phase marks and tags too
-  native               memsight.torch.native_record(...), the native recorder, where
-                       memsight.torch has one (skipped with a note otherwise)
+  native, native-alloc, native-stacks-all
+                       memsight.torch.native_record(...) with the options of torch,
+                       torch-alloc and torch-stacks-all: torch's recording with
+                       memsight's native Python unwinder (waits until it is built
+                       and checked; skipped with a note where it cannot be)
 
     python3 bench/recording_overhead.py [--rounds 3] [--steps 40] [--json OUT.json]
     python3 bench/recording_overhead.py --quick     # none, torch, memsight, native: < 2 min on an H200
@@ -68,6 +71,8 @@ MODES: dict[str, tuple[str, dict[str, Any]]] = {
     "memsight-stacks-all": ("memsight", dict(context="all", stacks="all")),
     "memsight-handed": ("memsight", dict(ALL, handed=True)),
     "native": ("native", ALL),
+    "native-alloc": ("native", dict(context="alloc", stacks="python")),
+    "native-stacks-all": ("native", dict(context="all", stacks="all")),
 }
 QUICK = ["none", "torch", "memsight", "native"]
 
@@ -272,8 +277,9 @@ def parent(args: argparse.Namespace) -> int:
         print(f"recording_overhead.py: unknown mode {unknown[0]!r} (modes: {', '.join(MODES)})", file=sys.stderr)
         return 2
     notes = {}
-    if "native" in modes and native_recorder(import_memsight()) is None:
-        notes["native"] = "memsight.torch has no native recorder yet (native_record)"
+    if any(MODES[m][0] == "native" for m in modes) and native_recorder(import_memsight()) is None:
+        notes.update({m: "memsight.torch has no native recorder (native_record)" for m in modes
+                      if MODES[m][0] == "native"})
     runnable = [m for m in modes if m not in notes]
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     for r in range(args.rounds):

@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import _native_dump
+from . import _native_dump, _native_record
 from . import holders as _holders
 from . import tags as _tags
 from .._util.atomic import write_atomic
@@ -138,6 +138,7 @@ class _Recorder:
             self._next += 1
             self._requests[token] = (owner, options)
             self._reapply()
+            _native_record.set_recording(True)
             return token
 
     def release(self, token: int) -> None:
@@ -147,6 +148,7 @@ class _Recorder:
             if self._requests:
                 self._reapply()
                 return
+            _native_record.set_recording(False)
             if not self._baseline_on:
                 try:
                     _apply(None)
@@ -254,8 +256,10 @@ class Recording:
             # the autograd engine's threads mark the backward: record them all
             options = replace(options, global_record_annotations=True)
         self._token = recorder.acquire(options, self.owner)
-        # Dumps of this history take the native path once it is built and warm.
+        # Dumps of this history take the native path once it is built and warm;
+        # its stacks, the native unwinder's once it is built and checked.
         _native_dump.prepare()
+        _native_record.prepare()
         return self
 
     def stop(self) -> None:
@@ -292,6 +296,23 @@ class Recording:
 
 
 record = Recording
+
+
+def native_record(max_entries: int = 100_000, context: str | None = "all", stacks: str = "python",
+                  **kwargs: Any) -> Recording:
+    """:func:`record` that waits until the native recorder is built and checked, and
+    raises MemsightError saying why where it cannot be (benchmarks and tests; ``record``
+    itself starts at once and turns native when the recorder is ready)."""
+    from ..._errors import MemsightError
+
+    if not _native_record.wanted():
+        raise MemsightError("the native recorder is turned off (MEMSIGHT_NATIVE_RECORD=0)")
+    if not cuda_available():
+        raise MemsightError("the native recorder needs CUDA")
+    _native_record.prepare(wait=True)
+    if _native_record.ready() is None:
+        raise MemsightError(f"the native recorder is not available: {_native_record.status()['error']}")
+    return Recording(max_entries, context, stacks, **kwargs)
 
 _started: list[Recording] = []
 _started_lock = threading.Lock()

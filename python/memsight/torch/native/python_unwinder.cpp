@@ -1,0 +1,326 @@
+// A Python unwinder for torch's allocator history that does not take the GIL.
+//
+// torch records a Python stack for each allocator event through
+// torch::CapturedTraceback::gather(), which asks the registered Python
+// unwinders in turn. torch's own takes the GIL (from a thread that has just
+// released it to run the operator), walks the frames through the C API
+// (materialising a frame object for each) and holds a reference to each
+// code object; bench/recording_overhead.py measured ~4-5 us of host time an
+// event on a transformers step (docs/dumps.md). This unwinder is registered
+// ahead of torch's and reads the calling thread's own frame chain instead:
+// while the thread is inside torch's allocator its Python frames cannot
+// change, so no lock is needed to read them. Each distinct stack is resolved
+// once (file, function, line) into records that live as long as the process,
+// so what torch stores per event is a vector of (record, line) pairs and the
+// symbolisation later reads only those records.
+//
+// Everything else stays torch's: its ring buffer and max_entries, the
+// blocks' stacks, CUDA graphs' pools, expandable segments, C++ frames
+// (stacks="all"), the snapshot. A thread with no Python frames (autograd's)
+// gets one marker frame that symbolises to nothing, so its entries read as
+// torch's do ("frames": []).
+//
+// Built on first use against the installed torch and Python
+// (memsight/torch/capture/_native_record.py) and loaded with ctypes. Only
+// CPython 3.11 and 3.12 frame layouts are read; elsewhere the build fails and
+// torch's unwinder stays in use. memsight_unwinder_check() compares this
+// unwinder with torch's on live stacks before it is ever enabled.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030D0000
+#error "memsight's Python unwinder reads the frame layout of CPython 3.11 and 3.12 only"
+#endif
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#include <torch/csrc/profiler/combined_traceback.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+using torch::CapturedTraceback;
+using PyFrame = CapturedTraceback::PyFrame;
+
+// A code object's name and file, copied when first seen; never freed, since
+// tracebacks point at it for as long as torch keeps them. The object
+// pointers say which code object it was taken from: a code object that dies
+// and another born at its address differ in at least one of them, unless
+// they are the same function compiled again (same names, same lines).
+struct CodeRecord {
+  const PyObject* filename_obj;
+  const PyObject* name_obj;
+  const PyObject* linetable_obj;
+  int firstlineno;
+  std::string filename, name;
+};
+
+// Marks "this thread has no Python frames": it stops torch from asking the
+// next unwinder (which would take the GIL to find none) and symbolises to
+// no frames at all.
+CodeRecord no_frames{nullptr, nullptr, nullptr, 0, {}, {}};
+
+// A str's text as UTF-8, read without the GIL: the compact forms' data is
+// never changed once made; nothing is cached on the object.
+std::string utf8_of(PyObject* s) {
+  if (s == nullptr || !PyUnicode_Check(s)) return "??";
+  Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+  if (PyUnicode_IS_ASCII(s)) return std::string(static_cast<const char*>(PyUnicode_DATA(s)), n);
+  int kind = PyUnicode_KIND(s);
+  const void* data = PyUnicode_DATA(s);
+  std::string out;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    Py_UCS4 c = PyUnicode_READ(kind, data, i);
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else if (c < 0x800) {
+      out += static_cast<char>(0xC0 | (c >> 6));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+      out += static_cast<char>(0xE0 | (c >> 12));
+      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (c >> 18));
+      out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+  }
+  return out;
+}
+
+// The first frame from f outwards that has started running its code, as
+// PyEval_GetFrame and PyFrame_GetBack skip the others.
+_PyInterpreterFrame* first_complete(_PyInterpreterFrame* f) {
+  while (f && _PyFrame_IsIncomplete(f)) f = f->previous;
+  return f;
+}
+
+bool same_code(const CodeRecord* r, const PyCodeObject* co) {
+  return r->filename_obj == co->co_filename && r->name_obj == co->co_name &&
+         r->linetable_obj == co->co_linetable && r->firstlineno == co->co_firstlineno;
+}
+
+// One step of a walk: the code object and where in it the frame is.
+struct RawFrame {
+  PyCodeObject* code;
+  int lasti;  // in bytes, as PyFrame_GetLasti gives it
+  bool operator==(const RawFrame& o) const { return code == o.code && lasti == o.lasti; }
+};
+
+// A resolved stack: the raw frames it was found from, and what torch keeps.
+struct Stack {
+  std::vector<RawFrame> raw;
+  std::vector<PyFrame> frames;
+  const Stack* next_same_hash = nullptr;
+};
+
+class Unwinder final : public CapturedTraceback::Python {
+ public:
+  std::atomic<bool> enabled{false};
+  std::atomic<uint64_t> gathered{0}, resolved{0};
+
+  bool canGather() override {
+    return enabled.load(std::memory_order_relaxed) && Py_IsInitialized();
+  }
+
+  std::vector<PyFrame> gather() override {
+    gathered.fetch_add(1, std::memory_order_relaxed);
+    thread_local std::vector<RawFrame> raw;
+    raw.clear();
+    uint64_t hash = walk(raw);
+    if (raw.empty()) return {PyFrame{&no_frames, 0}};
+    std::lock_guard<std::mutex> lock(mutex_);
+    return find_or_resolve(raw, hash)->frames;
+  }
+
+  void release(std::vector<PyFrame>&) override {}  // nothing referenced
+
+  void appendSymbolized(const std::vector<PyFrame>& to_symbolize,
+                        torch::SymbolizedTracebacks& st) override {
+    for (const PyFrame& f : to_symbolize) {
+      st.tracebacks.emplace_back();
+      const auto* r = static_cast<const CodeRecord*>(f.code);
+      if (r == &no_frames) continue;
+      st.tracebacks.back().push_back(st.all_frames.size());
+      torch::unwind::Frame frame;
+      frame.filename = r->filename;
+      frame.funcname = r->name;
+      frame.lineno = static_cast<uint64_t>(f.lasti);
+      st.all_frames.emplace_back(std::move(frame));
+    }
+  }
+
+  int traverse(std::vector<PyFrame>&, CapturedTraceback::visitproc, void*) override { return 0; }
+  int clear(std::vector<PyFrame>&) override { return 0; }
+
+  size_t stacks() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stacks_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<Stack> stacks_;
+  std::unordered_map<uint64_t, const Stack*> by_hash_;
+  std::deque<CodeRecord> records_;
+  std::unordered_map<const PyCodeObject*, const CodeRecord*> by_code_;
+
+  // The calling thread's complete frames, innermost first, as torch's
+  // unwinder would find them (PyEval_GetFrame, then PyFrame_GetBack);
+  // returns a hash of them.
+  static uint64_t walk(std::vector<RawFrame>& raw) {
+    PyThreadState* ts = PyGILState_GetThisThreadState();
+    if (ts == nullptr || ts->cframe == nullptr) return 0;
+    uint64_t h = 1469598103934665603ull;
+    for (_PyInterpreterFrame* f = first_complete(ts->cframe->current_frame); f;
+         f = first_complete(f->previous)) {
+      int lasti = _PyInterpreterFrame_LASTI(f);
+      lasti = lasti < 0 ? -1 : lasti * static_cast<int>(sizeof(_Py_CODEUNIT));
+      raw.push_back({f->f_code, lasti});
+      h = (h ^ reinterpret_cast<uintptr_t>(f->f_code)) * 1099511628211ull;
+      h = (h ^ static_cast<uint32_t>(lasti)) * 1099511628211ull;
+    }
+    return h;
+  }
+
+  const Stack* find_or_resolve(const std::vector<RawFrame>& raw, uint64_t hash) {
+    auto it = by_hash_.find(hash);
+    const Stack* head = it == by_hash_.end() ? nullptr : it->second;
+    for (const Stack* s = head; s; s = s->next_same_hash)
+      if (s->raw == raw && still_valid(*s)) return s;
+    Stack& s = stacks_.emplace_back();
+    s.raw = raw;
+    s.frames.reserve(raw.size());
+    for (const RawFrame& f : raw) {
+      // PyCode_Addr2Line only reads the code object's line table.
+      int line = PyCode_Addr2Line(f.code, f.lasti);
+      s.frames.push_back(PyFrame{const_cast<CodeRecord*>(record_of(f.code)), line});
+    }
+    s.next_same_hash = head;
+    by_hash_[hash] = &s;
+    resolved.fetch_add(1, std::memory_order_relaxed);
+    return &s;
+  }
+
+  // The frames' code objects are the ones the stack was resolved from.
+  static bool still_valid(const Stack& s) {
+    for (size_t i = 0; i < s.raw.size(); ++i)
+      if (!same_code(static_cast<const CodeRecord*>(s.frames[i].code), s.raw[i].code)) return false;
+    return true;
+  }
+
+  const CodeRecord* record_of(PyCodeObject* co) {
+    auto it = by_code_.find(co);
+    if (it != by_code_.end() && same_code(it->second, co)) return it->second;
+    CodeRecord& r = records_.emplace_back(CodeRecord{co->co_filename, co->co_name, co->co_linetable,
+                                                     co->co_firstlineno, utf8_of(co->co_filename),
+                                                     utf8_of(co->co_name)});
+    by_code_[co] = &r;
+    return &r;
+  }
+};
+
+Unwinder* unwinder() {
+  static Unwinder* u = [] {
+    auto* p = new Unwinder();  // immortal: torch keeps pointers to it
+    CapturedTraceback::addPythonUnwinder(p);
+    return p;
+  }();
+  return u;
+}
+
+void set_error(char* err, int err_len, const std::string& what) {
+  if (err && err_len > 0) std::snprintf(err, static_cast<size_t>(err_len), "%s", what.c_str());
+}
+
+std::vector<torch::unwind::Frame> symbolized(const std::shared_ptr<CapturedTraceback>& tb) {
+  torch::SymbolizedTracebacks st = torch::symbolize({tb.get()});
+  std::vector<torch::unwind::Frame> out;
+  for (uint64_t i : st.tracebacks.at(0)) out.push_back(st.all_frames.at(i));
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int memsight_unwinder_abi(void) { return 1; }
+
+// Registers the unwinder (once; disabled) and sets whether it answers.
+__attribute__((visibility("default"))) void memsight_unwinder_enable(int on) {
+  unwinder()->enabled.store(on != 0);
+}
+
+// Gathers the calling thread's Python stack with torch's unwinder and with
+// this one and compares the symbolised frames. Called without the GIL
+// (torch's unwinder takes it). 0: equal, with how many frames; -1: differs
+// or failed, with a message.
+__attribute__((visibility("default"))) int memsight_unwinder_check(int* frames, char* err,
+                                                                   int err_len) {
+  try {
+    Unwinder* u = unwinder();
+    bool was = u->enabled.exchange(false);
+    auto theirs = CapturedTraceback::gather(true, false, false);
+    u->enabled.store(true);
+    auto ours = CapturedTraceback::gather(true, false, false);
+    u->enabled.store(was);
+    std::vector<torch::unwind::Frame> a = symbolized(ours), b = symbolized(theirs);
+    *frames = static_cast<int>(a.size());
+    if (a.size() != b.size()) {
+      set_error(err, err_len,
+                std::to_string(a.size()) + " frames against torch's " + std::to_string(b.size()));
+      return -1;
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].filename != b[i].filename || a[i].funcname != b[i].funcname ||
+          a[i].lineno != b[i].lineno) {
+        set_error(err, err_len,
+                  "frame " + std::to_string(i) + ": " + a[i].funcname + " " + a[i].filename + ":" +
+                      std::to_string(a[i].lineno) + " against torch's " + b[i].funcname + " " +
+                      b[i].filename + ":" + std::to_string(b[i].lineno));
+        return -1;
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    set_error(err, err_len, e.what());
+  } catch (...) {
+    set_error(err, err_len, "unknown C++ exception");
+  }
+  return -1;
+}
+
+// The same check on a new thread that has never run Python, as autograd's
+// threads allocate: both unwinders must give no frames.
+__attribute__((visibility("default"))) int memsight_unwinder_check_thread(char* err, int err_len) {
+  int rc = -1, frames = 0;
+  std::thread t([&] { rc = memsight_unwinder_check(&frames, err, err_len); });
+  t.join();
+  if (rc == 0 && frames != 0) {
+    set_error(err, err_len, std::to_string(frames) + " frames on a thread with no Python");
+    return -1;
+  }
+  return rc;
+}
+
+// Counters: stacks gathered, distinct stacks resolved, stacks held.
+__attribute__((visibility("default"))) void memsight_unwinder_counts(uint64_t* out) {
+  Unwinder* u = unwinder();
+  out[0] = u->gathered.load();
+  out[1] = u->resolved.load();
+  out[2] = u->stacks();
+}
+
+}  // extern "C"
