@@ -4,7 +4,9 @@ Each workload runs twice, each time in a fresh process: recorded by memsight
 with torch's Python unwinder (MEMSIGHT_NATIVE_RECORD=0) and with the native
 one. torch's own _dump_snapshot writes both; the trace entries must be the
 same in the same order (action, address, size, stream) with the same Python
-frames, and the segments and blocks the same, stacks included. Workloads: the
+frames, and the segments and blocks the same, stacks included. Addresses are
+compared from the lowest address each process reserved: a fresh process gets
+its device memory at another virtual address, the layout shifted whole. Workloads: the
 GPU suite's shapes (an MLP under AdamW; C++ stacks; context="alloc"; a ring
 that wraps; a CUDA graph's private pool; expandable segments) and a
 transformers Llama under bf16 autocast.
@@ -37,16 +39,29 @@ def run_job(mode: str, workload: str, out: Path) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+ADDRESSED = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+             "segment_unmap"}
+
+
 def frames(x: dict) -> list:
     return [(f["filename"], f["line"], f["name"]) for f in x.get("frames", [])]
 
 
-def entry_key(e: dict) -> tuple:
-    return (e["action"], e["addr"], e["size"], e["stream"], frames(e))
+def base_address(snap: dict) -> int:
+    """The lowest address the process's allocator reserved: each fresh process gets its
+    device memory at another virtual address (the same layout, shifted)."""
+    seen = [s["address"] for s in snap["segments"]]
+    seen += [e["addr"] for dev in snap["device_traces"] for e in dev if e["action"].startswith("segment_")]
+    return min(seen)
 
 
-def segment_key(s: dict) -> tuple:
-    return (s["device"], s["address"], s["total_size"], s["stream"], s["segment_type"],
+def entry_key(e: dict, base: int) -> tuple:
+    addr = e["addr"] - base if e["action"] in ADDRESSED else e["addr"]
+    return (e["action"], addr, e["size"], e["stream"], frames(e))
+
+
+def segment_key(s: dict, base: int) -> tuple:
+    return (s["device"], s["address"] - base, s["total_size"], s["stream"], s["segment_type"],
             s["allocated_size"], s["active_size"], frames(s),
             [(b["size"], b["state"], b.get("requested_size"), frames(b)) for b in s["blocks"]])
 
@@ -73,7 +88,11 @@ def test_native_recording_equals_torchs(built: None, workload: str, tmp_path: Pa
     assert results["native"]["status"]["answering"] and counts["gathered"] > 0, results["native"]
     assert results["torch"]["status"]["answering"] is False
     snaps = {m: pickle.loads((tmp_path / f"{m}.pickle").read_bytes()) for m in ("torch", "native")}
-    traces = {m: [[entry_key(e) for e in dev] for dev in s["device_traces"]] for m, s in snaps.items()}
+    bases = {m: base_address(s) for m, s in snaps.items()}
+    # "snapshot" entries mark each _snapshot() call, among them the native dumper's own
+    # background check's, which comes at another moment in each process.
+    traces = {m: [[entry_key(e, bases[m]) for e in dev if e["action"] != "snapshot"] for dev in s["device_traces"]]
+              for m, s in snaps.items()}
     entries = sum(len(d) for d in traces["torch"])
     with_frames = sum(1 for d in traces["torch"] for e in d if e[4])
     print(f"{workload}: {entries} entries ({with_frames} with Python frames), "
@@ -84,6 +103,6 @@ def test_native_recording_equals_torchs(built: None, workload: str, tmp_path: Pa
     for d, (a, b) in enumerate(zip(traces["native"], traces["torch"])):
         diff = first_difference(a, b, f"device {d} entry")
         assert diff is None, diff
-    segs = {m: sorted(segment_key(s) for s in snap["segments"]) for m, snap in snaps.items()}
+    segs = {m: sorted(segment_key(s, bases[m]) for s in snap["segments"]) for m, snap in snaps.items()}
     diff = first_difference(segs["native"], segs["torch"], "segment")
     assert diff is None, diff
