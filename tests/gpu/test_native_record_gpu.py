@@ -4,9 +4,9 @@ Each workload runs twice, each time in a fresh process: recorded by memsight
 with torch's Python unwinder (MEMSIGHT_NATIVE_RECORD=0) and with the native
 one. torch's own _dump_snapshot writes both; the trace entries must be the
 same in the same order (action, address, size, stream) with the same Python
-frames, and the segments and blocks the same, stacks included. Addresses are
-compared from the lowest address each process reserved: a fresh process gets
-its device memory at another virtual address, the layout shifted whole. Workloads: the
+frames, and the segments and blocks the same, stacks included. Addresses and
+streams are compared up to a one-to-one renaming: a fresh process gets its
+device memory at other virtual addresses and its streams at other handles. Workloads: the
 GPU suite's shapes (an MLP under AdamW; C++ stacks; context="alloc"; a ring
 that wraps; a CUDA graph's private pool; expandable segments) and a
 transformers Llama under bf16 autocast.
@@ -47,23 +47,40 @@ def frames(x: dict) -> list:
     return [(f["filename"], f["line"], f["name"]) for f in x.get("frames", [])]
 
 
-def base_address(snap: dict) -> int:
-    """The lowest address the process's allocator reserved: each fresh process gets its
-    device memory at another virtual address (the same layout, shifted)."""
-    seen = [s["address"] for s in snap["segments"]]
-    seen += [e["addr"] for dev in snap["device_traces"] for e in dev if e["action"].startswith("segment_")]
-    return min(seen)
+class Renaming:
+    """A one-to-one renaming of one process's addresses (or streams) to another's: each
+    fresh process gets its device memory at other virtual addresses and its streams at
+    other handles, so the two recordings must be equal up to such a renaming."""
+
+    def __init__(self) -> None:
+        self.there: dict[int, int] = {}
+        self.back: dict[int, int] = {}
+
+    def same(self, a: int, b: int) -> bool:
+        if a in self.there or b in self.back:
+            return self.there.get(a) == b and self.back.get(b) == a
+        self.there[a], self.back[b] = b, a
+        return True
 
 
-def entry_key(e: dict, base: int) -> tuple:
-    addr = e["addr"] - base if e["action"] in ADDRESSED else e["addr"]
-    return (e["action"], addr, e["size"], e["stream"], frames(e))
+def entry_key(e: dict) -> tuple:
+    return (e["action"], e["size"], frames(e))
 
 
-def segment_key(s: dict, base: int) -> tuple:
-    return (s["device"], s["address"] - base, s["total_size"], s["stream"], s["segment_type"],
-            s["allocated_size"], s["active_size"], frames(s),
+def segment_key(s: dict) -> tuple:
+    return (s["device"], s["total_size"], s["segment_type"], s["allocated_size"], s["active_size"], frames(s),
             [(b["size"], b["state"], b.get("requested_size"), frames(b)) for b in s["blocks"]])
+
+
+def trace_difference(mine: list, theirs: list, addresses: Renaming, streams: Renaming) -> str | None:
+    for i, (x, y) in enumerate(zip(mine, theirs)):
+        if entry_key(x) != entry_key(y):
+            return f"entry {i}: native {entry_key(x)!r:.600} against torch's {entry_key(y)!r:.600}"
+        if x["action"] in ADDRESSED and not addresses.same(x["addr"], y["addr"]):
+            return f"entry {i} ({x['action']}): native address {x['addr']:#x} does not map to torch's {y['addr']:#x}"
+        if not streams.same(x["stream"], y["stream"]):
+            return f"entry {i}: native stream {x['stream']:#x} does not map to torch's {y['stream']:#x}"
+    return None if len(mine) == len(theirs) else f"{len(mine)} entries in native against torch's {len(theirs)}"
 
 
 def first_difference(a: list, b: list, what: str) -> str | None:
@@ -88,21 +105,32 @@ def test_native_recording_equals_torchs(built: None, workload: str, tmp_path: Pa
     assert results["native"]["status"]["answering"] and counts["gathered"] > 0, results["native"]
     assert results["torch"]["status"]["answering"] is False
     snaps = {m: pickle.loads((tmp_path / f"{m}.pickle").read_bytes()) for m in ("torch", "native")}
-    bases = {m: base_address(s) for m, s in snaps.items()}
     # "snapshot" entries mark each _snapshot() call, among them the native dumper's own
     # background check's, which comes at another moment in each process.
-    traces = {m: [[entry_key(e, bases[m]) for e in dev if e["action"] != "snapshot"] for dev in s["device_traces"]]
+    traces = {m: [[e for e in dev if e["action"] != "snapshot"] for dev in s["device_traces"]]
               for m, s in snaps.items()}
     entries = sum(len(d) for d in traces["torch"])
-    with_frames = sum(1 for d in traces["torch"] for e in d if e[4])
+    with_frames = sum(1 for d in traces["torch"] for e in d if e.get("frames"))
     print(f"{workload}: {entries} entries ({with_frames} with Python frames), "
           f"{len(snaps['torch']['segments'])} segments; native gathered {counts['gathered']} stacks, "
           f"{counts['distinct_stacks']} distinct")
     assert entries > 0 and with_frames > 0
     assert len(traces["native"]) == len(traces["torch"])
+    addresses, streams = Renaming(), Renaming()
     for d, (a, b) in enumerate(zip(traces["native"], traces["torch"])):
-        diff = first_difference(a, b, f"device {d} entry")
-        assert diff is None, diff
-    segs = {m: sorted(segment_key(s, bases[m]) for s in snap["segments"]) for m, snap in snaps.items()}
-    diff = first_difference(segs["native"], segs["torch"], "segment")
-    assert diff is None, diff
+        diff = trace_difference(a, b, addresses, streams)
+        assert diff is None, f"device {d}: {diff}"
+    # The segments in address order, each to the one its address was renamed to.
+    mine = sorted(snaps["native"]["segments"], key=lambda s: s["address"])
+    theirs = {s["address"]: s for s in snaps["torch"]["segments"]}
+    assert len(mine) == len(theirs)
+    unmapped = []  # segments whose recorded allocation the ring no longer holds
+    for s in mine:
+        other = theirs.pop(addresses.there.get(s["address"], -1), None)
+        if other is None:
+            unmapped.append(segment_key(s))
+            continue
+        assert segment_key(s) == segment_key(other), f"segment {s['address']:#x}: {segment_key(s)!r:.600} " \
+                                                     f"against torch's {segment_key(other)!r:.600}"
+        assert streams.same(s["stream"], other["stream"])
+    assert sorted(unmapped) == sorted(segment_key(s) for s in theirs.values())
