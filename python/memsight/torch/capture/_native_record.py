@@ -20,6 +20,7 @@ unwinder stays. ``MEMSIGHT_NATIVE_RECORD=0`` turns it off.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
@@ -149,6 +150,7 @@ def _prepare() -> None:
     with _state.lock:
         _state.unwinder = unwinder
         unwinder.enable(_state.recording)
+    atexit.register(unwinder.enable, False)  # torch's unwinder for whatever is freed at exit
     _state.settled.set()
     log.info("memsight: native recorder ready (%s), built in %.1f s, checked in %.2f s",
              unwinder.path.name, _state.seconds["build"], _state.seconds["check"])

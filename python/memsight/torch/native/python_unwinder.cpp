@@ -131,8 +131,9 @@ class Unwinder final : public CapturedTraceback::Python {
   std::atomic<bool> enabled{false};
   std::atomic<uint64_t> gathered{0}, resolved{0};
 
+  // Not while the interpreter shuts down: thread states are being torn down.
   bool canGather() override {
-    return enabled.load(std::memory_order_relaxed) && Py_IsInitialized();
+    return enabled.load(std::memory_order_relaxed) && Py_IsInitialized() && !_Py_IsFinalizing();
   }
 
   std::vector<PyFrame> gather() override {
