@@ -104,8 +104,6 @@ def test_a_dict_cache_keyed_by_step_is_named(tmp_path):
     assert "Who keeps it" in text and "test_holders_gpu.py:" in text
 
 
-@pytest.mark.xfail(reason="the walk stops at its time budget in the GPU test process's large heap "
-                          "before it reaches the graphs (1.9 s measured)", strict=False)
 def test_an_evaluation_loop_without_no_grad_names_the_list_of_losses(tmp_path):
     model, x = model_and_input()
     losses = []

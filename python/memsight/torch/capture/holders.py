@@ -13,7 +13,9 @@ How: the live tensors are the garbage collector's objects of a tensor type
 until a root names them: a module's globals (``module.name``), a running
 frame's locals (``function:name``). An object only one other holds (a
 module's attributes and children, a closure's cells: sole_holders.py)
-climbs to it directly; the others cost a pass over the heap per level (the
+climbs to it directly, and so does an item of a list, tuple or dict that a
+running frame's local or a global of ``__main__`` (or of a running frame's
+module) names (``losses[3]``, ``kept[11]``); the others cost a pass over the heap per level (the
 gc's own ``get_referrers`` when few objects are looked for). The shortest path from a root
 down to each tensor names it. The walk stops at a depth and a time budget;
 whatever it did not name is simply absent. A tensor that an autograd graph
@@ -58,6 +60,8 @@ BUDGET_S = 0.25
 _GRAPH_NODES = 20_000  # autograd nodes visited at most, over all graphs
 _CHUNK = 512  # objects whose referents a heap pass asks for at once
 _FEW = 16  # at most this many objects per level: the gc's get_referrers, else one pass
+_ROOT_ITEMS = 1_000_000  # items of the containers roots name, indexed at most
+_CONTAINERS = {list, tuple, dict, deque}
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Objects of these types hold no tensor a person would name (code, classes,
@@ -187,12 +191,39 @@ class _Walk:
         self.g = _Graph()
         self.modules = _module_roots()
         self.locals: dict[int, list[tuple[types.FrameType, str]]] = {}
-        for f in _frames():
+        frames = _frames()
+        for f in frames:
             for name, v in f.f_locals.items():
                 self.locals.setdefault(id(v), []).append((f, name))
+        self.global_names = self._root_containers(frames)
         self.own = {id(self.g.objs), id(self.heap), id(self.g.parents), id(self.locals), id(kinds),
                     id(sole.parent), id(sole.objs)}
         self.complete = True
+
+    def _root_containers(self, frames: list[types.FrameType]) -> dict[int, tuple[str, str]]:
+        """The lists, tuples and dicts that a running frame's local or a global of
+        ``__main__`` (or of a running frame's module) names hold their items: edges
+        known without a heap pass, as a loop's ``losses.append(...)`` or a script's
+        ``kept`` are one level below their names. Returns the globals' names (id ->
+        (module, name)); at most _ROOT_ITEMS items are indexed."""
+        containers: list[Any] = []
+        names: dict[int, tuple[str, str]] = {}
+        for f in frames:
+            containers += [v for v in f.f_locals.values() if type(v) in _CONTAINERS]
+        modules = {str(f.f_globals.get("__name__", "")) for f in frames} | {"__main__"}
+        for module in modules:
+            d = getattr(sys.modules.get(module), "__dict__", None)
+            for name, v in (d or {}).items():
+                if type(v) in _CONTAINERS and not str(name).startswith("__"):
+                    containers.append(v)
+                    names.setdefault(id(v), (module, str(name)))
+        budget = _ROOT_ITEMS
+        for c in containers:
+            if budget <= 0:
+                break
+            budget -= len(c)
+            self.sole.add_items(c)
+        return names
 
     def _referrers(self, frontier: list[Any]) -> list[Any]:
         """The gc's objects that refer to any of ``frontier``."""
@@ -218,7 +249,11 @@ class _Walk:
         """Records ``obj`` as a root if a frame local names it; True if so."""
         named = self.locals.get(id(obj))
         if not named:
-            return False
+            where = self.global_names.get(id(obj))
+            if where is None:
+                return False
+            self.g.roots[id(obj)] = _root_of_global(*where)
+            return True
         f, name = named[0]
         self.g.roots[id(obj)] = _root_of_frame_local(f, name)
         return True
@@ -385,7 +420,8 @@ def holders_value(device_type: str | None = "cuda", skip: Any = (), budget_s: fl
             by_storage.setdefault(k, []).append(t)
     n_tensors = len(tensors)
     del tensors
-    walk = _Walk(heap, deadline, max_depth, kinds, sole_holders(heap, kinds))
+    # the last fifth of the budget (at most 50 ms) is kept for the autograd graphs
+    walk = _Walk(heap, deadline - min(0.05, budget_s / 5), max_depth, kinds, sole_holders(heap, kinds))
     roots = [t for ts in by_storage.values() for t in ts]
     walk.own.update({id(by_storage), id(roots), *map(id, by_storage.values())})
     walk.run(roots)

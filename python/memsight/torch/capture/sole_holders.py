@@ -68,6 +68,17 @@ class SoleHolders:
             except Exception:  # changed by another thread meanwhile, an odd proxy: the gc's referrers find it
                 continue
 
+    def add_items(self, container: Any) -> None:
+        """A list's, tuple's or dict's items, held by it, where nothing else is
+        known to hold them (a module's attribute keeps its edge)."""
+        keys: Any = container.keys() if isinstance(container, dict) else range(len(container))
+        values: Any = container.values() if isinstance(container, dict) else container
+        parent = self.parent
+        for k, v in zip(keys, values):
+            if id(v) not in parent:
+                parent[id(v)] = (id(container), k)
+        self.objs[id(container)] = container
+
     def add_closures(self, functions: Any) -> None:
         for f in compress(functions, map(attrgetter("__closure__"), functions)):
             cells = f.__closure__
