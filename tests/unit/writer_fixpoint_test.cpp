@@ -170,6 +170,26 @@ TEST(WriterFixpoint, AFramesListSharedWithAKeptTraceIsStableAfterOneRound) {
   EXPECT_EQ(pickle_snapshot(second), once);
 }
 
+TEST(WriterFixpoint, ATopLevelDictThatStartsLikeATraceEntryOrAFrameIsTheSnapshot) {
+  // fuzz_roundtrip, after the fix of finding 15: a snapshot dict whose first
+  // keys are a trace entry's (or a frame's) was converted into a row (a
+  // frame) as it streamed in, and refused as "the pickle holds a dict". The
+  // fuzzed input reached the exact read, so only the written copy failed.
+  using namespace std::string_literals;
+  const std::string rest = s("segments") + "]"s + s("device_traces") + "](]e"s;
+  for (const std::string& first :
+       {s("action") + s("alloc"),
+        s("name") + s("f") + s("filename") + s("a.py") + s("line") + "K\x01"s}) {
+    SCOPED_TRACE(first);
+    const Snapshot snap = read_snapshot_bytes("\x80\x04}\x94("s + first + rest + "u."s);
+    EXPECT_EQ(snap.device_count(), 1u);
+    ASSERT_FALSE(snap.top_keys.empty());
+    EXPECT_EQ(snap.top_keys.back(), "device_traces");
+    const std::string once = pickle_snapshot(snap);
+    EXPECT_EQ(pickle_snapshot(read_snapshot_bytes(once)), once);
+  }
+}
+
 // A value without end is refused as corrupt, as pickle's own recursion is.
 void expect_refused_as_recursive(const std::string& pickle) {
   try {
