@@ -133,7 +133,8 @@ def main():
         py_cmd = [args.python, "-c", f"import pickle; pickle.load(open({str(f)!r}, 'rb'))"]
         for c in commands:
             out = {"stats": [], "memory": ["-o", "/dev/null"], "summary": [], "trace": [],
-                   "view": ["-o", "/dev/null"]}[c]
+                   "view": ["-o", "/dev/null"],
+                   "convert": ["-o", str(DATA / "convert-out.pickle")]}[c]
             ms, py, bs, cpu, rss, brss = [], [], [], [], 0, 0
             repeat = args.repeat if f == files[0] else args.scaled_repeat
             for _ in range(repeat):  # alternate so all see the same load

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "memsight/snapshot.h"
+#include "snapshot/value_keys.h"
 
 namespace memsight::write {
 
@@ -152,12 +153,15 @@ class Pickler {
     }
   };
 
-  // Containers the output holds more than once (write_sharing.cpp).
+  // Containers the output holds more than once, by what they say
+  // (write_sharing.cpp).
   void count_shared();
   void count(const PyValue& v);
-  bool shared(const PyValue& v) const;
+  bool shared(const PyValue& v);
   bool shared_seen(const PyValue& v);
   void remember_shared(const PyValue& v);
+  uint64_t frame_key(FrameId id);
+  uint32_t stack_key(StackId id);
 
   const Snapshot& snap_;
   const bool segments_only_;
@@ -167,12 +171,19 @@ class Pickler {
   std::vector<uint32_t> id_memo_;
   StringTable local_strings_;
   std::vector<uint32_t> local_memo_;
-  std::unordered_map<FrameId, uint32_t> frame_memo_;
+  // Memo slots of frames and stacks, by frame_key and stack_key.
+  std::unordered_map<uint64_t, uint32_t> frame_memo_;
   std::unordered_map<StackId, uint32_t> stack_memo_;
-  // Memo slots of shared texts and containers, by the buffer they share.
-  std::unordered_map<const void*, uint32_t> shared_memo_;
-  // How often the output holds each container the model shares.
-  std::unordered_map<const void*, uint32_t> written_;
+  // Memo slots of texts of values, by the buffer they share (a shortcut:
+  // str_slot finds them by what they say).
+  std::unordered_map<const void*, uint32_t> text_memo_;
+  // What containers say; how often the output holds each, and the memo
+  // slots of those held more than once.
+  ValueKeys keys_;
+  std::unordered_map<uint32_t, uint32_t> written_;
+  std::unordered_map<uint32_t, uint32_t> shared_memo_;
+  // Stacks by what their frames say, where some frame is kept whole.
+  std::vector<uint32_t> stack_keys_;
   // Memo slots of frames written as values, by what they say.
   std::unordered_map<FrameText, uint32_t, FrameTextHash> frame_values_;
 };

@@ -75,6 +75,10 @@ void Builder::finish(Unpickler& vm, Val root) {
     convert_segments(vm, root);
     return;
   }
+  // A top-level dict whose first keys are a trace entry's or a frame's was
+  // converted as one while it streamed in: only the read that converts
+  // nothing before the end sees it as the dict it is.
+  if (root.tag() == Val::Row || root.tag() == Val::FrameRef) throw NeedsExactRead{};
   if (root.tag() != Val::Dict)
     throw Error("not a memory snapshot: the pickle holds " + type_name(root) +
                 ", expected a dict with 'segments' and 'device_traces'");

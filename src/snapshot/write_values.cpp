@@ -37,7 +37,7 @@ void Pickler::value(const PyValue& v) {
     case K::Str: {
       // One text held by many values (a memo read in the file it came
       // from) is written once and read back by reference.
-      auto [it, inserted] = shared_memo_.try_emplace(v.s.identity(), 0);
+      auto [it, inserted] = text_memo_.try_emplace(v.s.identity(), 0);
       if (!inserted) return memo_get(it->second);
       it->second = str_slot(v.s);
       break;
@@ -126,7 +126,6 @@ void Pickler::plain_frame_value(const PyValue& v) {
     for (const PyValue& x : v.items) value(x);
     op('u');
   }
-  shared_memo_.emplace(v.items.identity(), it->second);  // later holders: no hashing
 }
 
 }  // namespace memsight::write

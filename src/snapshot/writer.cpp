@@ -56,17 +56,18 @@ std::string Pickler::run() {
 }
 
 void Pickler::frame(FrameId id) {
-  auto it = frame_memo_.find(id);
+  const uint64_t key = frame_key(id);
+  auto it = frame_memo_.find(key);
   if (it != frame_memo_.end()) return memo_get(it->second);
   const Frame& f = snap_.frames.frame(id);
   if (f.extra) {
     value(snap_.frames.extras[f.extra - 1]);
-    frame_memo_.emplace(id, memoize());
+    frame_memo_.emplace(key, memoize());
     return;
   }
   // Memoise the dict before its items, as Python does.
   op('}');
-  frame_memo_.emplace(id, memoize());
+  frame_memo_.emplace(key, memoize());
   op('(');
   str("name");
   str(f.name);
@@ -78,7 +79,8 @@ void Pickler::frame(FrameId id) {
 }
 
 void Pickler::stack(StackId id) {
-  auto it = stack_memo_.find(id);
+  const uint32_t key = stack_key(id);
+  auto it = stack_memo_.find(key);
   if (it != stack_memo_.end()) return memo_get(it->second);
   op(']');
   auto frames = snap_.frames.stack(id);
@@ -93,7 +95,7 @@ void Pickler::stack(StackId id) {
     }
     op('e');
   }
-  stack_memo_.emplace(id, slot);
+  stack_memo_.emplace(key, slot);
 }
 
 void Pickler::extra_pair(StrId key, const PyValue& v) {
