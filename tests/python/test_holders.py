@@ -206,3 +206,18 @@ def test_a_global_dict_of_the_running_module_is_named_without_a_heap_pass(monkey
         assert not set(asked) & {id(x) for x in kept_here.values()}
     finally:
         kept_here.clear()
+
+
+def test_every_graph_of_a_list_of_losses_is_walked():
+    # A graph's node objects are made when asked for: a dropped one's id may
+    # come back for another node, which must not read as already seen.
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+    x = torch.randn(8, 64)
+    losses = [model(x).square().mean() for _ in range(6)]
+    skip = {((p.device.index or 0), p.data_ptr()) for p in model.parameters()}
+    v = walk(skip=skip)
+    graph = [s["path"] for s in v["storages"] if s["path"].endswith(".grad_fn")]
+    name = "test_every_graph_of_a_list_of_losses_is_walked:losses"
+    for i in range(6):  # each keeps its hidden activations and its output
+        assert sum(p == f"{name}[{i}].grad_fn" for p in graph) == 3, (i, graph)
+    assert losses

@@ -374,6 +374,9 @@ def _graph_saved(tensors: list[Any], deadline: float) -> dict[int, list[Any]]:
     for backward (id of the output -> saved tensors), bounded in nodes and time."""
     out: dict[int, list[Any]] = {}
     seen: set[int] = set()
+    # The Python objects of a graph's nodes are made when asked for and die when
+    # dropped, and a new one may take a dead one's id: kept here until the end.
+    alive: list[Any] = []
     attrs: dict[type, list[str]] = {}
     for t in tensors:
         fn = getattr(t, "grad_fn", None)
@@ -386,6 +389,7 @@ def _graph_saved(tensors: list[Any], deadline: float) -> dict[int, list[Any]]:
             if node is None or id(node) in seen:
                 continue
             seen.add(id(node))
+            alive.append(node)
             names = attrs.get(type(node))
             if names is None:
                 names = attrs[type(node)] = [a for a in dir(node) if a.startswith("_saved_")]
