@@ -50,7 +50,7 @@ from operator import not_
 from typing import Any
 
 from .live_storages import _storage_at, _storage_keys, _storage_size, live_tensors
-from .sole_holders import SoleHolders, _key_text, sole_holders
+from .sole_holders import CONTAINERS, SoleHolders, _key_text, sole_holders
 
 log = logging.getLogger("memsight")
 
@@ -60,8 +60,8 @@ BUDGET_S = 0.25
 _GRAPH_NODES = 20_000  # autograd nodes visited at most, over all graphs
 _CHUNK = 512  # objects whose referents a heap pass asks for at once
 _FEW = 16  # at most this many objects per level: the gc's get_referrers, else one pass
-_ROOT_ITEMS = 1_000_000  # items of the containers roots name, indexed at most
-_CONTAINERS = {list, tuple, dict, deque}
+_ROOT_ITEMS = 100_000  # items of the containers roots name, indexed at most
+_ROOT_LEVELS = 3  # levels of containers below a root indexed (cache[7][0], state[p]["exp_avg"])
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Objects of these types hold no tensor a person would name (code, classes,
@@ -204,25 +204,32 @@ class _Walk:
         """The lists, tuples and dicts that a running frame's local or a global of
         ``__main__`` (or of a running frame's module) names hold their items: edges
         known without a heap pass, as a loop's ``losses.append(...)`` or a script's
-        ``kept`` are one level below their names. Returns the globals' names (id ->
-        (module, name)); at most _ROOT_ITEMS items are indexed."""
+        ``kept`` are one level below their names, and so on for _ROOT_LEVELS levels.
+        Returns the globals' names (id -> (module, name)); at most _ROOT_ITEMS items
+        are indexed."""
         containers: list[Any] = []
         names: dict[int, tuple[str, str]] = {}
         for f in frames:
-            containers += [v for v in f.f_locals.values() if type(v) in _CONTAINERS]
+            containers += [v for v in f.f_locals.values() if type(v) in CONTAINERS]
         modules = {str(f.f_globals.get("__name__", "")) for f in frames} | {"__main__"}
         for module in modules:
             d = getattr(sys.modules.get(module), "__dict__", None)
             for name, v in (d or {}).items():
-                if type(v) in _CONTAINERS and not str(name).startswith("__"):
+                if type(v) in CONTAINERS and not str(name).startswith("__"):
                     containers.append(v)
                     names.setdefault(id(v), (module, str(name)))
-        budget = _ROOT_ITEMS
-        for c in containers:
-            if budget <= 0:
-                break
-            budget -= len(c)
-            self.sole.add_items(c)
+        budget, seen = _ROOT_ITEMS, set(map(id, containers))
+        for _ in range(_ROOT_LEVELS):
+            inner: list[Any] = []
+            for c in containers:
+                if len(c) > budget:  # a large container is left to the heap passes
+                    continue
+                budget -= len(c)
+                self.sole.add_items(c)
+                values = c.values() if isinstance(c, dict) else c
+                inner += [v for v in values if type(v) in CONTAINERS and id(v) not in seen]
+            seen.update(map(id, inner))
+            containers = inner
         return names
 
     def _referrers(self, frontier: list[Any]) -> list[Any]:

@@ -14,16 +14,21 @@ Python loop per attribute of every module would cost as much as a pass.
 from __future__ import annotations
 
 import types
+from collections import OrderedDict, defaultdict, deque
 from functools import partial
-from itertools import compress, count, repeat
+from itertools import compress, count, filterfalse, repeat
 from operator import attrgetter, is_
 from typing import Any
 
 _DICT = object()  # the edge from an object to its __dict__
 _CLOSURE = object()  # the edge from a function to its closure's tuple
-# A module's dicts whose values it alone holds: its children and its hooks.
+_CELL = object()  # the edge from a cell to what it holds
+# A module's dicts whose values it holds: its children and hooks (it alone), its
+# parameters and buffers (an optimizer may hold them too: the module names them).
 _HELD_IN_DICTS = ("_modules", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
-                  "_backward_pre_hooks")
+                  "_backward_pre_hooks", "_parameters", "_buffers")
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+CONTAINERS = {list, tuple, dict, deque, defaultdict, OrderedDict}
 
 
 def _key_text(k: Any) -> str:
@@ -49,6 +54,8 @@ class SoleHolders:
             return holder, ".__dict__"
         if key is _CLOSURE:
             return holder, f"<closure {'|'.join(self.objs[holder].__code__.co_freevars)}>"
+        if key is _CELL:
+            return holder, ""
         return holder, f"[{_key_text(key)}]"
 
     def _held_by(self, holder: Any, children: Any, keys: Any) -> None:
@@ -61,10 +68,13 @@ class SoleHolders:
                 d = m.__dict__
                 self._held_by(m, (d,), (_DICT,))
                 self._held_by(d, d.values(), d.keys())
-                for name in _HELD_IN_DICTS:  # children and hooks, where a module has any
+                for name in _HELD_IN_DICTS:  # children, hooks, parameters, where a module has any
                     inner = d.get(name)
                     if inner and isinstance(inner, dict):
                         self._held_by(inner, inner.values(), inner.keys())
+                for name in _HOOKS:  # a hook's closure, and the containers in its cells
+                    for hook in (d.get(name) or {}).values():
+                        self.add_closure(hook)
             except Exception:  # changed by another thread meanwhile, an odd proxy: the gc's referrers find it
                 continue
 
@@ -73,11 +83,28 @@ class SoleHolders:
         known to hold them (a module's attribute keeps its edge)."""
         keys: Any = container.keys() if isinstance(container, dict) else range(len(container))
         values: Any = container.values() if isinstance(container, dict) else container
-        parent = self.parent
-        for k, v in zip(keys, values):
-            if id(v) not in parent:
-                parent[id(v)] = (id(container), k)
+        new = dict(zip(map(id, values), zip(repeat(id(container)), keys)))
+        fresh = list(filterfalse(self.parent.__contains__, new))
+        self.parent.update(zip(fresh, map(new.__getitem__, fresh)))
         self.objs[id(container)] = container
+
+    def add_closure(self, f: Any) -> None:
+        """A function's closure, and the lists, tuples and dicts its cells hold
+        (a forward hook's ``seen.append(...)``), without a heap pass."""
+        cells = getattr(f, "__closure__", None)
+        if not cells or not isinstance(f, types.FunctionType):
+            return
+        self._held_by(f, (cells,), (_CLOSURE,))
+        self._held_by(cells, cells, count())
+        for cell in cells:
+            try:
+                v = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if type(v) in CONTAINERS:
+                self.parent.setdefault(id(v), (id(cell), _CELL))
+                self.objs[id(cell)] = cell
+                self.add_items(v)
 
     def add_closures(self, functions: Any) -> None:
         for f in compress(functions, map(attrgetter("__closure__"), functions)):
@@ -86,9 +113,11 @@ class SoleHolders:
             self._held_by(cells, cells, count())
 
     def climb_closures(self, frontier: list[Any]) -> None:
-        """Adds the closures' edges the first time a cell is to be climbed
-        from: most walks meet none, and finding them costs a heap pass."""
-        if self.functions is not None and any(map(partial(is_, types.CellType), map(type, frontier))):
+        """Adds the closures' edges the first time a cell whose function is not
+        known yet (a hook's is) is to be climbed from: most walks meet none, and
+        finding them costs a heap pass."""
+        if self.functions is not None and any(
+                type(o) is types.CellType and id(o) not in self.parent for o in frontier):
             functions, self.functions = self.functions, None
             self.add_closures(functions())
 
