@@ -345,10 +345,12 @@ class Decoder {
     // here (a stack interned cannot be taken back).
     size_t shape = last_shape_;
     bool new_shape = false;
+    uint64_t shape_hash = 0;
     if (!same_shape || s.n != last->n) {
-      shape = 0;
-      while (shape < s_.shapes.size() && !same(s_.shapes[shape], s)) ++shape;
-      new_shape = shape == s_.shapes.size();
+      shape_hash = s.hash();
+      shape = s_.shape_index.find(shape_hash, [&](uint32_t id) { return same(s_.shapes[id], s); });
+      new_shape = shape == IdSlots::kNone;
+      if (new_shape) shape = s_.shapes.size();
       if (new_shape && shape > 65535) return false;
     }
     if (stack_slot_ >= 0 && s_.stacks.stack_count() >= (1u << kLocalIdBits) - 1) return false;
@@ -357,7 +359,10 @@ class Decoder {
       s_.memo[static_cast<size_t>(stack_slot_)] = slot_code(kWantStack, id);
       e.stack = ref(kLocal, id);
     }
-    if (new_shape) s_.shapes.push_back(s);
+    if (new_shape) {
+      s_.shape_index.add(static_cast<uint32_t>(shape), shape_hash);
+      s_.shapes.push_back(s);
+    }
     last_shape_ = shape;
     Action a = Action::Other;
     if (ref_kind(e.action) == kGlobal && ref_payload(e.action) < ctx_.action_of.size())
