@@ -314,6 +314,8 @@ struct Snapshot {
   std::span<const Block> segment_blocks(const Segment& s) const {
     return {blocks.data() + s.block_begin, blocks.data() + s.block_end};
   }
+  // The value of a top-level key, or null; a lookup (many devices each
+  // asked for a few keys of a file that has a million).
   const PyValue* top(std::string_view key) const;
   std::string_view str(StrId id) const { return strings.get(id); }
   // Top-level lists of dicts by the device each names, built on first use
@@ -328,6 +330,13 @@ struct Snapshot {
  private:
   mutable BuiltOnce<DeviceDicts> annotations_, device_memory_, storage_tags_;
   mutable BuiltOnce<SegmentIndex> segments_by_device_;
+  // top_level's keys, and how many there were when indexed (the list only
+  // grows after reading; a longer one is indexed again).
+  struct TopIndex {
+    IdSlots slots;
+    size_t size = 0;
+  };
+  mutable BuiltOnce<TopIndex> top_index_;
 };
 
 // The Python dicts the model was read from, rebuilt (for repr and for keys

@@ -173,9 +173,36 @@ void TraceTable::append_row(const TraceTable& from, uint32_t r) {
 }
 
 const PyValue* Snapshot::top(std::string_view key) const {
-  for (auto& [k, v] : top_level)
-    if (k == key) return &v;
-  return nullptr;
+  // Most snapshots have a handful of keys; each device asks for a few, so a
+  // scan of a hostile file's million keys per device was devices x keys
+  // (4,000 devices, 80,000 keys: whatif 5.7 s).
+  constexpr size_t kScan = 16;
+  if (top_level.size() <= kScan) {
+    for (auto& [k, v] : top_level)
+      if (k == key) return &v;
+    return nullptr;
+  }
+  auto hash = [](std::string_view s) { return std::hash<std::string_view>()(s); };
+  std::shared_ptr<const TopIndex> index;
+  {
+    std::lock_guard<std::mutex> lock(top_index_.mutex);
+    if (!top_index_.index || top_index_.index->size != top_level.size()) {
+      auto made = std::make_shared<TopIndex>();
+      for (size_t i = 0; i < top_level.size(); ++i) {
+        // A repeated key gives its first value, as the scan did.
+        const std::string& k = top_level[i].first;
+        uint64_t h = hash(k);
+        if (made->slots.find(h, [&](uint32_t j) { return top_level[j].first == k; }) ==
+            IdSlots::kNone)
+          made->slots.add(static_cast<uint32_t>(i), h);
+      }
+      made->size = top_level.size();
+      top_index_.index = std::move(made);
+    }
+    index = top_index_.index;
+  }
+  uint32_t at = index->slots.find(hash(key), [&](uint32_t i) { return top_level[i].first == key; });
+  return at == IdSlots::kNone ? nullptr : &top_level[at].second;
 }
 
 }  // namespace memsight

@@ -345,12 +345,9 @@ class Decoder {
     // here (a stack interned cannot be taken back).
     size_t shape = last_shape_;
     bool new_shape = false;
-    uint64_t shape_hash = 0;
     if (!same_shape || s.n != last->n) {
-      shape_hash = s.hash();
-      shape = s_.shape_index.find(shape_hash, [&](uint32_t id) { return same(s_.shapes[id], s); });
-      new_shape = shape == IdSlots::kNone;
-      if (new_shape) shape = s_.shapes.size();
+      shape = find_shape(s);
+      new_shape = shape == s_.shapes.size();
       if (new_shape && shape > 65535) return false;
     }
     if (stack_slot_ >= 0 && s_.stacks.stack_count() >= (1u << kLocalIdBits) - 1) return false;
@@ -360,7 +357,7 @@ class Decoder {
       e.stack = ref(kLocal, id);
     }
     if (new_shape) {
-      s_.shape_index.add(static_cast<uint32_t>(shape), shape_hash);
+      s_.shape_index.add(static_cast<uint32_t>(shape), s.hash());
       s_.shapes.push_back(s);
     }
     last_shape_ = shape;
@@ -373,6 +370,13 @@ class Decoder {
   }
 
  private:
+  // The share's layout equal to s, or the number of its layouts: a lookup
+  // (rows whose key orders vary looked through every layout of the share).
+  size_t find_shape(const LocalShape& s) const {
+    uint32_t id = s_.shape_index.find(s.hash(), [&](uint32_t i) { return same(s_.shapes[i], s); });
+    return id == IdSlots::kNone ? s_.shapes.size() : id;
+  }
+
   static bool same(const LocalShape& a, const LocalShape& b) {
     return a.n == b.n && std::memcmp(a.keys, b.keys, a.n * sizeof(uint32_t)) == 0 &&
            std::memcmp(a.field, b.field, a.n) == 0;

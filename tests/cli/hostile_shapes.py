@@ -169,3 +169,12 @@ def permuted_fields(rows: int) -> dict:
         values = dict(e, compile_context="", user_metadata="")
         trace.append({"action": "alloc", **{k: values[k] for k in orders[i % len(orders)]}})
     return {"segments": [], "device_traces": [trace]}
+
+
+def many_top_level_keys(devices: int, keys: int) -> dict:
+    """`devices` devices of one allocation each and `keys` unknown top-level
+    keys (kept verbatim): each device's few lookups of allocator_settings,
+    memsight_tags and the like scanned every key."""
+    snap = {"segments": [], "device_traces": [[entry(0)] for _ in range(devices)]}
+    snap.update({f"k{i}": 0 for i in range(keys)})
+    return snap
