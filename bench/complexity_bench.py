@@ -4,7 +4,8 @@ devices, annotations and segments, each scaled by 10x and 100x while the
 others stay put (issue 34: every command O(n log n) or better in each);
 and three shapes whose two counts grow together (devices with records of
 memsight_device_memory and memsight_tags; devices with stacks; released
-address ranges against new segments in whatif's model of the driver).
+address ranges against new segments in whatif's model of the driver;
+entries against their key layouts; devices against top-level keys).
 
     bench/complexity_bench.py [--memsight build/release/memsight] [--axes entries,devices,...]
                               [--commands summary,leaks,...] [--repeat 1]
@@ -94,7 +95,9 @@ AXES = {"entries": (entries, 1000), "devices": (devices, 100),
         "annotations": (annotations, 1000), "segments": (segments, 300),
         "device_records": (device_records, 100),
         "stacks": (lambda n: shapes.stacks_and_devices(n // 10, n), 1000),
-        "released": (shapes.released_ranges, 300)}
+        "released": (shapes.released_ranges, 300),
+        "layouts": (lambda n: shapes.varied_layouts(n, 2), 600),
+        "top_keys": (lambda n: shapes.many_top_level_keys(n // 20, n), 2000)}
 COMMANDS = {"summary": ["summary"], "leaks": ["leaks"], "view": ["view", "-o", "/dev/null"],
             "ranks": ["ranks"], "whatif": ["whatif"],
             "whatif-expandable": ["whatif", "--set", "expandable_segments:True"], "diff": ["diff", "--at", "0"],

@@ -9,7 +9,7 @@
 # The public headers of each layer.
 set(MEMSIGHT_HEADERS_util error.h)
 set(MEMSIGHT_HEADERS_input io.h input_limits.h)
-set(MEMSIGHT_HEADERS_model snapshot.h pyvalue.h trace_fields.h)
+set(MEMSIGHT_HEADERS_model snapshot.h pyvalue.h trace_fields.h id_slots.h)
 set(MEMSIGHT_HEADERS_pickle "")
 set(MEMSIGHT_HEADERS_snapshot reader.h from_raw.h holders.h)
 set(MEMSIGHT_HEADERS_allocator "")

@@ -346,8 +346,7 @@ class Decoder {
     size_t shape = last_shape_;
     bool new_shape = false;
     if (!same_shape || s.n != last->n) {
-      shape = 0;
-      while (shape < s_.shapes.size() && !same(s_.shapes[shape], s)) ++shape;
+      shape = find_shape(s);
       new_shape = shape == s_.shapes.size();
       if (new_shape && shape > 65535) return false;
     }
@@ -357,7 +356,10 @@ class Decoder {
       s_.memo[static_cast<size_t>(stack_slot_)] = slot_code(kWantStack, id);
       e.stack = ref(kLocal, id);
     }
-    if (new_shape) s_.shapes.push_back(s);
+    if (new_shape) {
+      s_.shape_index.add(static_cast<uint32_t>(shape), s.hash());
+      s_.shapes.push_back(s);
+    }
     last_shape_ = shape;
     Action a = Action::Other;
     if (ref_kind(e.action) == kGlobal && ref_payload(e.action) < ctx_.action_of.size())
@@ -368,6 +370,13 @@ class Decoder {
   }
 
  private:
+  // The share's layout equal to s, or the number of its layouts: a lookup
+  // (rows whose key orders vary looked through every layout of the share).
+  size_t find_shape(const LocalShape& s) const {
+    uint32_t id = s_.shape_index.find(s.hash(), [&](uint32_t i) { return same(s_.shapes[i], s); });
+    return id == IdSlots::kNone ? s_.shapes.size() : id;
+  }
+
   static bool same(const LocalShape& a, const LocalShape& b) {
     return a.n == b.n && std::memcmp(a.keys, b.keys, a.n * sizeof(uint32_t)) == 0 &&
            std::memcmp(a.field, b.field, a.n) == 0;

@@ -66,6 +66,12 @@ struct LocalShape {
   uint8_t n = 0;
   uint32_t keys[12];
   uint8_t field[12];
+  uint64_t hash() const {
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    for (uint8_t i = 0; i < n; ++i)
+      h = (h ^ (uint64_t{keys[i]} << 8 | field[i])) * 0x100000001b3ull;
+    return h;
+  }
 };
 
 // What every share may read; set before the helpers start, then read-only.
@@ -114,6 +120,7 @@ struct Share {
   std::vector<LocalFrame> frames;
   FrameTable stacks;  // stacks of frame refs (0: empty)
   std::vector<LocalShape> shapes;
+  IdSlots shape_index;  // of `shapes`: rows whose layouts vary look one up
   Column<Pending> pending;
   std::vector<std::pair<uint32_t, uint32_t>>
       action_refs;  // (local row, string ref): not a known action

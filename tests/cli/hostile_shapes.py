@@ -139,3 +139,42 @@ def shared_segment(devices: int, references: int) -> dict:
                        "state": "inactive", "frames": []}]}
     return {"segments": [one] * references,
             "device_traces": [[entry(0)] for _ in range(devices)]}
+
+
+def varied_layouts(layouts: int, rounds: int = 4) -> dict:
+    """One device whose entries each have a key layout of their own: entry
+    i carries, besides torch's keys, the extra keys k0..k16 whose bits are
+    set in i % layouts (17 memoised strings, up to 131,072 layouts), the
+    whole set of layouts repeated `rounds` times. Interning a layout looked
+    through every layout before it: entries x layouts."""
+    trace = []
+    for r in range(rounds):
+        for i in range(layouts):
+            e = entry(r * layouts + i)
+            e.update({f"k{b}": 0 for b in range(17) if i >> b & 1})
+            trace.append(e)
+    return {"segments": [], "device_traces": [trace]}
+
+
+def permuted_fields(rows: int) -> dict:
+    """One device whose entries give torch's fields in every order after
+    "action" (5,040 orders of seven keys), in turn: the parallel decode's
+    shares looked each order up among all they had met."""
+    import itertools
+    keys = ["addr", "size", "stream", "time_us", "frames", "compile_context", "user_metadata"]
+    orders = list(itertools.permutations(keys))
+    trace = []
+    for i in range(rows):
+        e = entry(i)
+        values = dict(e, compile_context="", user_metadata="")
+        trace.append({"action": "alloc", **{k: values[k] for k in orders[i % len(orders)]}})
+    return {"segments": [], "device_traces": [trace]}
+
+
+def many_top_level_keys(devices: int, keys: int) -> dict:
+    """`devices` devices of one allocation each and `keys` unknown top-level
+    keys (kept verbatim): each device's few lookups of allocator_settings,
+    memsight_tags and the like scanned every key."""
+    snap = {"segments": [], "device_traces": [[entry(0)] for _ in range(devices)]}
+    snap.update({f"k{i}": 0 for i in range(keys)})
+    return snap

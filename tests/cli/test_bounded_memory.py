@@ -557,3 +557,24 @@ def test_a_value_holding_itself_is_refused_before_copies_pile_up(memsight_bin, t
     rc, err, rss = run_measured(memsight_bin, "stats", f, tmp=tmp_path)
     assert_one_line(rc, err, "values nested deeper than 1000 levels")
     assert rss < 48 * MiB, rss
+
+
+# --- Issue 34, the complexity axes' last pass: interning tables.
+
+def test_entries_of_many_layouts_read_in_a_lookup_each(memsight_bin, tmp_path):
+    # 65,000 key layouts (sets of 17 extra keys), each used by two entries
+    # in turn (12 MB): every layout was looked for among all before it,
+    # entries x layouts (trace 9.6 s); a lookup now (0.35 s). The interning
+    # itself is checked in tests/unit/interning_test.cpp.
+    f = pickled(tmp_path, "layouts", hostile_shapes.varied_layouts(65_000, 2))
+    out = finishes(memsight_bin, "trace", f, within=5).stdout
+    assert out.count(b"\n") >= 130_000
+
+
+def test_many_devices_and_many_top_level_keys(memsight_bin, tmp_path):
+    # 10,000 devices and 200,000 unknown top-level keys (2.6 MB): every
+    # device's lookups of allocator_settings and the like scanned every key
+    # (4,000 x 80,000: whatif 5.7 s, leaks 1.0 s); a lookup now.
+    f = pickled(tmp_path, "keys", hostile_shapes.many_top_level_keys(10_000, 200_000))
+    for cmd in ("whatif", "summary", "leaks"):
+        finishes(memsight_bin, cmd, f, within=10)
