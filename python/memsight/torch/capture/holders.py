@@ -222,9 +222,10 @@ class _Walk:
         for _ in range(_ROOT_LEVELS):
             inner: list[Any] = []
             for c in containers:
-                if len(c) > budget:  # a large container is left to the heap passes
+                cost = len(c) + 16  # a container costs a call besides its items
+                if cost > budget:  # a large container is left to the heap passes
                     continue
-                budget -= len(c)
+                budget -= cost
                 self.sole.add_items(c)
                 values = c.values() if isinstance(c, dict) else c
                 inner += [v for v in values if type(v) in CONTAINERS and id(v) not in seen]
@@ -354,15 +355,18 @@ class _Walk:
 
 
 _CLOSURE = re.compile(r"<closure ([^>]*)>\[(\d+)\]")
+_ATTRIBUTE = re.compile(r"\.__dict__\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 _MODULE_DICTS = re.compile(r"\._(?:modules|parameters|buffers)\['([^']*)'\]")
 
 
 def tidy(path: str) -> str:
     """A path as a person writes it: ``.__dict__['x']`` -> ``.x``, a module's
     ``._modules['1']`` -> ``.1``."""
-    path = _CLOSURE.sub(lambda m: " \u2192 " + m.group(1).split("|")[int(m.group(2))], path)
-    path = re.sub(r"\.__dict__\['([A-Za-z_][A-Za-z0-9_]*)'\]", r".\1", path)
-    return _MODULE_DICTS.sub(r".\1", path)
+    if "<closure " in path:
+        path = _CLOSURE.sub(lambda m: " \u2192 " + m.group(1).split("|")[int(m.group(2))], path)
+    if ".__dict__[" in path:
+        path = _ATTRIBUTE.sub(r".\1", path)
+    return _MODULE_DICTS.sub(r".\1", path) if "._" in path else path
 
 
 _LAST_INDEXES = re.compile(r"(\[[^\[\]]*\]|\{[^{}]*\})+(\.[A-Za-z_][A-Za-z0-9_]*)*$")
