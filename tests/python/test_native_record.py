@@ -113,3 +113,22 @@ def test_native_record_says_why_it_cannot_record(fresh_state: Any, monkeypatch: 
     monkeypatch.setattr(recording, "cuda_available", lambda: False)
     with pytest.raises(MemsightError, match="needs CUDA"):
         mt.native_record()
+
+
+def test_the_native_builds_share_torchs_flags(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from memsight.torch.capture import _native_counters as build
+
+    root = tmp_path / "torch"
+    (root / "include" / "torch" / "csrc").mkdir(parents=True)
+    (root / "include" / "c10").mkdir()
+    fake = types.SimpleNamespace(__file__=str(root / "__init__.py"), __version__="2.11.0",
+                                 _C=types.SimpleNamespace(_GLIBCXX_USE_CXX11_ABI=True))
+    flags = build.torch_flags(fake, needs="torch/csrc")
+    assert f"-I{root / 'include'}" in flags and "-D_GLIBCXX_USE_CXX11_ABI=1" in flags
+    assert f"-Wl,-rpath,{root / 'lib'}" in flags and '-DMEMSIGHT_TORCH_VERSION="2.11.0"' in flags
+    with pytest.raises(MemsightError, match="C\\+\\+ headers are not installed"):
+        build.torch_flags(fake, needs="no/such")
+    monkeypatch.setenv("MEMSIGHT_NATIVE_RECORD", "off")
+    assert not build.switched_on("MEMSIGHT_NATIVE_RECORD") and build.switched_on("MEMSIGHT_UNSET_SWITCH")

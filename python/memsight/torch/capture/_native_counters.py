@@ -126,15 +126,28 @@ def _cuda_include_dirs() -> list[str]:
     return [d for d in dict.fromkeys(dirs) if os.path.exists(os.path.join(d, "cuda_runtime_api.h"))]
 
 
-def torch_build_variants(torch: Any) -> list[tuple[str, list[str]]]:
-    """Compiler flags for the installed torch: c10's device-generic interface, then c10/cuda."""
+def switched_on(variable: str) -> bool:
+    """A native path's switch: on unless ``variable`` says 0, false, no or off."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def torch_flags(torch: Any, needs: str = "c10") -> list[str]:
+    """The compiler flags every native build against the installed torch shares: its
+    headers, its C++ ABI, its libraries' folder. ``needs``: the header folder (under
+    torch's include/) whose absence means torch's C++ headers are not installed."""
     root = Path(torch.__file__).parent
     include, lib = root / "include", root / "lib"
-    if not (include / "c10").is_dir():
-        raise MemsightError(f"torch's C++ headers are not installed (no {include / 'c10'})")
+    if not (include / needs).is_dir():
+        raise MemsightError(f"torch's C++ headers are not installed (no {include / needs})")
     abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
-    common = [f"-I{include}", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-L{lib}", f"-Wl,-rpath,{lib}",
-              "-std=c++17", f"-DMEMSIGHT_TORCH_VERSION=\"{torch.__version__}\""]
+    return [f"-I{include}", f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}",
+            f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-L{lib}", f"-Wl,-rpath,{lib}", "-std=c++17",
+            f"-DMEMSIGHT_TORCH_VERSION=\"{torch.__version__}\""]
+
+
+def torch_build_variants(torch: Any) -> list[tuple[str, list[str]]]:
+    """Compiler flags for the installed torch: c10's device-generic interface, then c10/cuda."""
+    common = torch_flags(torch)
     variants = [("device_allocator", common + ["-lc10"])]
     cuda = _cuda_include_dirs()
     if cuda:
@@ -193,4 +206,4 @@ def check_against_torch(counters: NativeCounters, torch: Any, device: int) -> No
 
 
 def wanted() -> bool:
-    return os.environ.get("MEMSIGHT_NATIVE_COUNTERS", "1").strip().lower() not in ("0", "false", "no", "off")
+    return switched_on("MEMSIGHT_NATIVE_COUNTERS")

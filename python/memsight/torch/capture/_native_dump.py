@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import pickle
 import threading
 import time
@@ -93,18 +92,11 @@ class NativeDumper:
 
 def build_dumper(torch: Any) -> NativeDumper:
     """Builds (or finds in the cache) the dumper for the installed torch and loads it."""
-    root = Path(torch.__file__).parent
-    include, lib = root / "include", root / "lib"
-    if not (include / "torch" / "csrc").is_dir():
-        raise MemsightError(f"torch's C++ headers are not installed (no {include / 'torch' / 'csrc'})")
+    flags = build.torch_flags(torch, needs="torch/csrc")
     cuda = build._cuda_include_dirs()
     if not cuda:
         raise MemsightError("the CUDA runtime's headers (cuda_runtime_api.h) were not found")
-    abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
-    args = [f"-I{include}", f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}",
-            *[f"-I{d}" for d in cuda], f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-std=c++17",
-            f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltorch_cpu", "-lc10_cuda", "-lc10",
-            f"-DMEMSIGHT_TORCH_VERSION=\"{torch.__version__}\""]
+    args = [*flags, *[f"-I{d}" for d in cuda], "-ltorch_cpu", "-lc10_cuda", "-lc10"]
     return NativeDumper(build.build_library("snapshot_dump", build.NATIVE_DIR / "snapshot_dump.cpp", args))
 
 
@@ -189,7 +181,7 @@ def check_against_torch(dumper: NativeDumper, torch: Any, attempts: int = 5) -> 
 
 
 def wanted() -> bool:
-    return os.environ.get("MEMSIGHT_NATIVE_DUMP", "1").strip().lower() not in ("0", "false", "no", "off")
+    return build.switched_on("MEMSIGHT_NATIVE_DUMP")
 
 
 class _State:

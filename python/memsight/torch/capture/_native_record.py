@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import logging
-import os
 import sysconfig
 import threading
 import time
@@ -96,23 +95,17 @@ def check(unwinder: NativeUnwinder) -> None:
 
 def build_unwinder(torch: Any) -> NativeUnwinder:
     """Builds (or finds in the cache) the unwinder for the installed torch and Python."""
-    root = Path(torch.__file__).parent
-    include, lib = root / "include", root / "lib"
-    if not (include / "torch" / "csrc").is_dir():
-        raise MemsightError(f"torch's C++ headers are not installed (no {include / 'torch' / 'csrc'})")
+    flags = build.torch_flags(torch, needs="torch/csrc")
     py_include = Path(sysconfig.get_paths()["include"])
     if not (py_include / "internal" / "pycore_frame.h").is_file():
         raise MemsightError(f"Python's internal headers are not installed (no {py_include / 'internal'})")
-    abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
-    args = [f"-I{include}", f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}", f"-I{py_include}",
-            *[f"-I{d}" for d in build._cuda_include_dirs()], f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-std=c++17",
-            f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltorch_cpu", "-lc10", "-lpthread",
-            f"-DMEMSIGHT_TORCH_VERSION=\"{torch.__version__}\""]
+    args = [*flags, f"-I{py_include}", *[f"-I{d}" for d in build._cuda_include_dirs()],
+            "-ltorch_cpu", "-lc10", "-lpthread"]
     return NativeUnwinder(build.build_library("python_unwinder", build.NATIVE_DIR / "python_unwinder.cpp", args))
 
 
 def wanted() -> bool:
-    return os.environ.get("MEMSIGHT_NATIVE_RECORD", "1").strip().lower() not in ("0", "false", "no", "off")
+    return build.switched_on("MEMSIGHT_NATIVE_RECORD")
 
 
 class _State:
