@@ -50,7 +50,7 @@ from operator import not_
 from typing import Any
 
 from .live_storages import _storage_at, _storage_keys, _storage_size, live_tensors
-from .sole_holders import CONTAINERS, SoleHolders, _key_text, sole_holders
+from .sole_holders import SoleHolders, _key_text, root_containers, sole_holders
 
 log = logging.getLogger("memsight")
 
@@ -60,8 +60,6 @@ BUDGET_S = 0.25
 _GRAPH_NODES = 20_000  # autograd nodes visited at most, over all graphs
 _CHUNK = 512  # objects whose referents a heap pass asks for at once
 _FEW = 16  # at most this many objects per level: the gc's get_referrers, else one pass
-_ROOT_ITEMS = 100_000  # items of the containers roots name, indexed at most
-_ROOT_LEVELS = 3  # levels of containers below a root indexed (cache[7][0], state[p]["exp_avg"])
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Objects of these types hold no tensor a person would name (code, classes,
@@ -195,43 +193,10 @@ class _Walk:
         for f in frames:
             for name, v in f.f_locals.items():
                 self.locals.setdefault(id(v), []).append((f, name))
-        self.global_names = self._root_containers(frames)
+        self.global_names = root_containers(self.sole, frames)
         self.own = {id(self.g.objs), id(self.heap), id(self.g.parents), id(self.locals), id(kinds),
                     id(sole.parent), id(sole.objs)}
         self.complete = True
-
-    def _root_containers(self, frames: list[types.FrameType]) -> dict[int, tuple[str, str]]:
-        """The lists, tuples and dicts that a running frame's local or a global of
-        ``__main__`` (or of a running frame's module) names hold their items: edges
-        known without a heap pass, as a loop's ``losses.append(...)`` or a script's
-        ``kept`` are one level below their names, and so on for _ROOT_LEVELS levels.
-        Returns the globals' names (id -> (module, name)); at most _ROOT_ITEMS items
-        are indexed."""
-        containers: list[Any] = []
-        names: dict[int, tuple[str, str]] = {}
-        for f in frames:
-            containers += [v for v in f.f_locals.values() if type(v) in CONTAINERS]
-        modules = {str(f.f_globals.get("__name__", "")) for f in frames} | {"__main__"}
-        for module in modules:
-            d = getattr(sys.modules.get(module), "__dict__", None)
-            for name, v in (d or {}).items():
-                if type(v) in CONTAINERS and not str(name).startswith("__"):
-                    containers.append(v)
-                    names.setdefault(id(v), (module, str(name)))
-        budget, seen = _ROOT_ITEMS, set(map(id, containers))
-        for _ in range(_ROOT_LEVELS):
-            inner: list[Any] = []
-            for c in containers:
-                cost = len(c) + 16  # a container costs a call besides its items
-                if cost > budget:  # a large container is left to the heap passes
-                    continue
-                budget -= cost
-                self.sole.add_items(c)
-                values = c.values() if isinstance(c, dict) else c
-                inner += [v for v in values if type(v) in CONTAINERS and id(v) not in seen]
-            seen.update(map(id, inner))
-            containers = inner
-        return names
 
     def _referrers(self, frontier: list[Any]) -> list[Any]:
         """The gc's objects that refer to any of ``frontier``."""

@@ -2,8 +2,12 @@
 an ``nn.Module``'s ``__dict__`` (held by the module), what its attributes
 are (``_modules``, ``_parameters``, ``_forward_hooks``, a user's
 ``self.cache``: held by that dict), a child module (held by its parent's
-``_modules``) and a closure's tuple and cells (held by its function). The
-walk of holders.py climbs these edges directly: the garbage collector's
+``_modules``), its parameters and buffers, a closure's tuple and cells
+(held by its function) and a hook's closure's containers; and the items of
+the lists, tuples and dicts under a root (root_containers: a running
+frame's local, a script's global), which others may hold too but which
+name them as a person would. The walk of holders.py climbs these edges
+directly: the garbage collector's
 referrers cost a pass over the whole heap per level, and a module tree or a
 hook's closure is most of the levels between a tensor and the name that
 holds it (a list kept by a forward hook is ten levels below the local
@@ -13,6 +17,7 @@ Python loop per attribute of every module would cost as much as a pass.
 
 from __future__ import annotations
 
+import sys
 import types
 from collections import OrderedDict, defaultdict, deque
 from functools import partial
@@ -29,6 +34,8 @@ _HELD_IN_DICTS = ("_modules", "_forward_hooks", "_forward_pre_hooks", "_backward
                   "_backward_pre_hooks", "_parameters", "_buffers")
 _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 CONTAINERS = {list, tuple, dict, deque, defaultdict, OrderedDict}
+_ROOT_ITEMS = 100_000  # items of the containers roots name, indexed at most
+_ROOT_LEVELS = 3  # levels of containers below a root indexed (cache[7][0], state[p]["exp_avg"])
 
 
 def _key_text(k: Any) -> str:
@@ -142,3 +149,37 @@ def _subclasses(base: type) -> set[type]:
                 out.add(sub)
                 todo.append(sub)
     return out
+
+
+def root_containers(sole: SoleHolders, frames: list[types.FrameType]) -> dict[int, tuple[str, str]]:
+    """The lists, tuples and dicts that a running frame's local or a global of
+    ``__main__`` (or of a running frame's module) names hold their items: edges
+    known without a heap pass, as a loop's ``losses.append(...)`` or a script's
+    ``kept`` are one level below their names, and so on for _ROOT_LEVELS levels.
+    Returns the globals' names (id -> (module, name)); at most _ROOT_ITEMS items
+    are indexed."""
+    containers: list[Any] = []
+    names: dict[int, tuple[str, str]] = {}
+    for f in frames:
+        containers += [v for v in f.f_locals.values() if type(v) in CONTAINERS]
+    modules = {str(f.f_globals.get("__name__", "")) for f in frames} | {"__main__"}
+    for module in modules:
+        d = getattr(sys.modules.get(module), "__dict__", None)
+        for name, v in (d or {}).items():
+            if type(v) in CONTAINERS and not str(name).startswith("__"):
+                containers.append(v)
+                names.setdefault(id(v), (module, str(name)))
+    budget, seen = _ROOT_ITEMS, set(map(id, containers))
+    for _ in range(_ROOT_LEVELS):
+        inner: list[Any] = []
+        for c in containers:
+            cost = len(c) + 16  # a container costs a call besides its items
+            if cost > budget:  # a large container is left to the heap passes
+                continue
+            budget -= cost
+            sole.add_items(c)
+            values = c.values() if isinstance(c, dict) else c
+            inner += [v for v in values if type(v) in CONTAINERS and id(v) not in seen]
+        seen.update(map(id, inner))
+        containers = inner
+    return names
