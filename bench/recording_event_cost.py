@@ -15,8 +15,10 @@ each mode in turn, the modes alternating for several rounds:
   native-cpp   the same with memsight's native unwinder
 
 Prints ns an iteration (median of rounds) and the cost above `off` per event.
+`--kind backward` times a tiny forward and backward instead: the gradients
+are allocated on autograd's device thread, which has no Python frames.
 
-    python3 bench/recording_event_cost.py [--n 20000] [--rounds 5] [--depth 30] [--json OUT]
+    python3 bench/recording_event_cost.py [--n 20000] [--rounds 5] [--depth 30] [--kind alloc|backward] [--json OUT]
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=20000, help="iterations a round and mode")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--depth", type=int, default=30, help="Python frames above each allocation")
+    ap.add_argument("--kind", choices=("alloc", "backward"), default="alloc",
+                    help="alloc: allocate and free on this thread; backward: a tiny forward and backward, "
+                         "whose gradients autograd's thread allocates (events counted, not assumed)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     import torch
@@ -51,11 +56,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"recording_event_cost.py: no native unwinder: {_native_record.status()['error']}", file=sys.stderr)
         return 1
 
+    w = torch.ones(256, device="cuda", requires_grad=True)
+
     def loop(n: int) -> float:
         t = time.perf_counter()
-        for _ in range(n):
-            x = torch.empty(256, device="cuda")
-            del x
+        if args.kind == "alloc":
+            for _ in range(n):
+                x = torch.empty(256, device="cuda")
+                del x
+        else:  # the backward's allocations are made on autograd's device thread
+            for _ in range(n):
+                (w * 2).sum().backward()
+                w.grad = None
         return time.perf_counter() - t
 
     def at_depth(k: int, n: int) -> float:
@@ -79,6 +91,14 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.cuda.init()
     at_depth(args.depth, 1000)
+    stats = torch.cuda.memory_stats()
+    before = stats.get("allocation.all.allocated", 0) + stats.get("allocation.all.freed", 0)
+    at_depth(args.depth, 1000)
+    stats = torch.cuda.memory_stats()
+    # allocations an iteration (each freed again): three history entries each
+    # (alloc, free_requested, free_completed)
+    allocs = (stats.get("allocation.all.allocated", 0) + stats.get("allocation.all.freed", 0) - before) / 2000
+    events = 3 * allocs
     per: dict[str, list[float]] = {m: [] for m in MODES}
     for r in range(args.rounds):
         for m in MODES[r % len(MODES):] + MODES[: r % len(MODES)]:
@@ -86,17 +106,19 @@ def main(argv: list[str] | None = None) -> int:
     base = statistics.median(per["off"])
     rows = {}
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, Python {sys.version.split()[0]}: "
-          f"{args.n} iterations x {args.rounds} rounds, {args.depth} frames deep; 3 events an iteration")
+          f"{args.n} iterations x {args.rounds} rounds, {args.depth} frames deep, {args.kind}: "
+          f"{events:.1f} events an iteration")
     print(f"{'mode':<12} {'ns/iter':>9} {'min-max':>17} {'ns/event over off':>18}")
     for m in MODES:
         med = statistics.median(per[m])
         rows[m] = {"ns_per_iteration": med * 1e9, "spread_ns": [min(per[m]) * 1e9, max(per[m]) * 1e9],
-                   "ns_per_event_over_off": (med - base) * 1e9 / 3}
+                   "ns_per_event_over_off": (med - base) * 1e9 / events}
         print(f"{m:<12} {med * 1e9:9.0f} {min(per[m]) * 1e9:8.0f}-{max(per[m]) * 1e9:<8.0f} "
               f"{rows[m]['ns_per_event_over_off']:18.0f}")
     print("native unwinder:", unwinder.counts())
     if args.json:
         Path(args.json).write_text(json.dumps({"n": args.n, "rounds": args.rounds, "depth": args.depth,
+                                               "kind": args.kind, "events_per_iteration": events,
                                                "modes": rows}, indent=1))
     return 0
 
