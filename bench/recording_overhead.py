@@ -169,7 +169,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     device = "cpu" if args.dry_run else "cuda"
-    w = DRY_WORKLOAD if args.dry_run else WORKLOAD
+    w = dict(DRY_WORKLOAD if args.dry_run else WORKLOAD)
+    w.update({k: v for k, v in (("batch", args.batch), ("seq", args.seq)) if v})
     torch.manual_seed(0)
     model, opt = build(w, device)
     ids = torch.randint(0, w["vocab"], (w["batch"], w["seq"]), device=device)
@@ -208,7 +209,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 # -- the parent: rounds of fresh processes, the table ---------------------------------
 def run_child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--mode", mode, "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--max-entries", str(args.max_entries)] + (["--dry-run"] if args.dry_run else [])
+           "--max-entries", str(args.max_entries)] + (["--dry-run"] if args.dry_run else []) \
+        + [f"--{k}={v}" for k, v in (("batch", args.batch), ("seq", args.seq)) if v]
     env = dict(os.environ, MEMSIGHT_NATIVE_RECORD="0" if MODES[mode][0] == "memsight" else "1")
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
@@ -292,7 +294,9 @@ def parent(args: argparse.Namespace) -> int:
                   file=sys.stderr, flush=True)
     rows = summarise(runs, notes)
     info = next((x for v in runs.values() for x in v if "device" in x), {})
-    result = {"workload": DRY_WORKLOAD if args.dry_run else WORKLOAD, "dry_run": args.dry_run,
+    workload = dict(DRY_WORKLOAD if args.dry_run else WORKLOAD)
+    workload.update({k: v for k, v in (("batch", args.batch), ("seq", args.seq)) if v})
+    result = {"workload": workload, "dry_run": args.dry_run,
               "rounds": args.rounds, "steps": args.steps, "warmup": args.warmup, "max_entries": args.max_entries,
               "device": info.get("device"), "torch": info.get("torch"), "modes": rows}
     print(f"{result['device']}, torch {result['torch']}: {args.rounds} rounds x {args.steps} steps a mode, "
@@ -313,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="the quick modes, 3 rounds x 10 steps, 3 warm-up steps")
     ap.add_argument("--dry-run", action="store_true", help="a tiny model on the CPU, nothing recorded by torch")
     ap.add_argument("--timeout", type=float, default=300, help="seconds a child may take")
+    ap.add_argument("--batch", type=int, help="sequences a step (default 8): a smaller step waits less on the GPU, "
+                                               "so the host's cost shows in the step time")
+    ap.add_argument("--seq", type=int, help="tokens a sequence (default 1024)")
     ap.add_argument("--json")
     ap.add_argument("--mode", help=argparse.SUPPRESS)  # the child
     args = ap.parse_args(argv)
