@@ -50,7 +50,8 @@ Will it fit, before it runs (docs/estimate.md)::
     best, _ = memsight.torch.max_batch(lambda n, i: make_batch(n), step, make_model, ...)
 
 Every public name is imported from here. The code sits in rooms: capture/
-(recording, tags, phase marks, the native dumper and counters, rank dumps),
+(recording and its native unwinder, tags, phase marks, the native dumper and
+counters, rank dumps),
 callbacks/ (callbacks and the OOM observer, snapshots, monitor, uploads),
 profilers/ (torch.profiler, MemProfiler, the line profiler), tensors/
 (MemReporter, Courtesy); native/ holds the C++ built on first use and _util/
