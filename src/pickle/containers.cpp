@@ -119,6 +119,7 @@ void Unpickler::set_items(size_t from) {
   // stack_[from-1] is the dict, stack_[from..] are key/value pairs.
   if (from <= fence()) underflow("SETITEMS");
   size_t n = stack_.size() - from;
+  if (n == 0) return;  // pickle.loads does nothing then, whatever the target is
   if (n % 2) fail("odd number of items for a dict");
   // pickle.load refuses such a dict (TypeError: unhashable type): so does
   // this reader, or it would read files that torch cannot.

@@ -381,6 +381,7 @@ Val Unpickler::run() {
       case APPENDS: {
         size_t from = pop_mark();
         if (from <= fence()) underflow("APPENDS");
+        if (from == stack_.size()) break;  // nothing to append: pickle.loads checks no type then
         Val list = stack_[from - 1];
         if (list.tag() != T::List || nodes_[list.idx()].is_converted)
           changed_after_use(list, "APPENDS to something that is not a list");

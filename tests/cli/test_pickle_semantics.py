@@ -34,3 +34,23 @@ def test_changed_after_use_on_standard_input_is_refused_plainly(memsight_bin):
         "memsight trace: standard input: this pickle changes a list or dict after using it, "
         "which memsight reads only from a file (it reads such a pickle twice): save it to a "
         "file first\n")
+
+
+def _s(text: str) -> bytes:  # SHORT_BINUNICODE
+    return b"\x8c" + bytes([len(text)]) + text.encode()
+
+
+# MARK then SETITEMS on a list, MARK then APPENDS on a dict: pickle.loads does
+# nothing for an empty mark whatever is under it (no type check), so the
+# snapshot reads as if they were not there (fuzz_pickle_python, 2026-11-28).
+EMPTY_MARKS = (b"\x80\x04}(" + _s("segments") + b"](u" + _s("device_traces") + b"]]a"
+               + _s("extra") + b"}(eu.")
+
+
+def test_an_empty_setitems_or_appends_does_nothing_as_in_pickle_loads(run, tmp_path):
+    assert pickle.loads(EMPTY_MARKS) == {"segments": [], "device_traces": [[]], "extra": {}}
+    f, out = tmp_path / "in.pickle", tmp_path / "out.pickle"
+    f.write_bytes(EMPTY_MARKS)
+    r = run("convert", f, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert pickle.loads(out.read_bytes()) == pickle.loads(EMPTY_MARKS)
