@@ -17,8 +17,12 @@ std::vector<Val> Unpickler::list_items(Val v) const {
 
 void Unpickler::convert_node(Val container, Val compact) {
   Node& n = nodes_[container.idx()];
-  if (n.memo != UINT32_MAX && n.memo < memo_.size() && memo_at(n.memo) == container)
-    memo_set(n.memo, compact);
+  if (n.memo != UINT32_MAX && n.memo < memo_.size()) {
+    if (memo_at(n.memo) == container) memo_set(n.memo, compact);
+  } else if (n.memo != UINT32_MAX) {  // a slot past the dense ones (BINPUT 42 first)
+    auto it = sparse_memo_.find(n.memo);
+    if (it != sparse_memo_.end() && it->second == container) it->second = compact;
+  }
   if (n.gets == 0) {
     // Nothing but the caller refers to it: recycle the node.
     n.items.clear();

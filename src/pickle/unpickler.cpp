@@ -4,6 +4,7 @@
 // refused_opcodes.cpp.
 #include "pickle/unpickler.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "memsight/error.h"
@@ -157,7 +158,14 @@ void Unpickler::memo_put(uint64_t idx) {
     // of it), and MEMOIZE numbers the slots stored, so the dense slots stay
     // the stored ones.
     sparse_memo_[idx] = v;
-    if (v.is_node()) nodes_[v.idx()].memo = UINT32_MAX;  // sparse slots are not rewritten
+    // Where it is, so that a conversion of the node updates the slot too
+    // (convert_node); UINT32_MAX says none, so a node in that one slot is
+    // kept as it is (never recycled: see convert_node).
+    if (v.is_node()) {
+      Node& n = nodes_[v.idx()];
+      n.memo = static_cast<uint32_t>(std::min<uint64_t>(idx, UINT32_MAX));
+      if (idx >= UINT32_MAX) ++n.gets;
+    }
     return;
   }
   if (v.is_node()) nodes_[v.idx()].memo = static_cast<uint32_t>(idx);

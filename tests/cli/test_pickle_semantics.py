@@ -54,3 +54,25 @@ def test_an_empty_setitems_or_appends_does_nothing_as_in_pickle_loads(run, tmp_p
     r = run("convert", f, "-o", out)
     assert r.returncode == 0, r.stderr
     assert pickle.loads(out.read_bytes()) == pickle.loads(EMPTY_MARKS)
+
+
+# A frame dict stored in a memo slot past the dense ones (BINPUT 42 first),
+# filled, then read back through that slot: the reader made it an interned
+# frame and recycled the dict, but the slot still pointed at the dict, so the
+# read-back value was empty, or another dict that took the recycled place
+# (fuzz_pickle_python, 2026-11-28: an entry read as another entry).
+# The fuzzer's input, minimised (86 bytes): pickle.loads returns the list on
+# top of the stack and leaves the rest.
+SPARSE_FRAME = (b"\x80\x02X\x04\x00\x00\x00nameq\x13X\x08\x00\x00\x00filenameq\x15X\x04\x00\x00\x00lineq\x17"
+                b"}q*(h\x13X\x02\x00\x00\x00n+h\x15X\x01\x00\x00\x00,h\x17K\x13u"
+                b"}](}(X\x06\x00\x00\x00h*ue.\nh*ue.")
+
+
+def test_a_frame_dict_in_a_sparse_memo_slot_reads_back_as_itself(run, tmp_path):
+    want = [{"h*ue.\n": {"name": "n+", "filename": ",", "line": 19}}]
+    assert pickle.loads(SPARSE_FRAME) == want
+    f, out = tmp_path / "in.pickle", tmp_path / "out.pickle"
+    f.write_bytes(SPARSE_FRAME)
+    r = run("convert", f, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert pickle.loads(out.read_bytes()) == want
