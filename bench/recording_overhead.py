@@ -168,6 +168,8 @@ def events(device: str) -> int:
 def child(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
+    if args.cpus:  # every mode on the same cores: a process placed elsewhere runs its host work slower
+        os.sched_setaffinity(0, parse_cpus(args.cpus))
     device = "cpu" if args.dry_run else "cuda"
     w = dict(DRY_WORKLOAD if args.dry_run else WORKLOAD)
     w.update({k: v for k, v in (("batch", args.batch), ("seq", args.seq)) if v})
@@ -210,7 +212,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 def run_child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--mode", mode, "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--max-entries", str(args.max_entries)] + (["--dry-run"] if args.dry_run else []) \
-        + [f"--{k}={v}" for k, v in (("batch", args.batch), ("seq", args.seq)) if v]
+        + [f"--{k}={v}" for k, v in (("batch", args.batch), ("seq", args.seq), ("cpus", args.cpus)) if v]
     env = dict(os.environ, MEMSIGHT_NATIVE_RECORD="0" if MODES[mode][0] == "memsight" else "1")
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
@@ -220,6 +222,15 @@ def run_child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
     return {"mode": mode, "error": (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]}
+
+
+def parse_cpus(text: str) -> set[int]:
+    """'0-3,8' -> {0, 1, 2, 3, 8}"""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
 
 
 def quantile(xs: list[float], q: float) -> float:
@@ -320,11 +331,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, help="sequences a step (default 8): a smaller step waits less on the GPU, "
                                                "so the host's cost shows in the step time")
     ap.add_argument("--seq", type=int, help="tokens a sequence (default 1024)")
+    ap.add_argument("--cpus", help="pin every child to these cores ('0-3,8'): the same cores for every mode, "
+                                   "ideally the GPU's NUMA node (nvidia-smi topo -m)")
     ap.add_argument("--json")
     ap.add_argument("--mode", help=argparse.SUPPRESS)  # the child
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.steps, args.warmup = 3, 10, 3
+    if args.cpus:
+        try:
+            if not parse_cpus(args.cpus) <= os.sched_getaffinity(0):
+                ap.error(f"--cpus {args.cpus}: not all of these cores are available here")
+        except ValueError:
+            ap.error(f"--cpus {args.cpus}: expected core numbers and ranges such as 0-3,8")
     if args.rounds < 1 or args.steps < 1 or args.warmup < 0 or args.max_entries < 1:
         ap.error("--rounds, --steps and --max-entries must be at least 1, --warmup at least 0")
     if args.mode:

@@ -401,13 +401,17 @@ def holders_value(device_type: str | None = "cuda", skip: Any = (), budget_s: fl
     n_tensors = len(tensors)
     del tensors
     # the last fifth of the budget (at most 50 ms) is kept for the autograd graphs
-    walk = _Walk(heap, deadline - min(0.05, budget_s / 5), max_depth, kinds, sole_holders(heap, kinds))
+    reserve = min(0.05, budget_s / 5)
+    walk = _Walk(heap, deadline - reserve, max_depth, kinds, sole_holders(heap, kinds))
     roots = [t for ts in by_storage.values() for t in ts]
     walk.own.update({id(by_storage), id(roots), *map(id, by_storage.values())})
     walk.run(roots)
     paths = walk.paths()
     held = [t for t in roots if id(t) in paths and t.requires_grad]
-    saved = _graph_saved(held, deadline)
+    # The graphs get their reserve however long the heap's passes took: in a
+    # large process those can use the whole budget, and then a loss kept with
+    # its graph would be named without what the graph keeps (most of the memory).
+    saved = _graph_saved(held, max(deadline, time.perf_counter() + reserve))
     found: dict[tuple[int, int], tuple[str, int, int]] = {}
     first: dict[tuple[int, int], Any] = {}  # a tensor of each storage found
     for key, ts in by_storage.items():
