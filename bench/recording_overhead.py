@@ -32,6 +32,8 @@ Modes (every recording keeps --max-entries entries):
                        torch-alloc and torch-stacks-all: torch's recording with
                        memsight's native Python unwinder (waits until it is built
                        and checked; skipped with a note where it cannot be)
+  native-nodump        native with MEMSIGHT_NATIVE_DUMP=0: no native dumper built, checked
+                       and warmed in the background
 
     python3 bench/recording_overhead.py [--rounds 3] [--steps 40] [--json OUT.json]
     python3 bench/recording_overhead.py --quick     # none, torch, memsight, native: < 2 min on an H200
@@ -73,6 +75,7 @@ MODES: dict[str, tuple[str, dict[str, Any]]] = {
     "native": ("native", ALL),
     "native-alloc": ("native", dict(context="alloc", stacks="python")),
     "native-stacks-all": ("native", dict(context="all", stacks="all")),
+    "native-nodump": ("native", dict(ALL, env={"MEMSIGHT_NATIVE_DUMP": "0"})),
 }
 QUICK = ["none", "torch", "memsight", "native"]
 
@@ -138,6 +141,7 @@ def recording(mode: str, model: Any, opt: Any, max_entries: int, dry: bool) -> A
     kind, opts = MODES[mode]
     opts = dict(opts)
     handed = opts.pop("handed", False)
+    opts.pop("env", None)  # set by the parent
     if kind == "none" or (dry and kind == "torch"):  # torch cannot record without CUDA
         return contextlib.nullcontext()
     if kind == "torch":
@@ -203,7 +207,12 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         recorded = 0
         if device == "cuda":
             recorded = sum(len(t) for t in torch.cuda.memory._snapshot()["device_traces"])
-    return {"mode": args.mode, "step_s": times, "cpu_s": cpu, "events_per_step": (after - before) / max(1, args.steps),
+    native = {}
+    if MODES[args.mode][0] == "native":
+        from memsight.torch.capture import _native_record
+
+        native = _native_record.status()["counts"]
+    return {"mode": args.mode, "native_counts": native, "step_s": times, "cpu_s": cpu, "events_per_step": (after - before) / max(1, args.steps),
             "entries_recorded": recorded,
             "device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__}
 
@@ -213,7 +222,8 @@ def run_child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--mode", mode, "--steps", str(args.steps), "--warmup", str(args.warmup),
            "--max-entries", str(args.max_entries)] + (["--dry-run"] if args.dry_run else []) \
         + [f"--{k}={v}" for k, v in (("batch", args.batch), ("seq", args.seq), ("cpus", args.cpus)) if v]
-    env = dict(os.environ, MEMSIGHT_NATIVE_RECORD="0" if MODES[mode][0] == "memsight" else "1")
+    env = dict(os.environ, MEMSIGHT_NATIVE_RECORD="0" if MODES[mode][0] == "memsight" else "1",
+               **MODES[mode][1].get("env", {}))
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -255,6 +265,7 @@ def summarise(runs: dict[str, list[dict[str, Any]]], notes: dict[str, str]) -> d
                       "cpu_ms": statistics.median(statistics.median(r.get("cpu_s") or [0]) for r in good) * 1e3,
                       "events_per_step": statistics.median(r["events_per_step"] for r in good),
                       "entries_recorded": statistics.median(r.get("entries_recorded", 0) for r in good),
+                      "native_counts": good[-1].get("native_counts") or {},
                       "errors": errors}
     base = rows.get("none", {}).get("median_ms")
     for row in rows.values():
@@ -313,6 +324,9 @@ def parent(args: argparse.Namespace) -> int:
     print(f"{result['device']}, torch {result['torch']}: {args.rounds} rounds x {args.steps} steps a mode, "
           f"each in a fresh process")
     print(table(rows))
+    for mode, r in rows.items():
+        if r.get("native_counts"):
+            print(f"{mode}: native unwinder {r['native_counts']}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0 if all("median_ms" in r or m in notes for m, r in rows.items()) else 1
