@@ -35,7 +35,7 @@ from . import _native_counters as build
 from . import _native_dump
 
 log = logging.getLogger("memsight.torch")
-ABI = 1  # memsight_unwinder_abi() in native/python_unwinder.cpp
+ABI = 2  # memsight_unwinder_abi() in native/python_unwinder.cpp (2: counts gives four values)
 
 
 class NativeUnwinder:
@@ -72,9 +72,10 @@ class NativeUnwinder:
                                 + err.value.decode(errors="replace"))
 
     def counts(self) -> dict[str, int]:
-        out = (ctypes.c_uint64 * 3)()
+        out = (ctypes.c_uint64 * 4)()
         self._lib.memsight_unwinder_counts(out)
-        return {"gathered": out[0], "distinct_stacks": out[1], "stacks_held": out[2]}
+        return {"gathered": out[0], "distinct_stacks": out[1], "stacks_held": out[2],
+                "code_deaths_watched": bool(out[3])}
 
 
 def check(unwinder: NativeUnwinder) -> None:
