@@ -45,25 +45,22 @@ def _key_text(k: Any) -> str:
 
 
 class SoleHolders:
-    """``up(obj)``: (holder id, label) of an object one other object holds, or None."""
+    """``parent``: child id -> (holder id, key) of an object one other object
+    holds; ``label(holder id, key)``: how the path shows that edge."""
 
     def __init__(self) -> None:
         self.parent: dict[int, tuple[int, Any]] = {}  # child id -> (holder id, key)
         self.objs: dict[int, Any] = {}  # holder id -> holder
         self.functions: Any = None  # the heap's functions, when called (climb_closures)
 
-    def up(self, obj: Any) -> tuple[int, str] | None:
-        edge = self.parent.get(id(obj))
-        if edge is None:
-            return None
-        holder, key = edge
+    def label(self, holder: int, key: Any) -> str:
         if key is _DICT:
-            return holder, ".__dict__"
+            return ".__dict__"
         if key is _CLOSURE:
-            return holder, f"<closure {'|'.join(self.objs[holder].__code__.co_freevars)}>"
+            return f"<closure {'|'.join(self.objs[holder].__code__.co_freevars)}>"
         if key is _CELL:
-            return holder, ""
-        return holder, f"[{_key_text(key)}]"
+            return ""
+        return f"[{_key_text(key)}]"
 
     def _held_by(self, holder: Any, children: Any, keys: Any) -> None:
         self.parent.update(zip(map(id, children), zip(repeat(id(holder)), keys)))
@@ -123,21 +120,18 @@ class SoleHolders:
         """Adds the closures' edges the first time a cell whose function is not
         known yet (a hook's is) is to be climbed from: most walks meet none, and
         finding them costs a heap pass."""
-        if self.functions is not None and any(
+        if self.functions is not None and types.CellType in set(map(type, frontier)) and any(
                 type(o) is types.CellType and id(o) not in self.parent for o in frontier):
             functions, self.functions = self.functions, None
             self.add_closures(functions())
 
 
-def sole_holders(heap: list[Any], kinds: list[type]) -> SoleHolders:
-    """The sole holders among the gc's objects ``heap`` (``kinds``: their
-    types, one each, as the caller already has them)."""
-    import torch
-
-    module_types = _subclasses(torch.nn.Module)
+def sole_holders(heap: list[Any], modules: list[Any]) -> SoleHolders:
+    """The sole holders among the gc's objects ``heap``, whose ``nn.Module``
+    objects are ``modules`` (the caller picks them in its pass over the heap)."""
     out = SoleHolders()
-    out.add_modules(list(compress(heap, map(module_types.__contains__, kinds))))
-    out.functions = lambda: list(compress(heap, map(partial(is_, types.FunctionType), kinds)))
+    out.add_modules(modules)
+    out.functions = lambda: list(compress(heap, map(partial(is_, types.FunctionType), map(type, heap))))
     return out
 
 
