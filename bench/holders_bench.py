@@ -54,7 +54,7 @@ def timed(skip: set, repeat: int, gc_on: bool) -> tuple[float, float, dict]:
     it (holders_top_level): the collector off, so none of its passes over
     the heap lands inside the walk (``gc_on``: left on, as the first two
     passes measured); the previous run's value dropped first, so the walk
-    does not index it (a local of this frame)."""
+    does not index the bench's own results (a local of this frame)."""
     walls, cpus, value = [], [], {}
     for _ in range(repeat):
         if not gc_on:
@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--ballast", type=int, default=0,
                     help="this many more small dicts on the heap: a process with more libraries loaded")
     ap.add_argument("--gc-on", action="store_true",
-                    help="leave the collector on and keep the previous value alive during a run (the first passes' way)")
+                    help="the first passes' way: the collector on, the previous results alive during a run")
     ap.add_argument("--json")
     args = ap.parse_args()
     ballast = [{"k": [i]} for i in range(args.ballast)]
@@ -88,12 +88,14 @@ def main() -> None:
     gc.collect()
     heap = len(gc.get_objects())
     ms_skip, cpu_skip, v_skip = timed(tagged, args.repeat, args.gc_on)
+    named_skip, holders_skip = len(v_skip["storages"]), sorted(h["path"] for h in v_skip["holders"])
+    if not args.gc_on:
+        v_skip = {}  # the bench's own results: not for the next runs to walk
     ms_all, cpu_all, v_all = timed(set(), args.repeat, args.gc_on)
     out = {"tensors": args.tensors, "heap_objects": heap, "python": sys.version.split()[0],
            "torch": torch.__version__, "ms_tagged_skipped": round(ms_skip, 1), "ms_all": round(ms_all, 1),
            "cpu_ms_tagged_skipped": round(cpu_skip, 1), "cpu_ms_all": round(cpu_all, 1),
-           "named_tagged_skipped": len(v_skip["storages"]), "named_all": len(v_all["storages"]),
-           "holders": sorted(h["path"] for h in v_skip["holders"])}
+           "named_tagged_skipped": named_skip, "named_all": len(v_all["storages"]), "holders": holders_skip}
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -20,6 +20,7 @@ PREFIXES = [
     "f:m._forward_hooks[0]<closure a|kept>", "f:m._forward_hooks[0]<closure a|kept>[1]", "f:d[\"a'b\"]",
     "f:d['a\\\\b']", "f:o.__dict__['__dict__']", "f:s[<Parameter>]", "f:l[-1]", "<lambda>:x", "f:d[None]",
     "f:x.__dict__['_modules']['0'].__dict__", "f:d['._modules']", "f:t{<Tensor>}", "f:o.attr",
+    "f:l[2].__dict__", "f:l[2].__dict__['_parameters']", "f:l[2].o.__dict__", "f:d{<T>}._buffers",
 ]
 LABELS = ["[3]", "[-1]", "['x']", "['_modules']", "['_parameters']", "['0']", "['']", "[<Parameter>]",
           ".__dict__", "['a.b']", "[\"a'b\"]", "[None]", "[1.5]", ".attr", "<list>", "{<Tensor>}", "",
@@ -39,6 +40,11 @@ def test_an_items_tidy_path_follows_from_its_holders_only_where_tidy_agrees():
             assert got == P.tidy(raw + label), (raw, label)
             if label.startswith("[") and got == text + label:  # the holder of any item, found once
                 assert P.holder_of(got) == P.holder_of(text + "[0]"), (raw, label)
+            names = P.Names({}, {}, False, str)
+            if P._ATTRIBUTE_ITEM.fullmatch(label) and got.endswith("." + label[2:-2]):  # an attribute's
+                prefix = got[: -len(label[2:-2])]
+                assert names._attribute_holder(prefix, got) == P.holder_of(got), (raw, label)
+                assert names._attribute_holder(prefix, prefix + "other") == P.holder_of(prefix + "other")
     assert followed > 100  # most items follow; the rest are tidied whole
 
 

@@ -98,6 +98,7 @@ class Names:
             self.known[r] = (path, r, 0, text, _how_items_follow(path, text))
         self.chosen: dict[int, tuple[int, str]] | None = self._breadth_first(roots) if several else None
         self.item_holders: dict[int, str] = {}  # holder id -> holder_of its items' tidy paths
+        self.attr_holders: dict[str, str] = {}  # "x." -> holder_of("x.a")
         self.done: dict[int, tuple[str, str, int] | None] = {}  # id -> named(id)
 
     def _edge(self, oid: int) -> tuple[int, str] | None:
@@ -170,33 +171,60 @@ class Names:
         done = self.done
         if oid in done:
             return done[oid]
-        e = self.edges.get(oid) if self.chosen is None and oid not in self.known else None
+        known = self.known
+        e = self.edges.get(oid) if self.chosen is None and oid not in known else None
         if type(e) is tuple:  # its one holder, known without a heap pass
-            above = self.known[e[0]] if e[0] in self.known else self.raw(e[0])
-            label = self._label(e[0], e[1])
-            text = _follow(above[3], above[4], label) if above is not None else None
+            up, key = e
+            above = known[up] if up in known else self.raw(up)
+            if above is None:
+                done[oid] = None
+                return None
+            t = type(key)
+            label = f"[{key}]" if t is int else f"[{key!r}]" if t is str else self.label(up, key)
+            if above[4] == _PLAIN and (t is int or _PLAIN_ITEM.fullmatch(label)):  # the most common
+                holder = self.item_holders.get(up) or self._items_holder(up, above[3])
+                done[oid] = out = (above[3] + label, holder, above[1])
+                return out
+            text = _follow(above[3], above[4], label)
             if text is not None:
-                done[oid] = out = (text, self._holder(e[0], above[3], label, text), above[1])  # type: ignore[index]
+                done[oid] = out = (text, self._holder(up, above[3], label, text), above[1])
                 return out
         node = self.raw(oid)
         if node is None:
             done[oid] = None
             return None
         up = node[2]
-        holder = self._holder(up, self.known[up][3], node[0][len(self.known[up][0]):], node[3]) if up else None  # type: ignore[index]
-        done[oid] = out = (node[3], holder or holder_of(node[3]), node[1])
+        if up:
+            above = known[up]
+            holder = self._holder(up, above[3], node[0][len(above[0]):], node[3])  # type: ignore[index]
+        done[oid] = out = (node[3], holder if up else holder_of(node[3]), node[1])
         return out
+
+    def _items_holder(self, up: int, above: str) -> str:
+        holder = self.item_holders[up] = holder_of(above + "[0]")
+        return holder
 
     def _holder(self, up: int, above: str, label: str, text: str) -> str:
         """holder_of(text), the tidy path of the item ``label`` of ``up``
-        (whose tidy path is ``above``): where the item's is its holder's and
-        one bracket more, the same for every item, found once."""
-        if label[0] != "[" or len(text) != len(above) + len(label) or not text.startswith(above):
+        (whose tidy path is ``above``), found once for all its items where
+        the answer is theirs too: an item one bracket more than its holder
+        (``kept[3]``), an attribute (``model.0.weight``, ``box.t``)."""
+        if label[0] != "[":
             return holder_of(text)
-        holder = self.item_holders.get(up)
-        if holder is None:
-            holder = self.item_holders[up] = holder_of(above + "[0]")
-        return holder
+        if len(text) == len(above) + len(label) and text.startswith(above):
+            return self.item_holders.get(up) or self._items_holder(up, above)
+        name = label[2:-2]
+        if _ATTRIBUTE_ITEM.fullmatch(label) and text.endswith("." + name):
+            return self._attribute_holder(text[: -len(name)], text)
+        return holder_of(text)
+
+    def _attribute_holder(self, prefix: str, text: str) -> str:
+        """holder_of(text), text = prefix + an identifier: the holder of
+        prefix + any identifier (``model.0.`` + ``weight``), found once."""
+        attr = self.attr_holders.get(prefix)
+        if attr is None:
+            attr = self.attr_holders[prefix] = holder_of(prefix + "a")
+        return text if attr == prefix + "a" else attr
 
     def object_at(self, oid: int, text: str, holder: str) -> int:
         """The id of the object on ``oid``'s path (``text``: its tidy path)

@@ -22,7 +22,7 @@ import types
 from collections import OrderedDict, defaultdict, deque
 from functools import partial
 from itertools import compress, count, filterfalse, repeat
-from operator import attrgetter, is_
+from operator import attrgetter, is_, not_
 from typing import Any
 
 _DICT = object()  # the edge from an object to its __dict__
@@ -82,15 +82,19 @@ class SoleHolders:
             except Exception:  # changed by another thread meanwhile, an odd proxy: the gc's referrers find it
                 continue
 
-    def add_items(self, container: Any) -> None:
-        """A list's, tuple's or dict's items, held by it, where nothing else is
-        known to hold them (a module's attribute keeps its edge)."""
-        keys: Any = container.keys() if isinstance(container, dict) else range(len(container))
-        values: Any = container.values() if isinstance(container, dict) else container
-        new = dict(zip(map(id, values), zip(repeat(id(container)), keys)))
+    def add_items(self, containers: list[Any]) -> None:
+        """The items of these lists, tuples and dicts, each held by the first
+        that holds it (by its last key there), where nothing else is known
+        to hold it (a module's attribute keeps its edge)."""
+        new: dict[int, tuple[int, Any]] = {}
+        for c in reversed(containers):  # the first container's edges written last
+            if isinstance(c, dict):
+                new.update(zip(map(id, c.values()), zip(repeat(id(c)), c.keys())))
+            else:
+                new.update(zip(map(id, c), zip(repeat(id(c)), count())))
         fresh = list(filterfalse(self.parent.__contains__, new))
         self.parent.update(zip(fresh, map(new.__getitem__, fresh)))
-        self.objs[id(container)] = container
+        self.objs.update(zip(map(id, containers), containers))
 
     def add_closure(self, f: Any) -> None:
         """A function's closure, and the lists, tuples and dicts its cells hold
@@ -108,7 +112,7 @@ class SoleHolders:
             if type(v) in CONTAINERS:
                 self.parent.setdefault(id(v), (id(cell), _CELL))
                 self.objs[id(cell)] = cell
-                self.add_items(v)
+                self.add_items([v])
 
     def add_closures(self, functions: Any) -> None:
         for f in compress(functions, map(attrgetter("__closure__"), functions)):
@@ -165,15 +169,18 @@ def root_containers(sole: SoleHolders, frames: list[types.FrameType]) -> dict[in
                 names.setdefault(id(v), (module, str(name)))
     budget, seen = _ROOT_ITEMS, set(map(id, containers))
     for _ in range(_ROOT_LEVELS):
-        inner: list[Any] = []
+        level: list[Any] = []
         for c in containers:
             cost = len(c) + 16  # a container costs a call besides its items
             if cost > budget:  # a large container is left to the heap passes
                 continue
             budget -= cost
-            sole.add_items(c)
+            level.append(c)
+        sole.add_items(level)
+        inner: list[Any] = []
+        for c in level:
             values = c.values() if isinstance(c, dict) else c
-            inner += [v for v in values if type(v) in CONTAINERS and id(v) not in seen]
-        seen.update(map(id, inner))
-        containers = inner
+            inner += compress(values, map(CONTAINERS.__contains__, map(type, values)))
+        containers = list(compress(inner, map(not_, map(seen.__contains__, map(id, inner)))))
+        seen.update(map(id, containers))
     return names
