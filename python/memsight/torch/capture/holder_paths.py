@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from itertools import filterfalse
 from typing import Any, Callable
 
 _CLOSURE = re.compile(r"<closure ([^>]*)>\[(\d+)\]")
@@ -97,7 +98,7 @@ class Names:
             text = tidy(path)
             self.known[r] = (path, r, 0, text, _how_items_follow(path, text))
         self.chosen: dict[int, tuple[int, str]] | None = self._breadth_first(roots) if several else None
-        self.item_holders: dict[int, str] = {}  # holder id -> holder_of its items' tidy paths
+        self.item_holders: dict[str, str] = {}  # a holder's tidy path -> holder_of its items'
         self.attr_holders: dict[str, str] = {}  # "x." -> holder_of("x.a")
         self.done: dict[int, tuple[str, str, int] | None] = {}  # id -> named(id)
 
@@ -164,55 +165,67 @@ class Names:
             known[n] = top
         return known.setdefault(oid, None)
 
-    def named(self, oid: int) -> tuple[str, str, int] | None:
-        """(tidy path, holder_of it, root id) of ``oid``; None where no root
-        reaches it. An item of a holder whose items' paths follow from its
-        own (most tensors) costs a concatenation, and no raw path."""
-        done = self.done
-        if oid in done:
-            return done[oid]
-        known = self.known
-        e = self.edges.get(oid) if self.chosen is None and oid not in known else None
-        if type(e) is tuple:  # its one holder, known without a heap pass
+    def named_all(self, ids: list[int]) -> list[tuple[str, str, int] | None]:
+        """named() of each of ``ids``, in one loop: an item of a holder whose
+        items' paths follow from its own, by an int index or a plain str key
+        (most tensors: ``kept[3]``, ``state[<Parameter>]['exp_avg']``,
+        ``model.0.weight``), costs a concatenation, and no raw path."""
+        done, known, edges, holders = self.done, self.known, self.edges, self.item_holders
+        plain = _PLAIN_ITEM.fullmatch
+        for oid in ids if self.chosen is None else ():
+            e = edges.get(oid)
+            if type(e) is not tuple or oid in done or oid in known:  # not an item known without a heap pass
+                continue
             up, key = e
             above = known[up] if up in known else self.raw(up)
             if above is None:
                 done[oid] = None
-                return None
+                continue
             t = type(key)
-            label = f"[{key}]" if t is int else f"[{key!r}]" if t is str else self.label(up, key)
-            if above[4] == _PLAIN and (t is int or _PLAIN_ITEM.fullmatch(label)):  # the most common
-                holder = self.item_holders.get(up) or self._items_holder(up, above[3])
-                done[oid] = out = (above[3] + label, holder, above[1])
-                return out
-            text = _follow(above[3], above[4], label)
-            if text is not None:
-                done[oid] = out = (text, self._holder(up, above[3], label, text), above[1])
-                return out
+            label = f"[{key}]" if t is int else f"[{key!r}]" if t is str else ""
+            if not label or (t is str and not plain(label)):
+                continue
+            if above[4] == _PLAIN or (above[4] == _MODULE_DICT and t is int):
+                holder = holders.get(above[3]) or self._items_holder(above[3])
+                done[oid] = (above[3] + label, holder, above[1])
+            else:
+                text = _follow(above[3], above[4], label)
+                if text is not None:
+                    done[oid] = (text, self._holder(above[3], label, text), above[1])
+        for oid in filterfalse(done.__contains__, ids):  # the others: their raw paths
+            self.named(oid)
+        return list(map(done.__getitem__, ids))
+
+    def named(self, oid: int) -> tuple[str, str, int] | None:
+        """(tidy path, holder_of it, root id) of ``oid``; None where no root reaches it."""
+        done = self.done
+        if oid in done:
+            return done[oid]
         node = self.raw(oid)
         if node is None:
             done[oid] = None
             return None
         up = node[2]
         if up:
-            above = known[up]
-            holder = self._holder(up, above[3], node[0][len(above[0]):], node[3])  # type: ignore[index]
+            above = self.known[up]
+            holder = self._holder(above[3], node[0][len(above[0]):], node[3])  # type: ignore[index]
         done[oid] = out = (node[3], holder if up else holder_of(node[3]), node[1])
         return out
 
-    def _items_holder(self, up: int, above: str) -> str:
-        holder = self.item_holders[up] = holder_of(above + "[0]")
+    def _items_holder(self, above: str) -> str:
+        """holder_of(above + "[0]"): of every item one bracket more than ``above``."""
+        holder = self.item_holders[above] = holder_of(above + "[0]")
         return holder
 
-    def _holder(self, up: int, above: str, label: str, text: str) -> str:
-        """holder_of(text), the tidy path of the item ``label`` of ``up``
-        (whose tidy path is ``above``), found once for all its items where
-        the answer is theirs too: an item one bracket more than its holder
+    def _holder(self, above: str, label: str, text: str) -> str:
+        """holder_of(text), the tidy path of the item ``label`` of a holder
+        whose tidy path is ``above``, found once for all its items where the
+        answer is theirs too: an item one bracket more than its holder
         (``kept[3]``), an attribute (``model.0.weight``, ``box.t``)."""
         if label[0] != "[":
             return holder_of(text)
         if len(text) == len(above) + len(label) and text.startswith(above):
-            return self.item_holders.get(up) or self._items_holder(up, above)
+            return self.item_holders.get(above) or self._items_holder(above)
         name = label[2:-2]
         if _ATTRIBUTE_ITEM.fullmatch(label) and text.endswith("." + name):
             return self._attribute_holder(text[: -len(name)], text)

@@ -45,7 +45,7 @@ import types
 import weakref
 from collections import deque
 from functools import partial
-from itertools import compress, filterfalse
+from itertools import compress, filterfalse, repeat
 from operator import attrgetter, itemgetter, not_
 from typing import Any
 
@@ -354,46 +354,28 @@ def holders_value(device_type: str | None = "cuda", skip: Any = (), budget_s: fl
     deadline = start + budget_s
     heap = gc.get_objects()
     tensors, modules = tensors_and_modules(heap, device_type)
-    by_storage: dict[tuple[int, int], list[Any]] = {}
-    skip = set(skip)
-    for t, k in zip(tensors, _storage_keys(tensors)):
-        if k is not None and k not in skip:
-            by_storage.setdefault(k, []).append(t)
     n_tensors = len(tensors)
+    skip = set(skip) | {None}  # None: a tensor without storage
+    by_storage, several, roots = _by_storage(tensors, skip)
     del tensors
     # the last fifth of the budget (at most 50 ms) is kept for the autograd graphs
     walk = _Walk(heap, deadline - min(0.05, budget_s / 5), max_depth, sole_holders(heap, modules))
     del modules
-    roots = [t for ts in by_storage.values() for t in ts]
-    walk.own.update({id(by_storage), id(roots), *map(id, by_storage.values())})
+    walk.own.update({id(by_storage), id(several), id(roots), *map(id, several.values())})
     walk.run(roots)
     names = walk.names()
-    held = [t for t in compress(roots, map(attrgetter("requires_grad"), roots)) if names.named(id(t))]
+    held = list(compress(roots, map(attrgetter("requires_grad"), roots)))
+    held = list(compress(held, names.named_all(list(map(id, held)))))
+    del roots
     saved = _graph_saved(held, deadline)
-    # storage -> ((tidy path, holder, root id), id of the tensor named, suffix), and a tensor of it
-    found: dict[tuple[int, int], tuple[tuple[str, str, int], int, str]] = {}
-    first: dict[tuple[int, int], Any] = {}
-    for key, ts in by_storage.items():
-        if len(ts) == 1:
-            hit = names.named(id(ts[0]))
-            if hit:
-                found[key], first[key] = (hit, id(ts[0]), ""), ts[0]
-            continue
-        ranked = []  # several tensors view it: the first path's (by raw path, then root, then tensor)
-        for t in ts:
-            node = names.raw(id(t))
-            if node is not None:
-                ranked.append(((node[0], node[1], id(t)), t))
-        if ranked:
-            (_, _, tid), t = min(ranked, key=itemgetter(0))
-            found[key], first[key] = (names.named(tid), tid, ""), t  # type: ignore[assignment]
+    found = _found(by_storage, several, names)
     for t in held:  # what their autograd graphs saved, where nothing names it
         for s in saved.get(id(t), ()):
             sk = _storage_at(s)
             if sk is not None and sk not in found and sk not in skip:
-                found[sk], first[sk] = (names.named(id(t)), id(t), ".grad_fn"), s  # type: ignore[assignment]
-    del roots, held, saved
-    holders, storages = _listed(sorted(found.items()), first, names, walk.g)
+                found[sk] = (names.named(id(t)), id(t), ".grad_fn", s)  # type: ignore[assignment]
+    del held, saved
+    holders, storages = _listed(sorted(found.items()), names, walk.g)
     # the heap lists and the graph hold every object: empty them now rather
     # than leave them to the next collection (the next dump would walk them)
     for objs in (walk.heap, walk.passable or []):
@@ -405,16 +387,52 @@ def holders_value(device_type: str | None = "cuda", skip: Any = (), budget_s: fl
             "complete": walk.complete, "tensors": n_tensors, "holders": holders, "storages": storages}
 
 
-def _listed(found: list[tuple[tuple[int, int], tuple[tuple[str, str, int], int, str]]], first: dict[tuple[int, int], Any],
-            names: Names, g: _Graph) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The value's holders and storages from the storages found, in order:
-    each storage's tidy path, and its holder (the container its path goes
-    through last: its type, and where its root is named)."""
+def _by_storage(tensors: list[Any], skip: set[Any]) -> tuple[dict[Any, Any], dict[Any, list[Any]], list[Any]]:
+    """The tensors by storage, those of ``skip`` left out: storage -> a
+    tensor of it; the storages several tensors view -> those tensors; and
+    the tensors, grouped by storage. By C-level maps where, as mostly, each
+    storage has one tensor."""
+    keys = _storage_keys(tensors)
+    kept = list(compress(zip(keys, tensors), map(not_, map(skip.__contains__, keys))))
+    by_storage = dict(kept)
+    if len(by_storage) == len(kept):
+        return by_storage, {}, list(map(itemgetter(1), kept))
+    grouped: dict[Any, list[Any]] = {}
+    for k, t in kept:
+        grouped.setdefault(k, []).append(t)
+    return by_storage, {k: ts for k, ts in grouped.items() if len(ts) > 1}, [t for ts in grouped.values() for t in ts]
+
+
+def _found(by_storage: dict[Any, Any], several: dict[Any, list[Any]], names: Names) -> dict[Any, tuple[Any, ...]]:
+    """storage -> (its tensor's (tidy path, holder, root id), that tensor's
+    id, "", the tensor) for the storages a root reaches; of several tensors,
+    the first path's (by raw path, then root, then id)."""
+    keys = [k for k in by_storage if k not in several] if several else list(by_storage)
+    tensors = list(map(by_storage.__getitem__, keys))
+    hits = names.named_all(list(map(id, tensors)))
+    found = dict(compress(zip(keys, zip(hits, map(id, tensors), repeat(""), tensors)), hits))
+    for key, ts in several.items():
+        ranked = []
+        for t in ts:
+            node = names.raw(id(t))
+            if node is not None:
+                ranked.append(((node[0], node[1], id(t)), t))
+        if ranked:
+            (_, _, tid), t = min(ranked, key=itemgetter(0))
+            found[key] = (names.named(tid), tid, "", t)
+    return found
+
+
+def _listed(found: list[tuple[Any, tuple[Any, ...]]], names: Names,
+            g: _Graph) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The value's holders and storages from the storages found (_found),
+    in order: each storage's tidy path, and its holder (the container its
+    path goes through last: its type, and where its root is named)."""
     holders: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     storages = []
-    sizes = _storage_sizes([first[key] for key, _ in found])
-    for (key, ((text, holder, root), tid, suffix)), size in zip(found, sizes):
+    sizes = _storage_sizes([f[3] for _, f in found])
+    for (key, ((text, holder, root), tid, suffix, _)), size in zip(found, sizes):
         path = text + suffix
         if path.endswith(".grad_fn"):  # a graph's: named by the output that holds the graph
             holder = holder_of(path.removesuffix(".grad_fn"))

@@ -6,8 +6,8 @@ per tensor is what a walk over 100,000s of objects would spend its time on.
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import methodcaller
+from itertools import compress, repeat
+from operator import methodcaller, not_
 from typing import Any
 
 from .sole_holders import _subclasses
@@ -38,7 +38,11 @@ def _storage_keys(tensors: list[Any]) -> list[tuple[int, int] | None]:
         return [_storage_at(t) for t in tensors]
     for i in compress(range(len(offsets)), offsets):  # views into a storage: few
         ptrs[i] -= offsets[i] * tensors[i].element_size()
-    return [((d if d > 0 else 0), p) if p else None for d, p in zip(devices, ptrs)]
+    keys: list[tuple[int, int] | None] = list(zip(map(max, devices, repeat(0)), ptrs))
+    if 0 in ptrs:  # no storage (empty tensors): few
+        for i in compress(range(len(ptrs)), map(not_, ptrs)):
+            keys[i] = None
+    return keys
 
 
 def _storage_size(t: Any) -> int:
