@@ -8,9 +8,9 @@ user code: a global list, a dict keyed by step, a frame-local list and a
 closure of a forward hook. N live tensors in all (default 10,000). Timed:
 ``holders_value`` with the tagged storages skipped (what a dump with
 ``model=``/``optimizer=`` does) and with nothing skipped; medians of 5, wall
-and CPU time.
+and CPU time; the collector off during each run, as a dump has it.
 
-    python3 bench/holders_bench.py [--tensors 10000] [--ballast 0] [--json OUT.json]
+    python3 bench/holders_bench.py [--tensors 10000] [--ballast 0] [--gc-on] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -48,15 +48,24 @@ def build(n: int) -> tuple[torch.nn.Module, dict, list[torch.Tensor]]:
     return model, state, local
 
 
-def timed(skip: set, repeat: int) -> tuple[float, float, dict]:
+def timed(skip: set, repeat: int, gc_on: bool) -> tuple[float, float, dict]:
     """Medians of wall and CPU time (ms): on a shared machine the CPU time
-    is the walk's own, the wall time adds whatever else ran."""
+    is the walk's own, the wall time adds whatever else ran. As a dump runs
+    it (holders_top_level): the collector off, so none of its passes over
+    the heap lands inside the walk (``gc_on``: left on, as the first two
+    passes measured); the previous run's value dropped first, so the walk
+    does not index the bench's own results (a local of this frame)."""
     walls, cpus, value = [], [], {}
     for _ in range(repeat):
+        if not gc_on:
+            value = {}
+            gc.collect()
+            gc.disable()
         t, c = time.perf_counter(), time.process_time()
         value = holders.holders_value(None, skip, budget_s=10.0)
         walls.append(time.perf_counter() - t)
         cpus.append(time.process_time() - c)
+        gc.enable()
     return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3, value
 
 
@@ -66,6 +75,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--ballast", type=int, default=0,
                     help="this many more small dicts on the heap: a process with more libraries loaded")
+    ap.add_argument("--gc-on", action="store_true",
+                    help="the first passes' way: the collector on, the previous results alive during a run")
     ap.add_argument("--json")
     args = ap.parse_args()
     ballast = [{"k": [i]} for i in range(args.ballast)]
@@ -76,13 +87,15 @@ def main() -> None:
             tagged.add((0, t.untyped_storage().data_ptr() if hasattr(t, "untyped_storage") else t.storage().data_ptr()))
     gc.collect()
     heap = len(gc.get_objects())
-    ms_skip, cpu_skip, v_skip = timed(tagged, args.repeat)
-    ms_all, cpu_all, v_all = timed(set(), args.repeat)
+    ms_skip, cpu_skip, v_skip = timed(tagged, args.repeat, args.gc_on)
+    named_skip, holders_skip = len(v_skip["storages"]), sorted(h["path"] for h in v_skip["holders"])
+    if not args.gc_on:
+        v_skip = {}  # the bench's own results: not for the next runs to walk
+    ms_all, cpu_all, v_all = timed(set(), args.repeat, args.gc_on)
     out = {"tensors": args.tensors, "heap_objects": heap, "python": sys.version.split()[0],
            "torch": torch.__version__, "ms_tagged_skipped": round(ms_skip, 1), "ms_all": round(ms_all, 1),
            "cpu_ms_tagged_skipped": round(cpu_skip, 1), "cpu_ms_all": round(cpu_all, 1),
-           "named_tagged_skipped": len(v_skip["storages"]), "named_all": len(v_all["storages"]),
-           "holders": sorted(h["path"] for h in v_skip["holders"])}
+           "named_tagged_skipped": named_skip, "named_all": len(v_all["storages"]), "holders": holders_skip}
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -25,9 +25,11 @@ holds: ``evaluate:outputs[3].grad_fn``.
 Off by default: on with ``MEMSIGHT_HOLDERS=1`` or ``holders=True`` to
 ``record``, OOMObserver or MemorySnapshot (an argument wins over the
 variable). It lists the heap once and passes over it again only for
-holders it cannot climb directly: 86-110 ms for 10,000 tensors of a
-128,000-object heap (bench/holders_bench.py, bench/README.md), more than an
-OOM dump's tens of milliseconds, so it waits for the user to ask. Nothing here raises into training: a failure is logged
+holders it cannot climb directly; paths are built per holder
+(holder_paths.py): 43-64 ms for the 2,500 untagged of 10,000 tensors of a
+128,000-object heap, 89-102 ms for all 10,000 (bench/holders_bench.py,
+bench/README.md), more than an OOM dump's tens of milliseconds, so it
+waits for the user to ask. Nothing here raises into training: a failure is logged
 and the snapshot is written without holders.
 """
 
@@ -45,12 +47,16 @@ import types
 import weakref
 from collections import deque
 from functools import partial
-from itertools import compress
-from operator import not_
+from itertools import compress, filterfalse, repeat
+from operator import attrgetter, itemgetter, not_
 from typing import Any
 
-from .live_storages import _storage_at, _storage_keys, _storage_size, live_tensors
+from .holder_paths import Names, holder_of, tidy
+from .live_storages import _storage_at, _storage_keys, _storage_sizes, live_tensors, tensors_and_modules
 from .sole_holders import SoleHolders, _key_text, root_containers, sole_holders
+
+__all__ = ["HOLDERS_KEY", "acquire_setting", "enabled", "holder_of", "holders_top_level", "holders_value", "live_tensors",
+           "release_setting", "tidy"]
 
 log = logging.getLogger("memsight")
 
@@ -100,12 +106,25 @@ def enabled() -> bool:
 
 
 class _Graph:
-    """The referrer edges found so far: child id -> [(parent id, label)]."""
+    """The referrer edges found so far: child id -> (parent id, key), the one
+    edge known without a heap pass (SoleHolders.label formats it when a path
+    goes through it), or [(parent id, label)], the edges heap passes found."""
 
     def __init__(self) -> None:
         self.objs: dict[int, Any] = {}
-        self.parents: dict[int, list[tuple[int, str]]] = {}
+        self.parents: dict[int, Any] = {}
         self.roots: dict[int, tuple[str, dict[str, Any]]] = {}  # id -> (root path, where)
+        self.several = False  # whether some object has more than one edge
+
+    def add_edge(self, child: int, parent: int, label: str, sole: SoleHolders) -> None:
+        edges = self.parents.get(child)
+        if edges is None:
+            self.parents[child] = [(parent, label)]
+            return
+        if type(edges) is tuple:  # not seen: what a heap pass asks for had no known holder
+            edges = self.parents[child] = [(edges[0], sole.label(*edges))]
+        edges.append((parent, label))
+        self.several = True
 
 
 def _edge_labels(parent: Any, wanted: set[int]) -> list[tuple[int, str]]:
@@ -179,10 +198,9 @@ def _root_of_global(module: str, name: str) -> tuple[str, dict[str, Any]]:
 class _Walk:
     """One upward walk from a set of tensors, bounded by depth and time."""
 
-    def __init__(self, heap: list[Any], deadline: float, max_depth: int, kinds: list[type],
-                 sole: SoleHolders) -> None:
+    def __init__(self, heap: list[Any], deadline: float, max_depth: int, sole: SoleHolders) -> None:
         self.heap = heap
-        self.kinds = kinds  # type of each object of heap
+        self.passable: list[Any] | None = None
         self.sole = sole
         self.deadline = deadline
         self.max_depth = max_depth
@@ -194,7 +212,7 @@ class _Walk:
             for name, v in f.f_locals.items():
                 self.locals.setdefault(id(v), []).append((f, name))
         self.global_names = root_containers(self.sole, frames)
-        self.own = {id(self.g.objs), id(self.heap), id(self.g.parents), id(self.locals), id(kinds),
+        self.own = {id(self.g.objs), id(self.heap), id(self.g.parents), id(self.locals),
                     id(sole.parent), id(sole.objs)}
         self.complete = True
 
@@ -205,8 +223,10 @@ class _Walk:
             # a tuple handed to f(*args) is the call's argument tuple itself: one of the referrers
             return [r for r in gc.get_referrers(*args) if r is not args]
         ids = {id(o) for o in frontier}
-        heap = list(compress(self.heap, map(not_, map(_NEVER.__contains__, self.kinds))))
-        self.own.add(id(heap))
+        if self.passable is None:  # the heap but what holds no tensor, once for every pass
+            self.passable = list(compress(self.heap, map(not_, map(_NEVER.__contains__, map(type, self.heap)))))
+            self.own.add(id(self.passable))
+        heap = self.passable
         out: list[Any] = []
         # A chunk's referents at once first (one call, one list): the few
         # chunks that hold any of `ids` are then asked object by object.
@@ -218,51 +238,39 @@ class _Walk:
                 out.extend(compress(chunk, hits))
         return out
 
-    def _name_roots(self, obj: Any) -> bool:
-        """Records ``obj`` as a root if a frame local names it; True if so."""
-        named = self.locals.get(id(obj))
-        if not named:
-            where = self.global_names.get(id(obj))
-            if where is None:
-                return False
-            self.g.roots[id(obj)] = _root_of_global(*where)
-            return True
-        f, name = named[0]
-        self.g.roots[id(obj)] = _root_of_frame_local(f, name)
-        return True
-
-    def _reached(self, r: Any, nxt: list[Any]) -> None:
-        """``r`` holds something on a path: climb on from it, unless a frame
-        local names it or it was reached already."""
-        if id(r) not in self.g.objs:
-            self.g.objs[id(r)] = r
-            if not self._name_roots(r):
-                nxt.append(r)
+    def _reach(self, objs: Any) -> list[Any]:
+        """Records the objects of ``objs`` not reached yet, in order (those a
+        frame local or a global names as roots); returns the others, to climb
+        on from. By C-level maps: it meets every tensor and every holder."""
+        g = self.g
+        fresh = dict(zip(map(id, objs), objs))
+        new = list(filterfalse(g.objs.__contains__, fresh))
+        g.objs.update(zip(new, map(fresh.__getitem__, new)))
+        named = self.locals.keys() & new | self.global_names.keys() & new
+        if named:
+            for oid in compress(new, map(named.__contains__, new)):
+                local = self.locals.get(oid)
+                g.roots[oid] = _root_of_frame_local(*local[0]) if local else _root_of_global(*self.global_names[oid])
+            new = list(filterfalse(named.__contains__, new))
+        return list(map(fresh.__getitem__, new))
 
     def _climb_sole(self, frontier: list[Any]) -> list[Any]:
         """Climbs from ``frontier`` through the objects one other object
         holds, as far as they go (no level counted: it costs no heap
         pass); returns the objects reached that need the gc's referrers."""
-        rest = []
+        rest: list[Any] = []
+        parent, holders = self.sole.parent, self.sole.objs
         while frontier:
             self.sole.climb_closures(frontier)
-            more: list[Any] = []
-            for o in frontier:
-                up = self.sole.up(o)
-                if up is None:
-                    rest.append(o)
-                else:
-                    self.g.parents.setdefault(id(o), []).append(up)
-                    self._reached(self.sole.objs[up[0]], more)
-            frontier = more
+            ups = list(map(parent.get, map(id, frontier)))
+            rest += compress(frontier, map(not_, ups))
+            self.g.parents.update(zip(map(id, compress(frontier, ups)), compress(ups, ups)))
+            frontier = self._reach(list(map(holders.__getitem__, map(itemgetter(0), filter(None, ups)))))
         return rest
 
     def run(self, tensors: list[Any]) -> None:
         g = self.g
-        nxt: list[Any] = []
-        for t in tensors:
-            self._reached(t, nxt)
-        frontier = nxt
+        frontier = self._reach(tensors)
         own_frames = {id(sys._getframe())}
         for _ in range(self.max_depth):
             if not frontier:
@@ -290,59 +298,15 @@ class _Walk:
                             g.roots[id(v)] = _root_of_frame_local(r, k)
                 else:
                     for cid, label in _edge_labels(r, wanted):
-                        g.parents.setdefault(cid, []).append((rid, label))
-                    self._reached(r, nxt)
+                        g.add_edge(cid, rid, label, self.sole)
+                    nxt += self._reach((r,))
             frontier = nxt
         if frontier:
             self.complete = False
 
-    def paths(self) -> dict[int, tuple[str, int, int]]:
-        """id -> (path from its nearest root, id of that root, id of the
-        object above it on the path; 0 at a root), shortest first."""
-        g = self.g
-        children: dict[int, list[tuple[int, str]]] = {}
-        for c, ps in g.parents.items():
-            for p, label in ps:
-                children.setdefault(p, []).append((c, label))
-        out: dict[int, tuple[str, int, int]] = {}
-        queue: deque[int] = deque()
-        for rid, (path, _) in g.roots.items():
-            out[rid] = (path, rid, 0)
-            queue.append(rid)
-        while queue:
-            n = queue.popleft()
-            path, root, _ = out[n]
-            for c, label in children.get(n, ()):
-                if c not in out:
-                    out[c] = (path + label, root, n)
-                    queue.append(c)
-        return out
-
-
-_CLOSURE = re.compile(r"<closure ([^>]*)>\[(\d+)\]")
-_ATTRIBUTE = re.compile(r"\.__dict__\['([A-Za-z_][A-Za-z0-9_]*)'\]")
-_MODULE_DICTS = re.compile(r"\._(?:modules|parameters|buffers)\['([^']*)'\]")
-
-
-def tidy(path: str) -> str:
-    """A path as a person writes it: ``.__dict__['x']`` -> ``.x``, a module's
-    ``._modules['1']`` -> ``.1``."""
-    if "<closure " in path:
-        path = _CLOSURE.sub(lambda m: " \u2192 " + m.group(1).split("|")[int(m.group(2))], path)
-    if ".__dict__[" in path:
-        path = _ATTRIBUTE.sub(r".\1", path)
-    return _MODULE_DICTS.sub(r".\1", path) if "._" in path else path
-
-
-_LAST_INDEXES = re.compile(r"(\[[^\[\]]*\]|\{[^{}]*\})+(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-def holder_of(path: str) -> str:
-    """The container a path goes through last: ``kept[11]`` -> ``kept``,
-    ``cache[7][0]`` -> ``cache``, ``h[3].loss`` -> ``h``; a path without an
-    index is its own holder."""
-    m = _LAST_INDEXES.search(path)
-    return path[: m.start()] if m and m.start() > 0 else path
+    def names(self) -> Names:
+        return Names(self.g.parents, {r: path for r, (path, _) in self.g.roots.items()}, self.g.several,
+                     self.sole.label)
 
 
 def _graph_saved(tensors: list[Any], deadline: float) -> dict[int, list[Any]]:
@@ -391,76 +355,100 @@ def holders_value(device_type: str | None = "cuda", skip: Any = (), budget_s: fl
     start = time.perf_counter()
     deadline = start + budget_s
     heap = gc.get_objects()
-    kinds = list(map(type, heap))
-    tensors = live_tensors(heap, device_type, kinds)
-    by_storage: dict[tuple[int, int], list[Any]] = {}
-    skip = set(skip)
-    for t, k in zip(tensors, _storage_keys(tensors)):
-        if k is not None and k not in skip:
-            by_storage.setdefault(k, []).append(t)
+    tensors, modules = tensors_and_modules(heap, device_type)
     n_tensors = len(tensors)
+    skip = set(skip) | {None}  # None: a tensor without storage
+    by_storage, several, roots = _by_storage(tensors, skip)
     del tensors
     # the last fifth of the budget (at most 50 ms) is kept for the autograd graphs
     reserve = min(0.05, budget_s / 5)
-    walk = _Walk(heap, deadline - reserve, max_depth, kinds, sole_holders(heap, kinds))
-    roots = [t for ts in by_storage.values() for t in ts]
-    walk.own.update({id(by_storage), id(roots), *map(id, by_storage.values())})
+    walk = _Walk(heap, deadline - reserve, max_depth, sole_holders(heap, modules))
+    del modules
+    walk.own.update({id(by_storage), id(several), id(roots), *map(id, several.values())})
     walk.run(roots)
-    paths = walk.paths()
-    held = [t for t in roots if id(t) in paths and t.requires_grad]
+    names = walk.names()
+    held = list(compress(roots, map(attrgetter("requires_grad"), roots)))
+    held = list(compress(held, names.named_all(list(map(id, held)))))
+    del roots
     # The graphs get their reserve however long the heap's passes took: in a
     # large process those can use the whole budget, and then a loss kept with
     # its graph would be named without what the graph keeps (most of the memory).
     saved = _graph_saved(held, max(deadline, time.perf_counter() + reserve))
-    found: dict[tuple[int, int], tuple[str, int, int]] = {}
-    first: dict[tuple[int, int], Any] = {}  # a tensor of each storage found
-    for key, ts in by_storage.items():
-        hits = [(paths[id(t)][:2] + (id(t),), t) for t in ts if id(t) in paths]
-        if hits:
-            found[key], first[key] = min(hits, key=lambda h: h[0])
+    found = _found(by_storage, several, names)
     for t in held:  # what their autograd graphs saved, where nothing names it
         for s in saved.get(id(t), ()):
             sk = _storage_at(s)
             if sk is not None and sk not in found and sk not in skip:
-                path, root = paths[id(t)][:2]
-                found[sk], first[sk] = (path + ".grad_fn", root, id(t)), s
-    del roots, held, saved
-    holders: list[dict[str, Any]] = []
-    index: dict[str, int] = {}
-    storages = []
-    for key, (raw, root, tid) in sorted(found.items()):
-        path = tidy(raw)
-        holder = holder_of(path.removesuffix(".grad_fn"))
-        h = index.get(holder)
-        if h is None:
-            h = index[holder] = len(holders)
-            holders.append({"path": holder, "type": _type_at(walk, paths, tid, holder),
-                            **walk.g.roots[root][1]})
-        storages.append({"device": key[0], "addr": key[1], "size": _storage_size(first[key]), "holder": h,
-                         "path": path})
-    # the heap list and the graph hold every object: empty them now rather
+                found[sk] = (names.named(id(t)), id(t), ".grad_fn", s)  # type: ignore[assignment]
+    del held, saved
+    holders, storages = _listed(sorted(found.items()), names, walk.g)
+    # the heap lists and the graph hold every object: empty them now rather
     # than leave them to the next collection (the next dump would walk them)
-    heap_list = walk.heap
-    walk.heap = []
-    heap_list.clear()
+    for objs in (walk.heap, walk.passable or []):
+        objs.clear()
     walk.g = _Graph()
     walk.locals.clear()
-    walk.kinds = []
-    kinds.clear()
     walk.sole = SoleHolders()
     return {"version": 1, "elapsed_ms": round((time.perf_counter() - start) * 1e3, 3),
             "complete": walk.complete, "tensors": n_tensors, "holders": holders, "storages": storages}
 
 
-def _type_at(walk: _Walk, paths: dict[int, tuple[str, int, int]], oid: int, holder: str) -> str:
-    """The type name of the object on ``oid``'s path whose path is ``holder``."""
-    while oid:
-        path, _, up = paths[oid]
-        if tidy(path) == holder:
-            obj = walk.g.objs.get(oid)
-            return type(obj).__name__ if obj is not None else ""
-        oid = up
-    return ""
+def _by_storage(tensors: list[Any], skip: set[Any]) -> tuple[dict[Any, Any], dict[Any, list[Any]], list[Any]]:
+    """The tensors by storage, those of ``skip`` left out: storage -> a
+    tensor of it; the storages several tensors view -> those tensors; and
+    the tensors, grouped by storage. By C-level maps where, as mostly, each
+    storage has one tensor."""
+    keys = _storage_keys(tensors)
+    kept = list(compress(zip(keys, tensors), map(not_, map(skip.__contains__, keys))))
+    by_storage = dict(kept)
+    if len(by_storage) == len(kept):
+        return by_storage, {}, list(map(itemgetter(1), kept))
+    grouped: dict[Any, list[Any]] = {}
+    for k, t in kept:
+        grouped.setdefault(k, []).append(t)
+    return by_storage, {k: ts for k, ts in grouped.items() if len(ts) > 1}, [t for ts in grouped.values() for t in ts]
+
+
+def _found(by_storage: dict[Any, Any], several: dict[Any, list[Any]], names: Names) -> dict[Any, tuple[Any, ...]]:
+    """storage -> (its tensor's (tidy path, holder, root id), that tensor's
+    id, "", the tensor) for the storages a root reaches; of several tensors,
+    the first path's (by raw path, then root, then id)."""
+    keys = [k for k in by_storage if k not in several] if several else list(by_storage)
+    tensors = list(map(by_storage.__getitem__, keys))
+    hits = names.named_all(list(map(id, tensors)))
+    found = dict(compress(zip(keys, zip(hits, map(id, tensors), repeat(""), tensors)), hits))
+    for key, ts in several.items():
+        ranked = []
+        for t in ts:
+            node = names.raw(id(t))
+            if node is not None:
+                ranked.append(((node[0], node[1], id(t)), t))
+        if ranked:
+            (_, _, tid), t = min(ranked, key=itemgetter(0))
+            found[key] = (names.named(tid), tid, "", t)
+    return found
+
+
+def _listed(found: list[tuple[Any, tuple[Any, ...]]], names: Names,
+            g: _Graph) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The value's holders and storages from the storages found (_found),
+    in order: each storage's tidy path, and its holder (the container its
+    path goes through last: its type, and where its root is named)."""
+    holders: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    storages = []
+    sizes = _storage_sizes([f[3] for _, f in found])
+    for (key, ((text, holder, root), tid, suffix, _)), size in zip(found, sizes):
+        path = text + suffix
+        if path.endswith(".grad_fn"):  # a graph's: named by the output that holds the graph
+            holder = holder_of(path.removesuffix(".grad_fn"))
+        h = index.get(holder)
+        if h is None:
+            h = index[holder] = len(holders)
+            obj = g.objs.get(names.object_at(tid, text, holder))
+            holders.append({"path": holder, "type": type(obj).__name__ if obj is not None else "", **g.roots[root][1]})
+        storages.append({"device": key[0], "addr": key[1], "size": size, "holder": h, "path": path})
+    return holders, storages
 
 
 def holders_top_level(skip: Any = (), device_type: str | None = "cuda") -> dict[str, Any]:

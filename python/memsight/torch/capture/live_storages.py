@@ -6,7 +6,8 @@ per tensor is what a walk over 100,000s of objects would spend its time on.
 
 from __future__ import annotations
 
-from itertools import compress
+from itertools import compress, repeat
+from operator import methodcaller, not_
 from typing import Any
 
 from .sole_holders import _subclasses
@@ -37,7 +38,11 @@ def _storage_keys(tensors: list[Any]) -> list[tuple[int, int] | None]:
         return [_storage_at(t) for t in tensors]
     for i in compress(range(len(offsets)), offsets):  # views into a storage: few
         ptrs[i] -= offsets[i] * tensors[i].element_size()
-    return [((d if d > 0 else 0), p) if p else None for d, p in zip(devices, ptrs)]
+    keys: list[tuple[int, int] | None] = list(zip(map(max, devices, repeat(0)), ptrs))
+    if 0 in ptrs:  # no storage (empty tensors): few
+        for i in compress(range(len(ptrs)), map(not_, ptrs)):
+            keys[i] = None
+    return keys
 
 
 def _storage_size(t: Any) -> int:
@@ -46,6 +51,18 @@ def _storage_size(t: Any) -> int:
         return int(st.nbytes() if hasattr(st, "nbytes") else st.size() * st.element_size())
     except Exception:
         return 0
+
+
+def _storage_sizes(tensors: list[Any]) -> list[int]:
+    """_storage_size of each tensor, by C-level maps over torch's own methods;
+    one by one where some tensor has no storage to ask."""
+    import torch
+
+    storage = getattr(torch.Tensor, "untyped_storage", None) or getattr(torch.Tensor, "_storage", None)
+    try:
+        return list(map(int, map(methodcaller("nbytes"), map(storage, tensors))))  # type: ignore[arg-type]
+    except Exception:  # meta, sparse, a subclass without storage, a torch without these methods
+        return list(map(_storage_size, tensors))
 
 
 def live_tensors(objs: list[Any], device_type: str | None, kinds: list[type] | None = None) -> list[Any]:
@@ -57,8 +74,25 @@ def live_tensors(objs: list[Any], device_type: str | None, kinds: list[type] | N
 
     tensor_types = _subclasses(torch.Tensor)
     out = list(compress(objs, map(tensor_types.__contains__, map(type, objs) if kinds is None else kinds)))
+    return _on_device(out, device_type)
+
+
+def tensors_and_modules(objs: list[Any], device_type: str | None) -> tuple[list[Any], list[Any]]:
+    """live_tensors(objs, device_type), and the ``nn.Module`` objects among
+    ``objs``: one pass over the heap for both (each pass costs milliseconds)."""
+    import torch
+
+    tensor_types = _subclasses(torch.Tensor)
+    module_types = _subclasses(torch.nn.Module)
+    picked = list(compress(objs, map((tensor_types | module_types).__contains__, map(type, objs))))
+    kinds = list(map(type, picked))
+    tensors = list(compress(picked, map(tensor_types.__contains__, kinds)))
+    return _on_device(tensors, device_type), list(compress(picked, map(module_types.__contains__, kinds)))
+
+
+def _on_device(tensors: list[Any], device_type: str | None) -> list[Any]:
     if device_type == "cuda":
-        out = [t for t in out if t.is_cuda]
-    elif device_type is not None:
-        out = [t for t in out if t.device.type == device_type]
-    return out
+        return [t for t in tensors if t.is_cuda]
+    if device_type is not None:
+        return [t for t in tensors if t.device.type == device_type]
+    return tensors

@@ -22,7 +22,7 @@ import types
 from collections import OrderedDict, defaultdict, deque
 from functools import partial
 from itertools import compress, count, filterfalse, repeat
-from operator import attrgetter, is_
+from operator import attrgetter, is_, not_
 from typing import Any
 
 _DICT = object()  # the edge from an object to its __dict__
@@ -45,25 +45,22 @@ def _key_text(k: Any) -> str:
 
 
 class SoleHolders:
-    """``up(obj)``: (holder id, label) of an object one other object holds, or None."""
+    """``parent``: child id -> (holder id, key) of an object one other object
+    holds; ``label(holder id, key)``: how the path shows that edge."""
 
     def __init__(self) -> None:
         self.parent: dict[int, tuple[int, Any]] = {}  # child id -> (holder id, key)
         self.objs: dict[int, Any] = {}  # holder id -> holder
         self.functions: Any = None  # the heap's functions, when called (climb_closures)
 
-    def up(self, obj: Any) -> tuple[int, str] | None:
-        edge = self.parent.get(id(obj))
-        if edge is None:
-            return None
-        holder, key = edge
+    def label(self, holder: int, key: Any) -> str:
         if key is _DICT:
-            return holder, ".__dict__"
+            return ".__dict__"
         if key is _CLOSURE:
-            return holder, f"<closure {'|'.join(self.objs[holder].__code__.co_freevars)}>"
+            return f"<closure {'|'.join(self.objs[holder].__code__.co_freevars)}>"
         if key is _CELL:
-            return holder, ""
-        return holder, f"[{_key_text(key)}]"
+            return ""
+        return f"[{_key_text(key)}]"
 
     def _held_by(self, holder: Any, children: Any, keys: Any) -> None:
         self.parent.update(zip(map(id, children), zip(repeat(id(holder)), keys)))
@@ -85,15 +82,19 @@ class SoleHolders:
             except Exception:  # changed by another thread meanwhile, an odd proxy: the gc's referrers find it
                 continue
 
-    def add_items(self, container: Any) -> None:
-        """A list's, tuple's or dict's items, held by it, where nothing else is
-        known to hold them (a module's attribute keeps its edge)."""
-        keys: Any = container.keys() if isinstance(container, dict) else range(len(container))
-        values: Any = container.values() if isinstance(container, dict) else container
-        new = dict(zip(map(id, values), zip(repeat(id(container)), keys)))
+    def add_items(self, containers: list[Any]) -> None:
+        """The items of these lists, tuples and dicts, each held by the first
+        that holds it (by its last key there), where nothing else is known
+        to hold it (a module's attribute keeps its edge)."""
+        new: dict[int, tuple[int, Any]] = {}
+        for c in reversed(containers):  # the first container's edges written last
+            if isinstance(c, dict):
+                new.update(zip(map(id, c.values()), zip(repeat(id(c)), c.keys())))
+            else:
+                new.update(zip(map(id, c), zip(repeat(id(c)), count())))
         fresh = list(filterfalse(self.parent.__contains__, new))
         self.parent.update(zip(fresh, map(new.__getitem__, fresh)))
-        self.objs[id(container)] = container
+        self.objs.update(zip(map(id, containers), containers))
 
     def add_closure(self, f: Any) -> None:
         """A function's closure, and the lists, tuples and dicts its cells hold
@@ -111,7 +112,7 @@ class SoleHolders:
             if type(v) in CONTAINERS:
                 self.parent.setdefault(id(v), (id(cell), _CELL))
                 self.objs[id(cell)] = cell
-                self.add_items(v)
+                self.add_items([v])
 
     def add_closures(self, functions: Any) -> None:
         for f in compress(functions, map(attrgetter("__closure__"), functions)):
@@ -123,21 +124,18 @@ class SoleHolders:
         """Adds the closures' edges the first time a cell whose function is not
         known yet (a hook's is) is to be climbed from: most walks meet none, and
         finding them costs a heap pass."""
-        if self.functions is not None and any(
+        if self.functions is not None and types.CellType in set(map(type, frontier)) and any(
                 type(o) is types.CellType and id(o) not in self.parent for o in frontier):
             functions, self.functions = self.functions, None
             self.add_closures(functions())
 
 
-def sole_holders(heap: list[Any], kinds: list[type]) -> SoleHolders:
-    """The sole holders among the gc's objects ``heap`` (``kinds``: their
-    types, one each, as the caller already has them)."""
-    import torch
-
-    module_types = _subclasses(torch.nn.Module)
+def sole_holders(heap: list[Any], modules: list[Any]) -> SoleHolders:
+    """The sole holders among the gc's objects ``heap``, whose ``nn.Module``
+    objects are ``modules`` (the caller picks them in its pass over the heap)."""
     out = SoleHolders()
-    out.add_modules(list(compress(heap, map(module_types.__contains__, kinds))))
-    out.functions = lambda: list(compress(heap, map(partial(is_, types.FunctionType), kinds)))
+    out.add_modules(modules)
+    out.functions = lambda: list(compress(heap, map(partial(is_, types.FunctionType), map(type, heap))))
     return out
 
 
@@ -171,15 +169,18 @@ def root_containers(sole: SoleHolders, frames: list[types.FrameType]) -> dict[in
                 names.setdefault(id(v), (module, str(name)))
     budget, seen = _ROOT_ITEMS, set(map(id, containers))
     for _ in range(_ROOT_LEVELS):
-        inner: list[Any] = []
+        level: list[Any] = []
         for c in containers:
             cost = len(c) + 16  # a container costs a call besides its items
             if cost > budget:  # a large container is left to the heap passes
                 continue
             budget -= cost
-            sole.add_items(c)
+            level.append(c)
+        sole.add_items(level)
+        inner: list[Any] = []
+        for c in level:
             values = c.values() if isinstance(c, dict) else c
-            inner += [v for v in values if type(v) in CONTAINERS and id(v) not in seen]
-        seen.update(map(id, inner))
-        containers = inner
+            inner += compress(values, map(CONTAINERS.__contains__, map(type, values)))
+        containers = list(compress(inner, map(not_, map(seen.__contains__, map(id, inner)))))
+        seen.update(map(id, containers))
     return names
