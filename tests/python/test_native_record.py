@@ -21,10 +21,14 @@ class FakeUnwinder:
 
     def __init__(self) -> None:
         self.enabled: list[bool] = []
+        self.compacted: list[bool] = []
         self.checked = 0
 
     def enable(self, on: bool = True) -> None:
         self.enabled.append(on)
+
+    def compact(self, on: bool = True) -> None:
+        self.compacted.append(on)
 
     def check_here(self) -> int:  # the caller's depth, as the real one counts frames
         self.checked += 1
@@ -61,6 +65,22 @@ def test_answers_only_while_memsight_records_once_checked(fresh_state: Any, monk
     monkeypatch.setenv("MEMSIGHT_NATIVE_RECORD", "0")
     _native_record.set_recording(True)  # turned off: never answers
     assert fake.enabled[-1] is False
+
+
+def test_stack_ids_only_when_asked_for_and_never_with_cpp_frames(fresh_state: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeUnwinder()
+    monkeypatch.setattr(_native_record, "build_unwinder", lambda torch: fake)
+    monkeypatch.delenv("MEMSIGHT_NATIVE_STACK_IDS", raising=False)
+    _native_record.prepare(wait=True)
+    assert fake.compacted[:2] == [False, True] and fake.compacted[-1] is False  # checked both ways, then off
+    _native_record.set_recording(True)
+    assert fake.compacted[-1] is False  # off until asked for
+    monkeypatch.setenv("MEMSIGHT_NATIVE_STACK_IDS", "1")
+    _native_record.set_recording(True)
+    assert fake.compacted[-1] is True
+    _native_record.set_recording(True, cpp_frames=True)  # torch interleaves C++ frames one by one
+    assert fake.compacted[-1] is False
 
 
 def test_a_failed_build_warns_once_and_leaves_torchs_unwinder(fresh_state: Any, monkeypatch: pytest.MonkeyPatch,

@@ -38,7 +38,17 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     assert r.returncode == 0, r.stderr
     lib = ctypes.CDLL(str(out))  # CDLL releases the GIL, as torch's allocator runs
     lib.memsight_unwinder_counts.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+    lib.memsight_unwinder_compact.argtypes = [ctypes.c_int]
     return lib
+
+
+@pytest.fixture(params=["frames", "stack ids"], autouse=True)
+def compact(request: pytest.FixtureRequest, lib: ctypes.CDLL) -> object:
+    # Every test runs twice: each event's frames, and one frame standing for
+    # the whole stack, expanded when symbolised (MEMSIGHT_NATIVE_STACK_IDS).
+    lib.memsight_unwinder_compact(1 if request.param == "stack ids" else 0)
+    yield request.param
+    lib.memsight_unwinder_compact(0)
 
 
 def check(lib: ctypes.CDLL) -> int:

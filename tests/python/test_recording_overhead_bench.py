@@ -48,3 +48,21 @@ def test_the_table_from_synthetic_rounds(bench):
 def test_a_mode_it_does_not_know_is_refused(bench, capsys):
     assert bench.main(["--modes", "none,torch-everything"]) == 2
     assert "unknown mode 'torch-everything'" in capsys.readouterr().err
+
+
+def test_the_unwinder_gather_bench_times_every_mode(capsys):
+    import shutil
+    import sys
+    import sysconfig
+
+    if not ((3, 11) <= sys.version_info[:2] <= (3, 12)) or shutil.which("g++") is None \
+            or not (Path(sysconfig.get_paths()["include"]) / "internal" / "pycore_frame.h").is_file():
+        pytest.skip("the unwinder reads CPython 3.11/3.12 frames; needs g++ and Python's internal headers")
+    spec = importlib.util.spec_from_file_location("unwinder_gather_bench", SCRIPT.parent / "unwinder_gather_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--depth", "5", "--n", "20", "--ring", "10", "--rounds", "1", "--pollute", "8"]) == 0
+    out = capsys.readouterr().out
+    for mode in module.MODES:  # each mode timed with and without other memory written between gathers
+        rows = [line.split() for line in out.splitlines() if line.split()[:1] == [mode]]
+        assert len(rows) == 2 and all(float(r[1]) > 0 for r in rows), out

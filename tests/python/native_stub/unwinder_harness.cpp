@@ -90,3 +90,29 @@ SymbolizedTracebacks symbolize(const std::vector<CapturedTraceback*>& tbs) {
   return r;
 }
 }  // namespace torch
+
+// For bench/unwinder_gather_bench.py: gathers the calling thread's stack n
+// times as torch's allocator does, keeping the last `ring` tracebacks alive
+// (torch's ring buffer: each new entry destroys the oldest) and, between
+// gathers, writing `pollute_kb` KiB of other memory (the rest of a training
+// step's work, which evicts the unwinder's data from the caches). Returns the
+// nanoseconds spent in gather and in destroying the oldest, only.
+#include <chrono>
+#include <deque>
+
+extern "C" __attribute__((visibility("default"))) long long memsight_harness_gather_ns(
+    int n, int ring, int pollute_kb) {
+  std::deque<std::shared_ptr<torch::CapturedTraceback>> kept;
+  std::vector<char> other(static_cast<size_t>(pollute_kb) * 1024 + 1);
+  long long ns = 0;
+  for (int i = 0; i < n; ++i) {
+    for (size_t k = 0; k + 1 < other.size(); k += 64) other[k] = static_cast<char>(other[k] + i);
+    auto t0 = std::chrono::steady_clock::now();
+    kept.push_back(torch::CapturedTraceback::gather(true, false, false));
+    if (static_cast<int>(kept.size()) > ring) kept.pop_front();
+    ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+  }
+  return ns + other[0] * 0;
+}

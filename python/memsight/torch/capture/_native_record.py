@@ -16,6 +16,14 @@ memsight records; all on a background thread, so recording starts at once
 with torch's unwinder and turns cheap when the check has passed. Where it
 cannot be built or the check differs, one warning says why and torch's
 unwinder stays. ``MEMSIGHT_NATIVE_RECORD=0`` turns it off.
+
+``MEMSIGHT_NATIVE_STACK_IDS=1`` (off by default until the GPU suite has
+compared it with torch's recording) makes each event's stack one frame that
+stands for the whole distinct stack, expanded when the snapshot is taken:
+torch then stores 16 bytes an event instead of every frame. Only for
+Python-only stacks: with C++ frames (``stacks="all"``) torch places each
+Python frame at an interpreter frame of the C++ stack, which needs them one
+by one.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import logging
+import os
 import sysconfig
 import threading
 import time
@@ -35,7 +44,7 @@ from . import _native_counters as build
 from . import _native_dump
 
 log = logging.getLogger("memsight.torch")
-ABI = 2  # memsight_unwinder_abi() in native/python_unwinder.cpp (2: counts gives four values)
+ABI = 3  # memsight_unwinder_abi() in native/python_unwinder.cpp (3: compact stacks)
 
 
 class NativeUnwinder:
@@ -45,6 +54,7 @@ class NativeUnwinder:
         lib = ctypes.CDLL(str(path))  # CDLL: calls run without the GIL, as the check needs
         lib.memsight_unwinder_abi.restype = ctypes.c_int
         lib.memsight_unwinder_enable.argtypes = [ctypes.c_int]
+        lib.memsight_unwinder_compact.argtypes = [ctypes.c_int]
         lib.memsight_unwinder_check.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_int]
         lib.memsight_unwinder_check_thread.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.memsight_unwinder_counts.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
@@ -55,6 +65,10 @@ class NativeUnwinder:
 
     def enable(self, on: bool = True) -> None:
         self._lib.memsight_unwinder_enable(1 if on else 0)
+
+    def compact(self, on: bool = True) -> None:
+        """Each event's stack as one frame standing for the whole stack."""
+        self._lib.memsight_unwinder_compact(1 if on else 0)
 
     def check_here(self) -> int:
         """Compares this unwinder with torch's on the calling thread's stack; returns the
@@ -86,12 +100,15 @@ def check(unwinder: NativeUnwinder) -> None:
     def generator() -> Any:
         yield unwinder.check_here()
 
-    shallow = unwinder.check_here()
-    if deep(12) != shallow + 13:  # deep(12) .. deep(0)
-        raise MemsightError("the native unwinder's depth does not follow the stack")
-    next(generator())
-    [unwinder.check_here() for _ in range(1)]  # noqa: C416 - a comprehension's own frame
-    unwinder.check_thread()
+    for compact in (False, True):  # each event's frames, and one frame for the whole stack
+        unwinder.compact(compact)
+        shallow = unwinder.check_here()
+        if deep(12) != shallow + 13:  # deep(12) .. deep(0)
+            raise MemsightError("the native unwinder's depth does not follow the stack")
+        next(generator())
+        [unwinder.check_here() for _ in range(1)]  # noqa: C416 - a comprehension's own frame
+        unwinder.check_thread()
+    unwinder.compact(False)
 
 
 def build_unwinder(torch: Any) -> NativeUnwinder:
@@ -118,6 +135,7 @@ class _State:
         self.error: str | None = None
         self.seconds: dict[str, float] = {}
         self.recording = False  # memsight is recording: the unwinder answers once checked
+        self.cpp_frames = False  # the recording takes C++ frames too (stacks="all")
 
 
 _state = _State()
@@ -143,7 +161,7 @@ def _prepare() -> None:
         return
     with _state.lock:
         _state.unwinder = unwinder
-        unwinder.enable(_state.recording)
+        _answer()
     atexit.register(unwinder.enable, False)  # torch's unwinder for whatever is freed at exit
     _state.settled.set()
     log.info("memsight: native recorder ready (%s), built in %.1f s, checked in %.2f s",
@@ -165,13 +183,25 @@ def prepare(wait: bool = False) -> None:
         _state.settled.wait()
 
 
-def set_recording(on: bool) -> None:
+def stack_ids_wanted() -> bool:
+    return os.environ.get("MEMSIGHT_NATIVE_STACK_IDS", "") == "1"
+
+
+def set_recording(on: bool, cpp_frames: bool = False) -> None:
     """memsight's recording started (True) or stopped: the unwinder answers only
-    while memsight records, once it is ready."""
+    while memsight records, once it is ready. ``cpp_frames``: the recording takes
+    C++ frames too (``stacks="all"``), so stacks are given frame by frame."""
     with _state.lock:
-        _state.recording = on
-        if _state.unwinder is not None:
-            _state.unwinder.enable(on and wanted())
+        _state.recording, _state.cpp_frames = on, cpp_frames
+        _answer()
+
+
+def _answer() -> None:
+    """Applies the recording state to the unwinder, if it is ready (lock held)."""
+    u = _state.unwinder
+    if u is not None:
+        u.compact(stack_ids_wanted() and not _state.cpp_frames)
+        u.enable(_state.recording and wanted())
 
 
 def ready() -> NativeUnwinder | None:

@@ -124,6 +124,7 @@ class _Recorder:
         self._next = 1
         self._baseline_on: bool | None = None  # recording state before our first request
         self._applied: RecordOptions | None = None
+        self._native_cpp: bool | None = None  # what the native unwinder was last told (None: not recording)
 
     def acquire(self, options: RecordOptions, owner: str = "") -> int:
         with self._lock:
@@ -138,7 +139,6 @@ class _Recorder:
             self._next += 1
             self._requests[token] = (owner, options)
             self._reapply()
-            _native_record.set_recording(True)
             return token
 
     def release(self, token: int) -> None:
@@ -149,6 +149,7 @@ class _Recorder:
                 self._reapply()
                 return
             _native_record.set_recording(False)
+            self._native_cpp = None
             if not self._baseline_on:
                 try:
                     _apply(None)
@@ -162,6 +163,10 @@ class _Recorder:
         if merged != self._applied:
             _apply(merged)
             self._applied = merged
+        cpp = merged.stacks == "all"
+        if cpp != self._native_cpp:
+            _native_record.set_recording(True, cpp_frames=cpp)
+            self._native_cpp = cpp
 
     def active_options(self) -> RecordOptions | None:
         with self._lock:

@@ -49,6 +49,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -127,12 +128,17 @@ struct RawFrame {
 // PyFrame_GetBack skip the others (_PyFrame_IsIncomplete, from what a walk kept).
 bool complete(const RawFrame& f) { return f.generator || f.lasti >= f.code->_co_firsttraceable; }
 
+// What a compact event's one frame holds in lasti: its code is the Stack. A
+// real lasti is -1 or more.
+constexpr int kWholeStack = -2;
+
 // A resolved stack: the raw frames it was found from, and what torch keeps.
 // `valid` turns false when one of its code objects dies (code watchers):
 // another may then be born at the same address.
 struct Stack {
   std::vector<RawFrame> raw;
   std::vector<PyFrame> frames;
+  uint64_t check = 0;  // the walk's second hash
   const Stack* next_same_hash = nullptr;
   bool valid = true;
 };
@@ -142,6 +148,11 @@ class Unwinder final : public CapturedTraceback::Python {
   // Read by every thread at every event: on a cache line of its own, apart
   // from the counters the gathering threads write.
   alignas(64) std::atomic<bool> enabled{false};
+  // One frame per event standing for the whole stack (its id), expanded when
+  // symbolised: torch stores and later frees 16 bytes an event instead of a
+  // copy of every frame. Only where torch interleaves no C++ frames: with
+  // stacks="all" it places each Python frame at an interpreter's C++ frame.
+  std::atomic<bool> compact{false};
   // Whether code objects' deaths are watched (3.12): then a stack found is
   // valid without reading its code objects.
   std::atomic<bool> watched{false};
@@ -156,10 +167,13 @@ class Unwinder final : public CapturedTraceback::Python {
     gathered.fetch_add(1, std::memory_order_relaxed);
     thread_local std::vector<RawFrame> raw;
     raw.clear();
-    uint64_t hash = walk(raw);
+    auto [hash, check] = walk(raw);
     if (raw.empty()) return {PyFrame{&no_frames, 0}};
     std::lock_guard<std::mutex> lock(mutex_);
-    return find_or_resolve(raw, hash)->frames;
+    const Stack* s = find_or_resolve(raw, hash, check);
+    if (compact.load(std::memory_order_relaxed))
+      return {PyFrame{const_cast<Stack*>(s), kWholeStack}};
+    return s->frames;
   }
 
   // A code object dies (3.12's code watchers, with the GIL held): the stacks
@@ -179,15 +193,24 @@ class Unwinder final : public CapturedTraceback::Python {
                         torch::SymbolizedTracebacks& st) override {
     for (const PyFrame& f : to_symbolize) {
       st.tracebacks.emplace_back();
-      const auto* r = static_cast<const CodeRecord*>(f.code);
-      if (r == &no_frames) continue;
-      st.tracebacks.back().push_back(st.all_frames.size());
-      torch::unwind::Frame frame;
-      frame.filename = r->filename;
-      frame.funcname = r->name;
-      frame.lineno = static_cast<uint64_t>(f.lasti);
-      st.all_frames.emplace_back(std::move(frame));
+      if (f.lasti != kWholeStack) {
+        append_frame(f, st);
+        continue;
+      }
+      // A stack is never freed, and a retired one still names what it named.
+      for (const PyFrame& g : static_cast<const Stack*>(f.code)->frames) append_frame(g, st);
     }
+  }
+
+  static void append_frame(const PyFrame& f, torch::SymbolizedTracebacks& st) {
+    const auto* r = static_cast<const CodeRecord*>(f.code);
+    if (r == &no_frames) return;
+    st.tracebacks.back().push_back(st.all_frames.size());
+    torch::unwind::Frame frame;
+    frame.filename = r->filename;
+    frame.funcname = r->name;
+    frame.lineno = static_cast<uint64_t>(f.lasti);
+    st.all_frames.emplace_back(std::move(frame));
   }
 
   int traverse(std::vector<PyFrame>&, CapturedTraceback::visitproc, void*) override { return 0; }
@@ -207,30 +230,45 @@ class Unwinder final : public CapturedTraceback::Python {
   std::unordered_map<const PyCodeObject*, std::vector<Stack*>> users_;  // when watched
 
   // The calling thread's frames, innermost first, the incomplete ones too
-  // (resolving drops them, as torch's unwinder skips them); returns a hash of
-  // them. Only the frames are read, never their code objects.
-  static uint64_t walk(std::vector<RawFrame>& raw) {
+  // (resolving drops them, as torch's unwinder skips them); returns two
+  // independent 64-bit hashes of them, which name the stack: comparing the
+  // frames themselves at each hit would read a cold kilobyte an event. Only
+  // the frames are read, never their code objects.
+  static std::pair<uint64_t, uint64_t> walk(std::vector<RawFrame>& raw) {
     PyThreadState* ts = PyGILState_GetThisThreadState();
-    if (ts == nullptr || ts->cframe == nullptr) return 0;
-    uint64_t h = 1469598103934665603ull;
+    if (ts == nullptr || ts->cframe == nullptr) return {0, 0};
+    uint64_t h = 1469598103934665603ull, g = 0x9E3779B97F4A7C15ull;
     for (_PyInterpreterFrame* f = ts->cframe->current_frame; f; f = f->previous) {
       int lasti = _PyInterpreterFrame_LASTI(f);  // pointer arithmetic: the code is not read
       bool generator = f->owner == FRAME_OWNED_BY_GENERATOR;
       raw.push_back({f->f_code, lasti, generator});
-      h = (h ^ reinterpret_cast<uintptr_t>(f->f_code)) * 1099511628211ull;
-      h = (h ^ (static_cast<uint32_t>(lasti) << 1 | generator)) * 1099511628211ull;
+      uint64_t code = reinterpret_cast<uintptr_t>(f->f_code);
+      uint64_t where = static_cast<uint32_t>(lasti) << 1 | generator;
+      h = (h ^ code) * 1099511628211ull;
+      h = (h ^ where) * 1099511628211ull;
+      g = mix(g + code) ^ mix(g + (where << 32 | raw.size()));
     }
-    return h;
+    return {h, g};
   }
 
-  const Stack* find_or_resolve(const std::vector<RawFrame>& raw, uint64_t hash) {
+  // splitmix64's finaliser: a second hash unrelated to FNV's.
+  static uint64_t mix(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  }
+
+  const Stack* find_or_resolve(const std::vector<RawFrame>& raw, uint64_t hash, uint64_t check) {
     auto it = by_hash_.find(hash);
     const Stack* head = it == by_hash_.end() ? nullptr : it->second;
     bool watching = watched.load(std::memory_order_relaxed);
     for (const Stack* s = head; s; s = s->next_same_hash)
-      if (s->valid && s->raw == raw && (watching || still_valid(*s))) return s;
+      if (s->valid && s->check == check && s->raw.size() == raw.size() &&
+          (watching || still_valid(*s, raw)))
+        return s;
     Stack& s = stacks_.emplace_back();
     s.raw = raw;
+    s.check = check;
     for (const RawFrame& f : raw) {
       if (!complete(f)) continue;
       // in bytes, as PyFrame_GetLasti gives it; PyCode_Addr2Line only reads the line table
@@ -250,9 +288,10 @@ class Unwinder final : public CapturedTraceback::Python {
 
   // The frames' code objects are the ones the stack was resolved from
   // (where deaths are not watched: each hit reads every code object).
-  static bool still_valid(const Stack& s) {
+  static bool still_valid(const Stack& s, const std::vector<RawFrame>& raw) {
+    if (s.raw != raw) return false;
     size_t k = 0;
-    for (const RawFrame& f : s.raw) {
+    for (const RawFrame& f : raw) {
       if (!complete(f)) continue;
       if (k == s.frames.size()) return false;  // another code here, complete where it was not
       const auto* r = static_cast<const CodeRecord*>(s.frames[k++].code);
@@ -292,6 +331,10 @@ void watch_code_deaths(Unwinder* u) {
   if (id < 0) PyErr_Clear();  // all eight taken: each hit reads the code objects instead
   PyGILState_Release(g);
   u->watched.store(id >= 0);
+#elif defined(MEMSIGHT_BENCH_ASSUME_WATCHED)
+  // bench/unwinder_gather_bench.py only: what 3.12's watchers spare a hit,
+  // measured where there are none (a code object's death goes unseen here)
+  u->watched.store(true);
 #else
   (void)u;
 #endif
@@ -323,7 +366,12 @@ std::vector<torch::unwind::Frame> symbolized(const std::shared_ptr<CapturedTrace
 
 extern "C" {
 
-__attribute__((visibility("default"))) int memsight_unwinder_abi(void) { return 2; }
+__attribute__((visibility("default"))) int memsight_unwinder_abi(void) { return 3; }
+
+// Whether an event's stack is one frame standing for the whole stack (its id).
+__attribute__((visibility("default"))) void memsight_unwinder_compact(int on) {
+  unwinder()->compact.store(on != 0);
+}
 
 // Registers the unwinder (once; disabled) and sets whether it answers.
 __attribute__((visibility("default"))) void memsight_unwinder_enable(int on) {
