@@ -152,6 +152,8 @@ class Unwinder final : public CapturedTraceback::Python {
   // symbolised: torch stores and later frees 16 bytes an event instead of a
   // copy of every frame. Only where torch interleaves no C++ frames: with
   // stacks="all" it places each Python frame at an interpreter's C++ frame.
+  // Where code deaths are watched, a hit is then found by the walk's hashes
+  // alone, without comparing the frames.
   std::atomic<bool> compact{false};
   // Whether code objects' deaths are watched (3.12): then a stack found is
   // valid without reading its code objects.
@@ -262,9 +264,12 @@ class Unwinder final : public CapturedTraceback::Python {
     auto it = by_hash_.find(hash);
     const Stack* head = it == by_hash_.end() ? nullptr : it->second;
     bool watching = watched.load(std::memory_order_relaxed);
+    // By the hashes alone only with stack ids (checked on the CPU stand-in,
+    // not yet against torch on the GPU); else the frames are compared too.
+    bool by_hashes = watching && compact.load(std::memory_order_relaxed);
     for (const Stack* s = head; s; s = s->next_same_hash)
       if (s->valid && s->check == check && s->raw.size() == raw.size() &&
-          (watching || still_valid(*s, raw)))
+          (by_hashes || (watching ? s->raw == raw : still_valid(*s, raw))))
         return s;
     Stack& s = stacks_.emplace_back();
     s.raw = raw;
