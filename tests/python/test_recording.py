@@ -50,6 +50,20 @@ def test_nested_requests_widen_then_restore(fake_torch):
     mt.stop_recording()  # nothing left: no error
 
 
+def test_the_native_unwinder_is_told_when_cpp_frames_are_recorded(fake_torch, monkeypatch):
+    # Stack ids (one frame for a whole stack) only while no recording takes
+    # C++ frames: torch places Python frames among those one by one.
+    told = []
+    monkeypatch.setattr(recording._native_record, "set_recording",
+                        lambda on, cpp_frames=False: told.append((on, cpp_frames)))
+    outer = mt.start_recording(stacks="python")
+    with mt.record(stacks="all"):
+        assert told[-1] == (True, True)
+    assert told[-1] == (True, False)
+    mt.stop_recording(outer)
+    assert told == [(True, False), (True, True), (True, False), (False, False)]
+
+
 def test_stopping_one_user_keeps_the_others_recording(fake_torch):
     a = mt.Recording(max_entries=50, owner="OOMObserver").start()
     b = mt.Recording(max_entries=50, owner="MemorySnapshot").start()
