@@ -86,7 +86,7 @@ def main() -> None:
     torch.manual_seed(0)
     torch.cuda.init()
     fn, opts = WORKLOADS[WORKLOAD]
-    rec = mt.native_record(**opts) if MODE == "native" else mt.record(**opts)
+    rec = mt.native_record(**opts) if MODE.startswith("native") else mt.record(**opts)
     with rec:
         fn()
         torch.cuda.memory._dump_snapshot(OUT)

@@ -9,7 +9,9 @@ streams are compared up to a one-to-one renaming: a fresh process gets its
 device memory at other virtual addresses and its streams at other handles. Workloads: the
 GPU suite's shapes (an MLP under AdamW; C++ stacks; context="alloc"; a ring
 that wraps; a CUDA graph's private pool; expandable segments) and a
-transformers Llama under bf16 autocast.
+transformers Llama under bf16 autocast. Each is run again with stack ids
+(MEMSIGHT_NATIVE_STACK_IDS=1: each event one frame standing for its whole
+stack, expanded when torch symbolises the snapshot).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ WORKLOADS = ["mlp", "cpp_stacks", "alloc_context", "wrapped", "cuda_graph", "exp
 
 
 def run_job(mode: str, workload: str, out: Path) -> dict:
-    env = dict(os.environ, MEMSIGHT_NATIVE_RECORD="1" if mode == "native" else "0")
+    env = dict(os.environ, MEMSIGHT_NATIVE_RECORD="1" if mode.startswith("native") else "0",
+               MEMSIGHT_NATIVE_STACK_IDS="1" if mode == "native-ids" else "0")
     if workload == "expandable":
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     p = subprocess.run([sys.executable, str(JOB), mode, workload, str(out)], env=env,
@@ -96,13 +99,18 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> None:
     run_job("native", "mlp", tmp_path_factory.mktemp("warm") / "warm.pickle")
 
 
+@pytest.mark.parametrize("native", ["native", "native-ids"])
 @pytest.mark.parametrize("workload", WORKLOADS)
-def test_native_recording_equals_torchs(built: None, workload: str, tmp_path: Path) -> None:
+def test_native_recording_equals_torchs(built: None, workload: str, native: str, tmp_path: Path) -> None:
+    # native-ids: MEMSIGHT_NATIVE_STACK_IDS=1, one frame an event standing for the
+    # whole stack (not with C++ frames, where the frames stay one by one)
     with ThreadPoolExecutor(2) as pool:
-        futures = {m: pool.submit(run_job, m, workload, tmp_path / f"{m}.pickle") for m in ("torch", "native")}
+        futures = {m: pool.submit(run_job, m if m == "torch" else native, workload, tmp_path / f"{m}.pickle")
+                   for m in ("torch", "native")}
         results = {m: f.result() for m, f in futures.items()}
     counts = results["native"]["status"]["counts"]
     assert results["native"]["status"]["answering"] and counts["gathered"] > 0, results["native"]
+    assert results["native"]["status"]["stack_ids"] is (native == "native-ids" and workload != "cpp_stacks")
     assert results["torch"]["status"]["answering"] is False
     snaps = {m: pickle.loads((tmp_path / f"{m}.pickle").read_bytes()) for m in ("torch", "native")}
     # "snapshot" entries mark each _snapshot() call, among them the native dumper's own

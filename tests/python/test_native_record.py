@@ -78,9 +78,9 @@ def test_stack_ids_only_when_asked_for_and_never_with_cpp_frames(fresh_state: An
     assert fake.compacted[-1] is False  # off until asked for
     monkeypatch.setenv("MEMSIGHT_NATIVE_STACK_IDS", "1")
     _native_record.set_recording(True)
-    assert fake.compacted[-1] is True
+    assert fake.compacted[-1] is True and _native_record.status()["stack_ids"] is True
     _native_record.set_recording(True, cpp_frames=True)  # torch interleaves C++ frames one by one
-    assert fake.compacted[-1] is False
+    assert fake.compacted[-1] is False and _native_record.status()["stack_ids"] is False
 
 
 def test_a_failed_build_warns_once_and_leaves_torchs_unwinder(fresh_state: Any, monkeypatch: pytest.MonkeyPatch,

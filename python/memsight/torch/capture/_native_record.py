@@ -212,6 +212,8 @@ def status() -> dict[str, Any]:
     """Whether the native recorder is ready or why not, the seconds its build and check
     took, and its counters (stacks gathered, distinct stacks)."""
     u = _state.unwinder
+    answering = bool(u is not None and _state.recording and wanted())
     return {"ready": u is not None, "error": _state.error, "seconds": dict(_state.seconds),
-            "answering": bool(u is not None and _state.recording and wanted()),
+            "answering": answering,
+            "stack_ids": answering and stack_ids_wanted() and not _state.cpp_frames,
             "counts": u.counts() if u is not None else {}}
