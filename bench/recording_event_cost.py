@@ -11,6 +11,7 @@ each mode in turn, the modes alternating for several rounds:
   torch-state  context="state", stacks="python", torch's Python unwinder (stacks of live blocks only)
   torch        context="all", stacks="python", torch's Python unwinder
   native       the same with memsight's native unwinder
+  native-ids   the same with stack ids (MEMSIGHT_NATIVE_STACK_IDS=1: one frame an event)
   torch-cpp    context="all", stacks="all" (C++ frames too), torch's unwinder
   native-cpp   the same with memsight's native unwinder
 
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = ["off", "ring", "torch-state", "torch", "native", "torch-cpp", "native-cpp"]
+MODES = ["off", "ring", "torch-state", "torch", "native", "native-ids", "torch-cpp", "native-cpp"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(mode: str) -> float:
         unwinder.enable(mode.startswith("native"))
+        unwinder.compact(mode == "native-ids")
         stacks = "all" if mode.endswith("cpp") else "python"
         if mode == "ring":
             mem._record_memory_history("all", context=None, max_entries=100_000)
@@ -88,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             mem._record_memory_history(None)
             unwinder.enable(False)
+            unwinder.compact(False)
 
     torch.cuda.init()
     at_depth(args.depth, 1000)

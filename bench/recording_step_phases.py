@@ -12,7 +12,8 @@ synchronises after each phase, so each phase's host time is its own:
 
 Modes: off (no history), ring (history without stacks: context=None),
 torch-state, torch (context="all", stacks="python", torch's Python
-unwinder), native (the same with memsight's native unwinder). Each mode a
+unwinder), native (the same with memsight's native unwinder), native-ids
+(the same with stack ids, as MEMSIGHT_NATIVE_STACK_IDS=1). Each mode a
 round warms STEPS_WARM steps (the ring fills: --max-entries is small on
 purpose, so entries are overwritten as in a long run), then times --steps.
 Prints per phase the median CPU ms of the process (every thread, until the
@@ -35,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-MODES = ["off", "ring", "torch-state", "torch", "native"]
+MODES = ["off", "ring", "torch-state", "torch", "native", "native-ids"]
 PHASES = ["forward", "backward", "optimizer"]
 STEPS_WARM = 6
 
@@ -95,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                 times[phase + "_wall"].append(marks[i + 1][1] - marks[i][1])
 
     def run(mode: str, times: dict[str, list[float]]) -> None:
-        unwinder.enable(mode == "native")
+        unwinder.enable(mode.startswith("native"))
+        unwinder.compact(mode == "native-ids")
         if mode == "ring":
             mem._record_memory_history("all", context=None, max_entries=args.max_entries)
         elif mode == "torch-state":
@@ -110,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             mem._record_memory_history(None)
             unwinder.enable(False)
+            unwinder.compact(False)
 
     for _ in range(3):
         step(None)
