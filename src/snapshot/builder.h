@@ -154,6 +154,8 @@ class Builder : public DictHook {
   void convert_traces(Unpickler& vm, Val list);
   uint32_t row_from_generic(Unpickler& vm, Val dict);
   static bool is_int(Val v) { return v.tag() == Val::Int; }
+  // A dict the stream converted into a trace entry or a frame.
+  static bool converted_as_other(Val v) { return v.tag() == Val::Row || v.tag() == Val::FrameRef; }
   static PyValue::Kind kind_of(Val node) {
     return node.tag() == Val::List    ? PyValue::Kind::List
            : node.tag() == Val::Tuple ? PyValue::Kind::Tuple

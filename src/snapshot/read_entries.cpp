@@ -143,6 +143,8 @@ void Builder::convert_traces(Unpickler& vm, Val list) {
       Val e = vm.resolve(entries[i]);
       if (e.tag() == Val::Row) {
         order[d].push_back(e.idx());
+      } else if (e.tag() == Val::FrameRef) {
+        throw NeedsExactRead{};  // an entry whose keys look like a frame's, converted as one
       } else if (e.tag() == Val::Dict) {
         order[d].push_back(row_from_generic(vm, e));
       } else {

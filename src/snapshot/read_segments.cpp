@@ -36,6 +36,10 @@ void Builder::convert_segments(Unpickler& vm, Val list) {
   const auto segs = vm.list_items(list);
   for (size_t si = 0; si < segs.size(); ++si) {
     Val sv = vm.resolve(segs[si]);
+    // A segment or block whose keys look like a frame's or a trace entry's
+    // was converted as one while it streamed in: only the read that converts
+    // nothing before the end sees the dict it is.
+    if (converted_as_other(sv)) throw NeedsExactRead{};
     if (sv.tag() != Val::Dict)
       throw Error("not a memory snapshot: segments[" + std::to_string(si) + "] is " +
                   type_name(sv) + ", expected a dict");
@@ -48,6 +52,7 @@ void Builder::convert_segments(Unpickler& vm, Val list) {
       const auto bl = vm.list_items(blocks);
       for (size_t bi = 0; bi < bl.size(); ++bi) {
         Val bv = vm.resolve(bl[bi]);
+        if (converted_as_other(bv)) throw NeedsExactRead{};
         if (bv.tag() != Val::Dict)
           throw Error("not a memory snapshot: segments[" + std::to_string(si) + "]['blocks'][" +
                       std::to_string(bi) + "] is " + type_name(bv) + ", expected a dict");

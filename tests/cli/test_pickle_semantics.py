@@ -76,3 +76,41 @@ def test_a_frame_dict_in_a_sparse_memo_slot_reads_back_as_itself(run, tmp_path):
     r = run("convert", f, "-o", out)
     assert r.returncode == 0, r.stderr
     assert pickle.loads(out.read_bytes()) == want
+
+
+# A segment or block dict whose keys look like a frame's (name, filename,
+# line) or a trace entry's (action first) was converted into one as the
+# pickle streamed in, then refused as "segments[1] is a dict, expected a
+# dict" (fuzz_roundtrip in the fresh-clone CI of 2026-11-29: its written
+# copy of a fuzzed file failed so). Such a segment reads as a segment of
+# unknown keys, kept verbatim, as pickle.loads reads it; a trace entry
+# without 'action' is refused saying so.
+_FRAME = {"name": "f", "filename": "a.py", "line": 3}
+_ENTRY = {"action": "alloc", "addr": 1, "size": 512, "stream": 0, "time_us": 5, "frames": []}
+_SEGMENT = {"device": 0, "address": 4096, "total_size": 2097152, "allocated_size": 0, "active_size": 0,
+            "requested_size": 0, "stream": 0, "segment_type": "small", "segment_pool_id": (0, 0),
+            "is_expandable": False, "frames": [],
+            "blocks": [{"address": 4096, "size": 2097152, "requested_size": 0, "state": "inactive", "frames": []}]}
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+@pytest.mark.parametrize("value", [
+    {"segments": [_SEGMENT, _FRAME], "device_traces": [[]]},
+    {"segments": [_SEGMENT, _ENTRY], "device_traces": [[]]},
+    {"segments": [dict(_SEGMENT, blocks=[_FRAME])], "device_traces": [[]]},
+], ids=["segment-like-a-frame", "segment-like-an-entry", "block-like-a-frame"])
+def test_a_segment_or_block_shaped_like_a_frame_or_entry_reads_as_pickle_loads(run, tmp_path, value, protocol):
+    f, out = tmp_path / "in.pickle", tmp_path / "out.pickle"
+    f.write_bytes(pickle.dumps(value, protocol=protocol))
+    r = run("convert", f, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert pickle.loads(out.read_bytes()) == value
+    r = run("summary", out)  # the written copy reads too
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_trace_entry_shaped_like_a_frame_is_refused_saying_why(run, tmp_path):
+    f = tmp_path / "in.pickle"
+    f.write_bytes(pickle.dumps({"segments": [_SEGMENT], "device_traces": [[_ENTRY, _FRAME]]}))
+    r = run("summary", f)
+    assert r.returncode == 2 and b"no 'action' key" in r.stderr and b"expected a dict" not in r.stderr, r.stderr
