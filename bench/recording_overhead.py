@@ -76,6 +76,7 @@ MODES: dict[str, tuple[str, dict[str, Any]]] = {
     "native-alloc": ("native", dict(context="alloc", stacks="python")),
     "native-stacks-all": ("native", dict(context="all", stacks="all")),
     "native-nodump": ("native", dict(ALL, env={"MEMSIGHT_NATIVE_DUMP": "0"})),
+    "native-noids": ("native", dict(ALL, env={"MEMSIGHT_NATIVE_STACK_IDS": "0"})),
 }
 QUICK = ["none", "torch", "memsight", "native"]
 

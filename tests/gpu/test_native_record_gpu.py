@@ -102,8 +102,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> None:
 @pytest.mark.parametrize("native", ["native", "native-ids"])
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_native_recording_equals_torchs(built: None, workload: str, native: str, tmp_path: Path) -> None:
-    # native-ids: MEMSIGHT_NATIVE_STACK_IDS=1, one frame an event standing for the
-    # whole stack (not with C++ frames, where the frames stay one by one)
+    # native-ids: stack ids (the default), one frame an event standing for the whole
+    # stack (not with C++ frames, where the frames stay one by one); native: the
+    # frames one by one (MEMSIGHT_NATIVE_STACK_IDS=0)
     with ThreadPoolExecutor(2) as pool:
         futures = {m: pool.submit(run_job, m if m == "torch" else native, workload, tmp_path / f"{m}.pickle")
                    for m in ("torch", "native")}

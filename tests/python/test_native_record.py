@@ -67,18 +67,19 @@ def test_answers_only_while_memsight_records_once_checked(fresh_state: Any, monk
     assert fake.enabled[-1] is False
 
 
-def test_stack_ids_only_when_asked_for_and_never_with_cpp_frames(fresh_state: Any,
+def test_stack_ids_by_default_unless_turned_off_and_never_with_cpp_frames(fresh_state: Any,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeUnwinder()
     monkeypatch.setattr(_native_record, "build_unwinder", lambda torch: fake)
     monkeypatch.delenv("MEMSIGHT_NATIVE_STACK_IDS", raising=False)
     _native_record.prepare(wait=True)
-    assert fake.compacted[:2] == [False, True] and fake.compacted[-1] is False  # checked both ways, then off
+    assert fake.compacted[:3] == [False, True, False]  # checked both ways
     _native_record.set_recording(True)
-    assert fake.compacted[-1] is False  # off until asked for
+    assert fake.compacted[-1] is True and _native_record.status()["stack_ids"] is True  # on by default
+    monkeypatch.setenv("MEMSIGHT_NATIVE_STACK_IDS", "0")
+    _native_record.set_recording(True)
+    assert fake.compacted[-1] is False and _native_record.status()["stack_ids"] is False  # turned off
     monkeypatch.setenv("MEMSIGHT_NATIVE_STACK_IDS", "1")
-    _native_record.set_recording(True)
-    assert fake.compacted[-1] is True and _native_record.status()["stack_ids"] is True
     _native_record.set_recording(True, cpp_frames=True)  # torch interleaves C++ frames one by one
     assert fake.compacted[-1] is False and _native_record.status()["stack_ids"] is False
 

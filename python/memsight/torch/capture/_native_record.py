@@ -17,9 +17,8 @@ with torch's unwinder and turns cheap when the check has passed. Where it
 cannot be built or the check differs, one warning says why and torch's
 unwinder stays. ``MEMSIGHT_NATIVE_RECORD=0`` turns it off.
 
-``MEMSIGHT_NATIVE_STACK_IDS=1`` (off by default until the GPU suite has
-compared it with torch's recording) makes each event's stack one frame that
-stands for the whole distinct stack, expanded when the snapshot is taken:
+Stack ids (on by default; ``MEMSIGHT_NATIVE_STACK_IDS=0`` turns them off)
+make each event's stack one frame that stands for the whole distinct stack, expanded when the snapshot is taken:
 torch then stores 16 bytes an event instead of every frame. Only for
 Python-only stacks: with C++ frames (``stacks="all"``) torch places each
 Python frame at an interpreter frame of the C++ stack, which needs them one
@@ -184,7 +183,7 @@ def prepare(wait: bool = False) -> None:
 
 
 def stack_ids_wanted() -> bool:
-    return os.environ.get("MEMSIGHT_NATIVE_STACK_IDS", "") == "1"
+    return os.environ.get("MEMSIGHT_NATIVE_STACK_IDS", "") != "0"
 
 
 def set_recording(on: bool, cpp_frames: bool = False) -> None:
