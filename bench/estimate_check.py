@@ -24,10 +24,30 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "gpu"))
 sys.path.insert(0, str(HERE.parent / "python"))
+
+
+def build_real(w: Any) -> Any:
+    """The workload's model on the GPU. A rank of a distributed job runs as
+    rank 0 under torch's fake process group: the rank's own allocations and
+    frees are the real ones (its collectives move no data, and NCCL's own
+    buffers are outside torch's allocator either way)."""
+    import torch
+
+    if not w.world_size:
+        return w.model().cuda()
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=w.world_size)
+    mesh = init_device_mesh("cuda", (w.world_size,))
+    with torch.device("cuda"):
+        return w.model(mesh)
 
 
 def real(name: str, batch: int, steps: int, out: Path, fraction: float = 0.0, record: bool = True) -> None:
@@ -41,7 +61,7 @@ def real(name: str, batch: int, steps: int, out: Path, fraction: float = 0.0, re
     if fraction:
         torch.cuda.set_per_process_memory_fraction(fraction)
     try:
-        model = w.model().cuda()
+        model = build_real(w)
         opt = w.optimizer(model.parameters())
         if record:
             torch.cuda.memory._record_memory_history(max_entries=2_000_000, context="all", stacks="all")
@@ -71,7 +91,8 @@ def fake(name: str, batch: int, steps: int, out: Path) -> None:
 
     w = WORKLOADS[name]
     t0 = time.perf_counter()
-    snap = trace_step(w.step, w.model, w.optimizer, lambda i: w.inputs(batch, i), steps=steps)
+    snap = trace_step(w.step, w.model, w.optimizer, lambda i: w.inputs(batch, i), steps=steps,
+                      world_size=w.world_size or None)
     dt = time.perf_counter() - t0
     (out / f"{name}.fake.pickle").write_bytes(pickle.dumps(snap))
     import resource
@@ -93,6 +114,8 @@ def memtracker(name: str, batch: int, steps: int, out: Path) -> None:
     from memsight.torch.fit.step_trace import _build_model
 
     w = WORKLOADS[name]
+    if w.world_size:  # MemTracker has a tracker of its own for FSDP, not compared here
+        return
     t0 = time.perf_counter()
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = _build_model(w.model, "cuda:0")
@@ -143,7 +166,8 @@ def maxbatch(name: str, steps: int, fraction: float, out: Path, high: int) -> No
     total = torch.cuda.mem_get_info()[1]
     t0 = time.perf_counter()
     best, tried = mt.max_batch(w.inputs, w.step, w.model, w.optimizer, device_memory=total,
-                               memory_fraction=fraction, high=high, steps=steps)
+                               memory_fraction=fraction, high=high, steps=steps,
+                               world_size=w.world_size or None)
     info: dict = {"max_batch": best, "estimates": len(tried), "seconds": time.perf_counter() - t0,
                   "tried": [(n, e.fits, e.peak_reserved_unbounded) for n, e in tried]}
     lp = out / f"{name}.limit.json"
@@ -152,7 +176,8 @@ def maxbatch(name: str, steps: int, fraction: float, out: Path, high: int) -> No
         verdicts = {}
         for n in (real_limit, real_limit + 1):
             e = mt.estimate(w.step, w.model, w.optimizer, lambda i, n=n: w.inputs(n, i), device_memory=total,
-                            memory_fraction=fraction, steps=steps, stacks=False)
+                            memory_fraction=fraction, steps=steps, stacks=False,
+                            world_size=w.world_size or None)
             verdicts[str(n)] = e.fits
         info["verdicts"] = verdicts
     (out / f"{name}.maxbatch.json").write_text(json.dumps(info))

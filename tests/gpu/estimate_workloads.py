@@ -20,6 +20,9 @@ class Workload:
     inputs: Callable[[int, int], Any]  # (batch, step index) -> the step's inputs
     step: Callable[[Any, Any, Any], Any]
     batch: int
+    # A rank of a job of this many ranks (the model factory takes the device
+    # mesh and applies fully_shard); 0: one process, no process group.
+    world_size: int = 0
 
 
 def _llama(checkpointing: bool = False, layers: int = 4, billion: bool = False) -> Callable[[], Any]:
@@ -40,6 +43,18 @@ def _llama(checkpointing: bool = False, layers: int = 4, billion: bool = False) 
         m.train()
         return m
     return make
+
+
+def _llama_fsdp2(mesh: Any) -> Any:
+    """The Llama of _llama(), each decoder layer and the whole model sharded
+    with FSDP2 (fully_shard) over ``mesh``; built on the current device."""
+    from torch.distributed.fsdp import fully_shard
+
+    m = _llama()()
+    for layer in m.model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(m, mesh=mesh)
+    return m
 
 
 def _lm_inputs(seq: Callable[[int], int]) -> Callable[[int, int], Any]:
@@ -102,5 +117,7 @@ WORKLOADS = {
                              _lm_step, 8),
     "vit_b16_sgd": Workload("vit_b16_sgd", _vit, _sgd, _image_inputs(224, 100), _image_step, 32),
     "resnet50_sgd": Workload("resnet50_sgd", _resnet50, _sgd, _image_inputs(224, 100), _image_step, 32),
+    "llama_fsdp2_rank": Workload("llama_fsdp2_rank", _llama_fsdp2, _adamw, _lm_inputs(lambda i: 1024), _lm_step, 8,
+                                 world_size=2),
 }
 ALL = {**WORKLOADS, "llama_1b": LLAMA_1B}

@@ -37,10 +37,11 @@ def _real(name: str, tmp_path: Path, batch: int, fraction: float = 0.0, record: 
 
 def _estimate(name: str, batch: int, **kw):
     w = WORKLOADS[name]
-    return mt.estimate(w.step, w.model, w.optimizer, lambda i: w.inputs(batch, i), **kw)
+    return mt.estimate(w.step, w.model, w.optimizer, lambda i: w.inputs(batch, i), world_size=w.world_size or None,
+                       **kw)
 
 
-@pytest.mark.parametrize("name", ["llama_adamw_bf16", "resnet50_sgd"])
+@pytest.mark.parametrize("name", ["llama_adamw_bf16", "resnet50_sgd", "llama_fsdp2_rank"])
 def test_estimated_peaks_are_torchs_within_3_and_5_percent(name, tmp_path):
     w = WORKLOADS[name]
     before = torch.cuda.memory_allocated()

@@ -44,7 +44,7 @@ def synthetic_step(batch: int, steps: int = 2) -> dict:
 def fake_trace(monkeypatch):
     calls = []
 
-    def trace_step(step, model, optimizer, inputs, steps=2, stacks=True):
+    def trace_step(step, model, optimizer, inputs, steps=2, stacks=True, world_size=None, rank=0):
         batch = inputs(0)
         calls.append(batch)
         return synthetic_step(batch, steps)
@@ -149,7 +149,7 @@ def test_workspace_sizes_follow_torchs_variables():
 
 @pytest.mark.parametrize("per_sample", [1, 3, 7, 20])
 def test_max_batch_finds_the_edge_for_any_slope(monkeypatch, per_sample):
-    def trace_step(step, model, optimizer, inputs, steps=2, stacks=True):
+    def trace_step(step, model, optimizer, inputs, steps=2, stacks=True, world_size=None, rank=0):
         tr = FakeTrace(stacks=False)
         tr.alloc(0, 50 * MiB, [])
         acts = [tr.alloc(0, per_sample * MiB + 4096, []) for _ in range(inputs(0))]

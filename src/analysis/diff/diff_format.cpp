@@ -1,4 +1,5 @@
 // diff_text / diff_json / diff_folded / diff_svg (memsight/diff.h).
+#include <algorithm>
 #include <cstdio>
 
 #include "analysis/diff/diff_holders.h"

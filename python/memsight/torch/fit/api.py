@@ -195,7 +195,7 @@ def _plain(x: Any) -> dict[str, Any]:
 def estimate(step: Callable[..., Any], model: Any, optimizer: Callable[..., Any] | None = None,
              inputs: Any = None, *, device_memory: int | str | None = None,
              memory_fraction: float | None = None, settings: tuple[str, ...] | list[str] = (),
-             steps: int = 2, stacks: bool = True) -> Estimate:
+             steps: int = 2, stacks: bool = True, world_size: int | None = None, rank: int = 0) -> Estimate:
     """The memory of ``step(model, optimizer, inputs)`` on a GPU, without one.
 
     The step runs ``steps`` times (two: the optimizer's state exists in the
@@ -208,12 +208,16 @@ def estimate(step: Callable[..., Any], model: Any, optimizer: Callable[..., Any]
     lists, tuples, dicts) or a function of the step index returning them;
     ``device_memory``: the GPU's memory ("80GiB"; default: this machine's
     GPU); ``memory_fraction``: torch.cuda.set_per_process_memory_fraction's;
-    ``settings``: PYTORCH_CUDA_ALLOC_CONF entries ("expandable_segments:True").
+    ``settings``: PYTORCH_CUDA_ALLOC_CONF entries ("expandable_segments:True");
+    ``world_size``: the step is rank ``rank`` of a job of that many ranks
+    (FSDP2, DDP: the model factory may take the job's device mesh and shard
+    the model; collectives run on torch's fake process group).
     """
     import time
 
     t0 = time.perf_counter()
-    requests = trace_step(step, model, optimizer, inputs, steps=steps, stacks=stacks)
+    requests = trace_step(step, model, optimizer, inputs, steps=steps, stacks=stacks,
+                          world_size=world_size, rank=rank)
     return Estimate(requests, tuple(settings), _device_total(device_memory), memory_fraction,
                     time.perf_counter() - t0)
 
@@ -222,7 +226,8 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
               optimizer: Callable[..., Any] | None = None, *, device_memory: int | str | None = None,
               memory_fraction: float | None = None, settings: tuple[str, ...] | list[str] = (),
               margin: float = 0.0, low: int = 1, high: int = 1 << 16, steps: int = 2,
-              max_estimates: int = 10) -> tuple[int, list[tuple[int, Estimate]]]:
+              max_estimates: int = 10, world_size: int | None = None,
+              rank: int = 0) -> tuple[int, list[tuple[int, Estimate]]]:
     """The largest batch (or sequence length: whatever ``make_inputs(n,
     step_index)`` scales) whose step fits, leaving ``margin`` (a fraction of
     the limit) free. Two estimates give the memory's slope per unit; the
@@ -239,7 +244,8 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
 
     def fits(n: int) -> bool:
         e = estimate(step, model, optimizer, lambda i: make_inputs(n, i), device_memory=cap,
-                     memory_fraction=memory_fraction, settings=settings, steps=steps, stacks=False)
+                     memory_fraction=memory_fraction, settings=settings, steps=steps, stacks=False,
+                     world_size=world_size, rank=rank)
         tried.append((n, e))
         limit = e.limit if e.limit is not None else cap
         ok = e.fits and e.peak_reserved <= limit * (1 - margin)

@@ -34,7 +34,7 @@ _BASE = 0x10000000000
 _ALIGN = 512
 
 # Frames of the machinery between the user's code and an allocation.
-_SKIP = ("/torch/_subclasses/", "/torch/utils/_python_dispatch.py", "/torch/_ops.py",
+_SKIP = ("/torch/_subclasses/", "/torch/utils/_python_dispatch.py", "/torch/_ops.py", "/torch/utils/_device.py",
          "/memsight/torch/fit/", "/torch/utils/_stats.py", "/torch/_prims_common/",
          "/torch/_refs/", "/torch/_decomp/", "/torch/_meta_registrations.py")
 
@@ -48,6 +48,8 @@ class FakeTrace:
         self.annotations: list[dict[str, Any]] = []
         self.live: dict[int, tuple[int, int, int]] = {}  # storage key -> (device, addr, size)
         self.mark: Callable[[], str] = lambda: ""
+        # The calling thread's current stream (fake_cuda.current_stream_id).
+        self.stream: Callable[[], int] = lambda: 0
         self.stacks = stacks
         self.max_frames = max_frames
         # Called after each operator's outputs are recorded: (op, args, output).
@@ -57,6 +59,10 @@ class FakeTrace:
         self._clock = 0
         self._frames: dict[tuple[Any, int], dict[str, Any]] = {}
         self._refs: dict[int, Any] = {}
+        self._streams: dict[int, int] = {}  # live fake address -> its stream
+        # Runs a c10d collective on fake tensors (fake_dist.run_collective),
+        # set for a rank of a distributed job.
+        self.collective: Callable[[Any, Any, Any], Any] | None = None
 
     # -- time and stacks -------------------------------------------------------------
     def tick(self) -> int:
@@ -81,25 +87,32 @@ class FakeTrace:
         return out
 
     # -- entries ---------------------------------------------------------------------
-    def _entry(self, action: str, device: int, addr: int, size: int,
+    def _entry(self, action: str, device: int, addr: int, size: int, stream: int,
                frames: list[dict[str, Any]]) -> None:
         self.entries.setdefault(device, []).append(
-            {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": self.tick(),
+            {"action": action, "addr": addr, "size": size, "stream": stream, "time_us": self.tick(),
              "frames": frames, "user_metadata": self.mark()})
 
-    def alloc(self, device: int, size: int, frames: list[dict[str, Any]] | None = None) -> int:
-        """A request of ``size`` bytes; its fake address."""
+    def alloc(self, device: int, size: int, frames: list[dict[str, Any]] | None = None,
+              stream: int | None = None) -> int:
+        """A request of ``size`` bytes on ``stream`` (the calling thread's
+        current stream by default); its fake address."""
         with self._lock:
             addr = self._next_addr
             self._next_addr += max(_ALIGN, -(-size // _ALIGN) * _ALIGN)
-            self._entry("alloc", device, addr, size, self.stack() if frames is None else frames)
+            s = self.stream() if stream is None else stream
+            self._streams[addr] = s
+            self._entry("alloc", device, addr, size, s, self.stack() if frames is None else frames)
             return addr
 
     def free(self, device: int, addr: int, size: int) -> None:
+        """The block at ``addr`` goes back to the pool of the stream it was
+        allocated on, as torch's allocator returns it."""
         with self._lock:
             frames: list[dict[str, Any]] = []
-            self._entry("free_requested", device, addr, size, frames)
-            self._entry("free_completed", device, addr, size, frames)
+            s = self._streams.pop(addr, 0)
+            self._entry("free_requested", device, addr, size, s, frames)
+            self._entry("free_completed", device, addr, size, s, frames)
 
     def annotate(self, name: str, device: int = 0) -> None:
         """A record_function-style mark (START and END at one moment)."""
@@ -111,7 +124,9 @@ class FakeTrace:
     # -- storages --------------------------------------------------------------------
     def track(self, storage: Any, device: int) -> None:
         """A CUDA storage seen in an operator's output: an allocation the
-        first time, a reallocation when its size changed (resize_)."""
+        first time, a reallocation when its size changed (resize_; FSDP2
+        gives and takes back its unsharded parameters' memory so, and
+        ``fsdp_storage_hooks`` calls this at each)."""
         key = storage._cdata
         size = int(storage.nbytes())
         with self._lock:
@@ -153,15 +168,32 @@ class FakeTrace:
 def dispatch_mode(trace: FakeTrace) -> Any:
     """The dispatch mode that records every CUDA storage an operator makes."""
     import torch
+    from torch.utils import _python_dispatch as pd
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
+    is_wrapper = getattr(pd, "is_traceable_wrapper_subclass", lambda t: False)
+
+    def holders(t: Any) -> Any:
+        """The tensors that hold memory: a wrapper subclass (DTensor, as
+        FSDP2's parameters are) holds none itself, only its inner tensors."""
+        if is_wrapper(t):
+            for name in t.__tensor_flatten__()[0]:
+                yield from holders(getattr(t, name))
+        else:
+            yield t
+
     class _Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if trace.collective is not None and func.namespace == "c10d":
+                return trace.collective(func, args, kwargs)
             out = func(*args, **(kwargs or {}))
-            for t in tree_leaves(out):
-                if isinstance(t, torch.Tensor) and t.device.type == "cuda":
-                    trace.track(t.untyped_storage(), t.device.index or 0)
+            for leaf in tree_leaves(out):
+                if not isinstance(leaf, torch.Tensor):
+                    continue
+                for t in holders(leaf):
+                    if t.device.type == "cuda":
+                        trace.track(t.untyped_storage(), t.device.index or 0)
             # An in-place resize keeps its output's storage: checked above too.
             for hook in trace.hooks:
                 hook(func, args, out)

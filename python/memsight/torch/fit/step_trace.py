@@ -12,6 +12,8 @@ from typing import Any
 
 from ..capture.phase_marks import Marker, PhaseMarks
 from ..capture.tags import storage_tags
+from .fake_cuda import current_stream_id, fake_cuda
+from .fake_dist import fake_ranks, fsdp_storage_hooks, run_collective
 from .fake_trace import FakeTrace, dispatch_mode
 from .terms import Terms
 
@@ -63,11 +65,22 @@ def _fake_mode() -> Any:
     return FakeTensorMode(allow_non_fake_inputs=True)
 
 
-def _on_device(value: Any, device: str) -> Any:
+def _on_device(value: Any, device: str, fake: Any) -> Any:
+    """The inputs on the fake device. A real tensor becomes a fake one first:
+    moved as it is, the fake mode would copy it to the real device (a GPU's
+    memory touched, or an error where torch has no CUDA)."""
     import torch
+    from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._pytree import tree_map
 
-    return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, value)
+    def move(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        if not isinstance(t, FakeTensor):
+            t = fake.from_tensor(t)
+        return t.to(device)
+
+    return tree_map(move, value)
 
 
 def _move(module: Any, device: str) -> None:
@@ -97,12 +110,32 @@ def _move(module: Any, device: str) -> None:
     visit(module)
 
 
-def _build_model(model: Any, device: str) -> Any:
-    """The model on the fake device: built by a factory, or a copy of a
-    module (cloned under fake tensors: no data is copied)."""
+def _takes_an_argument(f: Any) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(f).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+
+
+def _build_model(model: Any, device: str, mesh: Any = None) -> Any:
+    """The model on the fake device: built by a factory (in a distributed
+    estimate on the device itself, given the job's device mesh when it takes
+    an argument), or a copy of a module (cloned under fake tensors: no data
+    is copied)."""
     import torch
 
-    m = model() if callable(model) and not isinstance(model, torch.nn.Module) else copy.deepcopy(model)
+    if callable(model) and not isinstance(model, torch.nn.Module) and mesh is not None:
+        # A sharded model is built on the device, as fully_shard expects it
+        # (FSDP2 shards the parameters where they are).
+        with torch.device(device):
+            m = model(mesh) if _takes_an_argument(model) else model()
+    elif callable(model) and not isinstance(model, torch.nn.Module):
+        m = model()
+    else:
+        m = copy.deepcopy(model)
     if not isinstance(m, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module or a function returning one, not {type(m).__name__}")
     _move(m, device)
@@ -111,7 +144,8 @@ def _build_model(model: Any, device: str) -> Any:
 
 def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., Any] | None = None,
                inputs: Any = None, steps: int = 2, device: str = "cuda:0", stacks: bool = True,
-               marks: bool = True, terms: Any = True) -> dict[str, Any]:
+               marks: bool = True, terms: Any = True, world_size: int | None = None,
+               rank: int = 0) -> dict[str, Any]:
     """Runs ``step(model, optimizer, inputs)`` ``steps`` times under fake
     tensors on ``device`` and returns the requests-only snapshot (a dict).
 
@@ -121,7 +155,13 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
     or None; ``inputs``: the step's inputs (tensors anywhere in lists, tuples
     and dicts; copied to the fake device) or a function returning them.
     ``terms``: what fake tensors cannot see, applied as the step runs
-    (True: terms.Terms() with its measured sizes; False: none)."""
+    (True: terms.Terms() with its measured sizes; False: none).
+    ``world_size``: the step is one rank (``rank``) of a job of that many,
+    under torch's fake process group (fake_dist.py); a model factory that
+    takes an argument gets the job's device mesh (for ``fully_shard``).
+
+    CUDA streams, events and devices are answered without a GPU while the
+    step runs (fake_cuda.py), and each request is recorded on its stream."""
     import torch
 
     if terms is True:
@@ -133,17 +173,44 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
     trace.mark = marker.get
     if terms:
         terms.attach(trace)
+    trace.stream = current_stream_id
+    with contextlib.ExitStack() as outer:
+        outer.enter_context(fake_cuda(int(device.split(":")[1]) if ":" in device else 0))
+        mesh = outer.enter_context(fake_ranks(world_size, rank))
+        trace.collective = run_collective if mesh is not None else None
+        outer.enter_context(fsdp_storage_hooks(trace))
+        traces, tags = _run(trace, marker, terms, step, model, optimizer, inputs, steps, device, marks, mesh)
+    applied = terms.applied if terms else {}
+    produced = "memsight.torch.estimate: the step under torch's fake tensors"
+    if world_size is not None:
+        produced += f", rank {rank} of {world_size} (fake process group)"
+    estimate = {"version": 1, "produced_by": produced,
+                "torch": str(torch.__version__), "steps": steps,
+                "terms": [{"name": k, "bytes": v} for k, v in applied.items()],
+                "notes": ["library workspaces that live for one kernel (cuDNN attention and convolution "
+                          "plans, memory-efficient attention) are not included"]}
+    if world_size is not None:
+        estimate["world_size"], estimate["rank"] = world_size, rank
+        estimate["notes"].append("NCCL's own buffers (outside torch's allocator) are not included")
+    return {"segments": [], "device_traces": traces, "external_annotations": list(trace.annotations),
+            "memsight_tags": {"version": 1, "time_us": trace.tick(), "storages": tags},
+            "memsight_estimate": estimate}
+
+
+def _run(trace: FakeTrace, marker: TraceMarker, terms: Any, step: Callable[..., Any], model: Any,
+         optimizer: Callable[..., Any] | None, inputs: Any, steps: int, device: str, marks: bool,
+         mesh: Any) -> tuple[list[list[dict[str, Any]]], Any]:
     fake = _fake_mode()
     rec = dispatch_mode(trace)
     with fake, rec, _optimizers_see_fake_tensors():
-        m = _build_model(model, device)
+        m = _build_model(model, device, mesh)
         opt = optimizer(m.parameters()) if optimizer is not None else None
         phases = PhaseMarks(m, opt, marker=marker).install() if marks else None
         try:
             for i in range(steps):
                 trace.annotate(f"memsight:step:{i}")
                 batch = inputs(i) if callable(inputs) else inputs
-                batch = _on_device(batch, device)
+                batch = _on_device(batch, device, fake)
                 step(m, opt, batch)
                 del batch
             if terms:
@@ -153,12 +220,4 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
         finally:
             if phases is not None:
                 phases.remove()
-    applied = terms.applied if terms else {}
-    estimate = {"version": 1, "produced_by": "memsight.torch.estimate: the step under torch's fake tensors",
-                "torch": str(torch.__version__), "steps": steps,
-                "terms": [{"name": k, "bytes": v} for k, v in applied.items()],
-                "notes": ["library workspaces that live for one kernel (cuDNN attention and convolution "
-                          "plans, memory-efficient attention) are not included"]}
-    return {"segments": [], "device_traces": traces, "external_annotations": list(trace.annotations),
-            "memsight_tags": {"version": 1, "time_us": trace.tick(), "storages": tags},
-            "memsight_estimate": estimate}
+    return traces, tags

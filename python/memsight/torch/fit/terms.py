@@ -53,7 +53,7 @@ class Terms:
     def __init__(self, cublas: bool = True, cublaslt: bool = True) -> None:
         self.cublas = cublas_workspace_bytes() if cublas else 0
         self.cublaslt = cublaslt_workspace_bytes() if cublaslt else 0
-        self._seen: set[tuple[str, int, int]] = set()  # (term, thread, device)
+        self._seen: set[tuple[str, int, int, int]] = set()  # (term, thread, device, stream)
         self.applied: dict[str, int] = {}
 
     def attach(self, trace: FakeTrace) -> None:
@@ -63,7 +63,7 @@ class Terms:
         pass
 
     def _add(self, trace: FakeTrace, term: str, size: int, device: int) -> None:
-        key = (term, threading.get_ident(), device)
+        key = (term, threading.get_ident(), device, trace.stream())  # a handle per thread and stream
         if size <= 0 or key in self._seen:
             return
         self._seen.add(key)

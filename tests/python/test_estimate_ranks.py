@@ -1,0 +1,135 @@
+"""A step's requests per CUDA stream, with no GPU, and one rank of a
+sharded (FSDP2) job estimated alone (fit/fake_cuda.py, fit/fake_dist.py).
+The FSDP2 cases need torch >= 2.6 (fully_shard) and skip on older ones."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from memsight.torch.fit import fake_cuda as fc
+from memsight.torch.fit.fake_trace import FakeTrace
+
+
+def test_each_request_is_on_its_stream_and_freed_to_the_pool_it_came_from():
+    tr = FakeTrace(stacks=False)
+    current = [0]
+    tr.stream = lambda: current[0]
+    a = tr.alloc(0, 1000)
+    current[0] = 0x300
+    b = tr.alloc(0, 2000)
+    tr.free(0, a, 1000)  # freed while another stream is current: back to stream 0's pool
+    current[0] = 0
+    tr.free(0, b, 2000)
+    got = [(e["action"], e["size"], e["stream"]) for e in tr.entries[0]]
+    assert got == [("alloc", 1000, 0), ("alloc", 2000, 0x300),
+                   ("free_requested", 1000, 0), ("free_completed", 1000, 0),
+                   ("free_requested", 2000, 0x300), ("free_completed", 2000, 0x300)]
+
+
+@pytest.fixture
+def no_guard(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(fc, "ensure_cuda_guard", lambda torch: None)
+    return torch
+
+
+def test_fake_cuda_answers_streams_events_and_devices_and_puts_torch_back(no_guard):
+    torch = no_guard
+    before = {k: getattr(torch.cuda, k) for k in ("Stream", "Event", "current_stream", "stream", "current_device")}
+    with fc.fake_cuda(device=1):
+        assert torch.cuda.current_device() == 1
+        s = torch.cuda.Stream(priority=-1)
+        assert fc.current_stream_id() == 0 and torch.cuda.current_stream() == torch.cuda.default_stream()
+        with torch.cuda.stream(s):
+            assert fc.current_stream_id() == s.stream_id != 0
+            e = s.record_event()
+            torch.cuda.current_stream().wait_event(e)
+            assert e.query() and torch.cuda.current_stream() is s
+        with s:  # a stream is its own context too
+            assert fc.current_stream_id() == s.stream_id
+        assert fc.current_stream_id() == 0
+        t = torch.cuda.Stream()
+        assert t.stream_id not in (0, s.stream_id) and t != s
+    assert fc.current_stream_id() == 0
+    assert {k: getattr(torch.cuda, k) for k in before} == before
+
+
+def test_fake_cuda_is_not_reentrant(no_guard):
+    with fc.fake_cuda():
+        with pytest.raises(RuntimeError, match="already running"):
+            with fc.fake_cuda():
+                pass
+
+
+def _fsdp2_torch():
+    torch = pytest.importorskip("torch")
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+        from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: F401
+    except (ImportError, ValueError):  # ValueError: torch 1.13's distributed modules on Python 3.11
+        pytest.skip("this torch has no FSDP2 (fully_shard) or fake process group")
+    return torch
+
+
+def _sharded(mesh):
+    import torch.nn as nn
+    from torch.distributed.fsdp import fully_shard
+
+    m = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256))
+    for layer in m:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(m, mesh=mesh)
+    return m
+
+
+def _step(m, opt, x):
+    m(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def test_a_rank_of_an_fsdp2_job_holds_its_shard_and_unshards_one_layer_at_a_time():
+    torch = _fsdp2_torch()
+    from memsight.torch.fit.step_trace import trace_step
+
+    full = 256 * 512 * 4  # one Linear's weight, fp32
+    snaps = {ws: trace_step(_step, _sharded, lambda p: torch.optim.AdamW(p), torch.randn(8, 256),
+                            world_size=ws, rank=ws - 1, stacks=True, terms=False) for ws in (2, 4)}
+    for ws, snap in snaps.items():
+        est = snap["memsight_estimate"]
+        assert (est["world_size"], est["rank"]) == (ws, ws - 1)
+        assert f"rank {ws - 1} of {ws}" in est["produced_by"]
+        entries = snap["device_traces"][0]
+        # The all-gathers' outputs are on a stream of FSDP2's own, not the default one.
+        streams = collections.Counter(e["stream"] for e in entries if e["action"] == "alloc")
+        assert len(streams) >= 2 and streams[0] > 0
+        # The unsharded weights come and go by storage resizes: FSDP2's
+        # all-gather gives each layer's full weight memory before it runs and
+        # takes it back after (reshard after forward), in forward and backward.
+        unshards = [e for e in entries if e["action"] == "alloc" and e["size"] == full
+                    and any(f["filename"].endswith("_fsdp_param.py") for f in e["frames"])]
+        resharded_in_forward = [e for e in entries if e["action"] == "free_completed" and e["size"] == full
+                                and e["user_metadata"].startswith("memsight:fwd")]
+        assert len(unshards) >= 8 and len(resharded_in_forward) >= 2, (len(unshards), len(resharded_in_forward))
+        assert torch.distributed.is_initialized() is False  # the fake group is gone again
+    # A rank of four holds half the optimizer state of a rank of two.
+    def adam_state(snap):
+        return sum(e["size"] for e in snap["device_traces"][0] if e["action"] == "alloc"
+                   and any(f["name"] in ("_init_group", "_init_state") for f in e["frames"]))
+    assert adam_state(snaps[4]) * 2 == pytest.approx(adam_state(snaps[2]), rel=0.02)
+
+
+def test_a_rank_estimate_refuses_a_live_process_group_and_a_bad_rank():
+    _fsdp2_torch()
+    from memsight.torch.fit.fake_dist import fake_ranks
+
+    with pytest.raises(ValueError, match="rank must be in"):
+        with fake_ranks(2, 2):
+            pass
+    with fake_ranks(2, 0):
+        with pytest.raises(RuntimeError, match="already initialized"):
+            with fake_ranks(2, 1):
+                pass
