@@ -210,9 +210,12 @@ def fake_cuda(device: int = 0) -> Iterator[None]:
         "current_stream": rt.current, "default_stream": rt.default,
         "stream": _stream, "set_stream": lambda s: _set(s),
         "current_device": lambda: rt.device, "set_device": set_device,
-        "device_count": lambda: max(8, rt.device + 1),
         "synchronize": lambda device=None: None,
     }
+    if not cuda.is_available():
+        # No device to count: the estimate's device exists. (Where GPUs
+        # exist, torch's own count stays: its first CUDA call checks each.)
+        patches["device_count"] = lambda: rt.device + 1
     if _runtime is not None:
         raise RuntimeError("memsight: an estimate is already running in this process")
     saved = {k: getattr(cuda, k) for k in patches if hasattr(cuda, k)}
