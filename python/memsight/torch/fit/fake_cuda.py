@@ -212,16 +212,27 @@ def fake_cuda(device: int = 0) -> Iterator[None]:
         "current_device": lambda: rt.device, "set_device": set_device,
         "synchronize": lambda device=None: None,
     }
+    amp: dict[str, Any] = {}
     if not cuda.is_available():
         # No device to count: the estimate's device exists. (Where GPUs
         # exist, torch's own count stays: its first CUDA call checks each.)
         patches["device_count"] = lambda: rt.device + 1
+        # autocast("cuda") turns itself off where CUDA is not available, and
+        # refuses bfloat16 where it cannot ask the device: the step would run
+        # in float32. The device an estimate stands for has both.
+        patches["is_bf16_supported"] = lambda *a, **k: True
+        common = getattr(getattr(cuda, "amp", None), "common", None)
+        if common is not None and hasattr(common, "amp_definitely_not_available"):
+            amp["amp_definitely_not_available"] = lambda: False
     if _runtime is not None:
         raise RuntimeError("memsight: an estimate is already running in this process")
     saved = {k: getattr(cuda, k) for k in patches if hasattr(cuda, k)}
+    saved_amp = {k: getattr(cuda.amp.common, k) for k in amp}
     _runtime, _ids = rt, itertools.count(1)  # the same stream ids in every estimate
     for k, v in patches.items():
         setattr(cuda, k, v)
+    for k, v in amp.items():
+        setattr(cuda.amp.common, k, v)
     try:
         yield
     finally:
@@ -230,4 +241,6 @@ def fake_cuda(device: int = 0) -> Iterator[None]:
                 setattr(cuda, k, saved[k])
             else:
                 delattr(cuda, k)
+        for k, v in saved_amp.items():
+            setattr(cuda.amp.common, k, v)
         _runtime = None

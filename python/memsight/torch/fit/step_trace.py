@@ -12,6 +12,7 @@ from typing import Any
 
 from ..capture.phase_marks import Marker, PhaseMarks
 from ..capture.tags import storage_tags
+from .attention import fused_attention_mode, gpu_answers
 from .fake_cuda import current_stream_id, fake_cuda
 from .fake_dist import fake_ranks, fsdp_storage_hooks, run_collective
 from .fake_trace import FakeTrace, dispatch_mode
@@ -210,7 +211,9 @@ def _run(trace: FakeTrace, marker: TraceMarker, terms: Any, step: Callable[..., 
          mesh: Any) -> tuple[list[list[dict[str, Any]]], Any]:
     fake = _fake_mode()
     rec = dispatch_mode(trace)
-    with fake, rec, _optimizers_see_fake_tensors():
+    # Without a GPU to ask, attention would fall back to the math kernel.
+    attention = contextlib.nullcontext() if gpu_answers() else fused_attention_mode()
+    with fake, rec, _optimizers_see_fake_tensors(), attention:
         m = _build_model(model, device, mesh)
         opt = optimizer(m.parameters()) if optimizer is not None else None
         phases = PhaseMarks(m, opt, marker=marker).install() if marks else None
