@@ -93,14 +93,6 @@ def _move(module: Any, device: str) -> None:
 
     done: dict[int, Any] = {}
 
-    def to(t: Any) -> Any:
-        # A tensor the fake mode holds the value of (made by torch.tensor(0),
-        # as BatchNorm's step counter) would be copied for real: real memory
-        # on a GPU, an error where torch has no CUDA. Its fake twin is not.
-        if getattr(t, "constant", None) is not None and hasattr(t, "fake_mode"):
-            t = t.fake_mode.from_tensor(t.constant)
-        return t.to(device)
-
     def visit(m: Any) -> None:
         for child in m.children():
             visit(child)
@@ -108,12 +100,12 @@ def _move(module: Any, device: str) -> None:
             if p is None or p.device == torch.device(device):
                 continue
             if id(p) not in done:
-                done[id(p)] = torch.nn.Parameter(to(p.detach()), requires_grad=p.requires_grad)
+                done[id(p)] = torch.nn.Parameter(p.detach().to(device), requires_grad=p.requires_grad)
             m._parameters[k] = done[id(p)]
         for k, b in list(m._buffers.items()):
             if b is not None and b.device != torch.device(device):
                 if id(b) not in done:
-                    done[id(b)] = to(b)
+                    done[id(b)] = b.to(device)
                 m._buffers[k] = done[id(b)]
 
     visit(module)
