@@ -149,3 +149,60 @@ def test_batchnorm_buffers_are_traced_at_their_sizes():
     sizes = [e["size"] for e in snap["device_traces"][0] if e["action"] == "alloc"]
     # weight, bias, BatchNorm's weight, bias, running mean and variance, its step counter
     assert sizes[:7] == [8 * 3 * 3 * 3 * 4, 32, 32, 32, 32, 32, 8]
+
+
+def _no_gpu_torch():
+    torch = pytest.importorskip("torch")
+    if tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 4):
+        pytest.skip("fake CUDA steps need torch >= 2.4")
+    return torch
+
+
+def test_autocast_keeps_half_precision_with_or_without_a_gpu():
+    # autocast("cuda") turned itself off where CUDA is not available: the
+    # estimate then saw every activation in float32, twice its size.
+    torch = _no_gpu_torch()
+    import torch.nn as nn
+
+    from memsight.torch.fit.step_trace import trace_step
+
+    def step(m, opt, x):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = m(x)
+        y.sum().backward()
+
+    snap = trace_step(step, lambda: nn.Linear(1000, 3000, bias=False), None, torch.randn(100, 1000),
+                      stacks=False, terms=False, steps=1)
+    sizes = {e["size"] for e in snap["device_traces"][0] if e["action"] == "alloc"}
+    assert 3000 * 1000 * 2 in sizes  # autocast's bf16 copy of the weight
+    assert 100 * 3000 * 2 in sizes and 100 * 3000 * 4 not in sizes  # the output in bf16, never in fp32
+
+
+def test_attention_runs_a_fused_kernel_with_or_without_a_gpu():
+    # Without a GPU to choose the kernel, torch fell back to the math one,
+    # which holds the batch x heads x T x T attention matrix for the backward.
+    torch = _no_gpu_torch()
+    import torch.nn.functional as F
+
+    from memsight.torch.fit.step_trace import trace_step
+
+    b, h, t, d = 2, 4, 512, 64
+
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(d * h, 3 * d * h)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).view(b, t, 3, h, d).permute(2, 0, 3, 1, 4)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    for dtype in (torch.bfloat16, torch.float32):  # flash, then memory-efficient attention
+        def step(m, opt, x, dtype=dtype):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype != torch.float32):
+                m(x).float().sum().backward()
+
+        snap = trace_step(step, Attn, None, torch.randn(b, t, d * h), stacks=False, terms=False, steps=1)
+        matrix = b * h * t * t * (2 if dtype == torch.bfloat16 else 4)
+        sizes = [e["size"] for e in snap["device_traces"][0] if e["action"] == "alloc"]
+        assert not [s for s in sizes if s >= matrix], (dtype, sorted(sizes)[-3:])

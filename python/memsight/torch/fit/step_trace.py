@@ -198,6 +198,14 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
             "memsight_estimate": estimate}
 
 
+def _no_device_error(e: Exception) -> Exception:
+    from ..._errors import MemsightError
+
+    return MemsightError(
+        "this torch is built with CUDA but sees no GPU, and its autograd cannot run a backward on fake CUDA "
+        f"tensors then ({e}); estimate where a GPU is visible (it is not used), or with a CPU-only torch")
+
+
 def _run(trace: FakeTrace, marker: TraceMarker, terms: Any, step: Callable[..., Any], model: Any,
          optimizer: Callable[..., Any] | None, inputs: Any, steps: int, device: str, marks: bool,
          mesh: Any) -> tuple[list[list[dict[str, Any]]], Any]:
@@ -214,7 +222,12 @@ def _run(trace: FakeTrace, marker: TraceMarker, terms: Any, step: Callable[..., 
                 trace.annotate(f"memsight:step:{i}")
                 batch = inputs(i) if callable(inputs) else inputs
                 batch = _on_device(batch, device, fake)
-                step(m, opt, batch)
+                try:
+                    step(m, opt, batch)
+                except RuntimeError as e:
+                    if "hasPrimaryContext" in str(e):
+                        raise _no_device_error(e) from e
+                    raise
                 del batch
             if terms:
                 terms.finish(trace)
