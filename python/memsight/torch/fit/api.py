@@ -235,7 +235,9 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
     ``max_estimates`` estimates in all (a bracket still open then gives
     its lower, fitting end). Returns (the batch, the estimates
     made as (batch, Estimate)); the batch is ``low - 1`` when not even
-    ``low`` fits."""
+    ``low`` fits. Near a memory cap the allocator's edge can be uneven (one
+    batch runs out where a larger one fits); the answer fits and the batch
+    above it does not. ``world_size`` / ``rank``: as :func:`estimate`."""
     total = _device_total(device_memory)
     if total is None:
         raise ValueError("max_batch needs the device's memory: pass device_memory=\"80GiB\" (no GPU here)")
@@ -278,11 +280,16 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
             lo = guess
         else:
             hi = guess
-    # Bracket the edge with steps that double (the line is seldom off by
-    # much; the allocator's caching makes the edge a little uneven), then
-    # halve the bracket.
+    return _narrow(fits, lo, hi, high, lambda: len(tried) < max_estimates), tried
+
+
+def _narrow(fits: Callable[[int], bool], lo: int, hi: int, high: int, more: Callable[[], bool]) -> int:
+    """The fitting end of the bracket [lo fits, hi does not] once narrowed to
+    one step (or when ``more()`` says the estimates are spent). The edge is
+    bracketed with steps that double (the line is seldom off by much; the
+    allocator's caching makes the edge a little uneven), then halved."""
     stride = max(1, lo // 20)
-    while hi > high and lo < high and len(tried) < max_estimates:
+    while hi > high and lo < high and more():
         n = min(high, lo + stride)
         if fits(n):
             lo = n
@@ -290,16 +297,16 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
             hi = n
         stride *= 2
     stride = max(1, hi // 20)
-    while hi <= high and hi - lo > stride + 1 and len(tried) < max_estimates:
+    while hi <= high and hi - lo > stride + 1 and more():
         n = hi - stride
         if fits(n):
             lo = n
             break
         hi, stride = n, stride * 2
-    while hi - lo > 1 and len(tried) < max_estimates:
+    while hi - lo > 1 and more():
         mid = (lo + hi) // 2
         if fits(mid):
             lo = mid
         else:
             hi = mid
-    return lo, tried
+    return lo

@@ -62,7 +62,7 @@ def fused_attention_mode() -> Any:
     class _FusedAttention(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            if func is F.scaled_dot_product_attention:
+            if func is getattr(F, "scaled_dot_product_attention", None):
                 try:
                     out = _fused(*args, **kwargs)
                 except TypeError:  # arguments this version of the rule does not know: torch's own path

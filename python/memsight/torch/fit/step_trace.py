@@ -185,14 +185,14 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
     produced = "memsight.torch.estimate: the step under torch's fake tensors"
     if world_size is not None:
         produced += f", rank {rank} of {world_size} (fake process group)"
-    estimate = {"version": 1, "produced_by": produced,
-                "torch": str(torch.__version__), "steps": steps,
-                "terms": [{"name": k, "bytes": v} for k, v in applied.items()],
-                "notes": ["library workspaces that live for one kernel (cuDNN attention and convolution "
-                          "plans, memory-efficient attention) are not included"]}
+    notes = ["library workspaces that live for one kernel (cuDNN attention and convolution "
+             "plans, memory-efficient attention) are not included"]
+    estimate: dict[str, Any] = {"version": 1, "produced_by": produced, "torch": str(torch.__version__),
+                                "steps": steps, "terms": [{"name": k, "bytes": v} for k, v in applied.items()],
+                                "notes": notes}
     if world_size is not None:
         estimate["world_size"], estimate["rank"] = world_size, rank
-        estimate["notes"].append("NCCL's own buffers (outside torch's allocator) are not included")
+        notes.append("NCCL's own buffers (outside torch's allocator) are not included")
     return {"segments": [], "device_traces": traces, "external_annotations": list(trace.annotations),
             "memsight_tags": {"version": 1, "time_us": trace.tick(), "storages": tags},
             "memsight_estimate": estimate}
