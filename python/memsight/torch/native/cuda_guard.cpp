@@ -30,10 +30,14 @@ struct FakeCudaGuard final : c10::impl::DeviceGuardImplInterface {
   }
   Device getDevice() const override { return Device(DeviceType::CUDA, current.load()); }
   void setDevice(Device d) const override { current.store(d.index() < 0 ? 0 : d.index()); }
-  void uncheckedSetDevice(Device d) const noexcept override { current.store(d.index() < 0 ? 0 : d.index()); }
+  void uncheckedSetDevice(Device d) const noexcept override {
+    current.store(d.index() < 0 ? 0 : d.index());
+  }
   Stream getStream(Device d) const noexcept override { return Stream(Stream::DEFAULT, d); }
   Stream getDefaultStream(Device d) const override { return Stream(Stream::DEFAULT, d); }
-  Stream getStreamFromGlobalPool(Device d, bool) const override { return Stream(Stream::DEFAULT, d); }
+  Stream getStreamFromGlobalPool(Device d, bool) const override {
+    return Stream(Stream::DEFAULT, d);
+  }
   Stream getNewStream(Device d, int) const override { return Stream(Stream::DEFAULT, d); }
   Stream exchangeStream(Stream s) const noexcept override { return s; }
   DeviceIndex deviceCount() const noexcept override { return kDevices; }
