@@ -65,6 +65,19 @@ def test_the_estimate_is_the_simulated_allocator_on_the_trace(fake_trace):
     assert "fits in 1.0GiB" in text and "included: cuBLAS workspace 32.0MiB" in text
     assert "not included: nothing else" in text
     assert "at the allocated peak: unknown 200.0MiB, temporary 80.0MiB" in text
+    assert "(rank" not in text and d["world_size"] is None
+
+
+def test_a_ranks_estimate_says_which_rank_it_is(fake_trace, monkeypatch):
+    def rank_step(step, model, optimizer, inputs, steps=2, stacks=True, world_size=None, rank=0):
+        snap = synthetic_step(inputs(0), steps)
+        snap["memsight_estimate"].update(world_size=world_size, rank=rank)
+        return snap
+
+    monkeypatch.setattr(api, "trace_step", rank_step)
+    est = api.estimate(None, None, inputs=lambda i: 2, device_memory="1GiB", world_size=8, rank=3)
+    assert str(est).startswith("memsight estimate: one training step (rank 3 of 8) under fake tensors")
+    assert (est.to_dict()["world_size"], est.to_dict()["rank"]) == (8, 3)
 
 
 def test_a_step_over_the_device_runs_out_and_says_what_to_try(fake_trace):

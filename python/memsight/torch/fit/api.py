@@ -145,13 +145,17 @@ class Estimate:
                 "limit": self.limit, "device_memory": self.device_total,
                 "memory_fraction": self.memory_fraction, "settings": list(self.settings),
                 "terms": self.terms, "seconds": round(self.seconds, 3),
+                "world_size": self.requests.get("memsight_estimate", {}).get("world_size"),
+                "rank": self.requests.get("memsight_estimate", {}).get("rank"),
                 "produced_by": self.requests.get("memsight_estimate", {}).get("produced_by", "")}
 
     def json(self) -> str:
         return json.dumps(self.to_dict())
 
     def __str__(self) -> str:
-        lines = ["memsight estimate: one training step under fake tensors, through torch's caching "
+        meta = self.requests.get("memsight_estimate", {})
+        rank = f" (rank {meta['rank']} of {meta['world_size']})" if "world_size" in meta else ""
+        lines = [f"memsight estimate: one training step{rank} under fake tensors, through torch's caching "
                  "allocator simulated" + (f" with {', '.join(self.settings)}" if self.settings else "")]
         lines.append(f"  peak allocated  {format_size(self.peak_allocated)}")
         lines.append(f"  peak reserved   {format_size(self.peak_reserved)}"
