@@ -10,8 +10,8 @@ each mode in turn, the modes alternating for several rounds:
   ring         history with no stacks (context=None): torch's ring buffer and entries
   torch-state  context="state", stacks="python", torch's Python unwinder (stacks of live blocks only)
   torch        context="all", stacks="python", torch's Python unwinder
-  native       the same with memsight's native unwinder
-  native-ids   the same with stack ids (MEMSIGHT_NATIVE_STACK_IDS=1: one frame an event)
+  native       the same with memsight's native unwinder, every frame kept (no stack ids)
+  native-ids   the same with stack ids (the default: one frame an event)
   torch-cpp    context="all", stacks="all" (C++ frames too), torch's unwinder
   native-cpp   the same with memsight's native unwinder
   native-ids-cpp  the same with stack ids' form for C++ frames (MEMSIGHT_NATIVE_STACK_IDS_CPP=1)

@@ -13,7 +13,7 @@ synchronises after each phase, so each phase's host time is its own:
 Modes: off (no history), ring (history without stacks: context=None),
 torch-state, torch (context="all", stacks="python", torch's Python
 unwinder), native (the same with memsight's native unwinder), native-ids
-(the same with stack ids, as MEMSIGHT_NATIVE_STACK_IDS=1). Each mode a
+(the same with stack ids, the default). Each mode a
 round warms STEPS_WARM steps (the ring fills: --max-entries is small on
 purpose, so entries are overwritten as in a long run), then times --steps.
 Prints per phase the median CPU ms of the process (every thread, until the
