@@ -24,9 +24,15 @@ if [[ ! -x "$ROOT/usr/bin/python3" ]] || ! chroot "$ROOT" python3 -c "import tor
     libtorch-dev libzstd-dev liblzma-dev zlib1g-dev
 fi
 mkdir -p "$ROOT/work" "$ROOT/proc" "$ROOT/dev"
-mountpoint -q "$ROOT/work" || mount --bind "$(dirname "$REPO")" "$ROOT/work"
-mountpoint -q "$ROOT/proc" || mount --bind /proc "$ROOT/proc"
-mountpoint -q "$ROOT/dev" || mount --bind /dev "$ROOT/dev"
+# Bound for this run only: a chroot left with the checkout mounted in it
+# would take the checkout with it if it were ever deleted.
+mounted=()
+for pair in "$(dirname "$REPO"):work" "/proc:proc" "/dev:dev"; do
+  if ! mountpoint -q "$ROOT/${pair#*:}"; then
+    mount --bind "${pair%%:*}" "$ROOT/${pair#*:}" && mounted+=("$ROOT/${pair#*:}")
+  fi
+done
+trap 'for m in "${mounted[@]}"; do umount "$m"; done' EXIT
 inner=/work/$(basename "$REPO")
 chroot "$ROOT" bash -c "cd $inner && cmake -S . -B build/chroot -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DMEMSIGHT_TESTS=OFF -DMEMSIGHT_WASM=OFF -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null \
@@ -34,5 +40,5 @@ chroot "$ROOT" bash -c "cd $inner && cmake -S . -B build/chroot -G Ninja -DCMAKE
 if [[ $# -eq 0 ]]; then
   set -- python3 -m pytest -q -p no:cacheprovider tests/python/test_estimate_ranks.py tests/python/test_estimate_api.py
 fi
-exec chroot "$ROOT" env PYTHONPATH="$inner/python" MEMSIGHT_BIN="$inner/build/chroot/memsight" \
+chroot "$ROOT" env PYTHONPATH="$inner/python" MEMSIGHT_BIN="$inner/build/chroot/memsight" \
   bash -c 'cd "$0" && exec "$@"' "$inner" "$@"
