@@ -114,7 +114,8 @@ def memtracker(name: str, batch: int, steps: int, out: Path) -> None:
     from memsight.torch.fit.step_trace import _build_model
 
     w = WORKLOADS[name]
-    if w.world_size:  # MemTracker has a tracker of its own for FSDP, not compared here
+    if w.world_size:
+        fsdp_memtracker(name, batch, steps, out)
         return
     t0 = time.perf_counter()
     with FakeTensorMode(allow_non_fake_inputs=True):
@@ -130,6 +131,36 @@ def memtracker(name: str, batch: int, steps: int, out: Path) -> None:
         peak = mt.get_tracker_snapshot("peak")
     total = max((v.get("Total", 0) for d, v in peak.items() if torch.device(d).type == "cuda"), default=0)
     (out / f"{name}.memtracker.json").write_text(json.dumps({"peak": total, "seconds": time.perf_counter() - t0}))
+
+
+def fsdp_memtracker(name: str, batch: int, steps: int, out: Path) -> None:
+    """torch's FSDP tracker (FSDPMemTracker, which bypasses the collectives
+    under fake tensors itself) on one rank of the sharded workload, under
+    the same fake process group and CUDA stand-ins as memsight's estimate."""
+    import torch
+    from estimate_workloads import ALL as WORKLOADS
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+    from memsight.torch.fit.fake_cuda import fake_cuda
+    from memsight.torch.fit.fake_dist import fake_ranks
+
+    w = WORKLOADS[name]
+    t0 = time.perf_counter()
+    with fake_cuda(), fake_ranks(w.world_size, 0) as mesh, FakeTensorMode(allow_non_fake_inputs=True):
+        with torch.device("cuda"):
+            model = w.model(mesh)
+        opt = w.optimizer(model.parameters())
+        mt = FSDPMemTracker(model, opt)
+        with mt:
+            for i in range(steps):
+                if i:  # as for MemTracker: a module run again needs this; the peak stays
+                    mt.reset_mod_stats()
+                w.step(model, opt, w.inputs(batch, i))
+        peak = mt.get_tracker_snapshot("peak")
+    total = max((v.get("Total", 0) for d, v in peak.items() if torch.device(d).type == "cuda"), default=0)
+    (out / f"{name}.memtracker.json").write_text(json.dumps({"peak": total, "seconds": time.perf_counter() - t0,
+                                                             "tracker": "FSDPMemTracker"}))
 
 
 def _probe(name: str, batch: int, steps: int, fraction: float) -> bool:
