@@ -12,8 +12,8 @@ mask and a head of at most 256, memory-efficient attention otherwise (it
 takes a mask and float32), each through its own operator, whose fake
 implementation gives the outputs the real kernel allocates and whose
 backward is the fused one's. (On the H200, torch 2.11 ran cuDNN attention
-for the half-precision case; how its saved outputs compare in size with
-flash attention's was not measured.) Anything these two cannot take
+for the half-precision case; in torch 2.6's fake kernels its outputs and
+flash attention's are of the same shapes and dtypes.) Anything these two cannot take
 (dropout with a mask, heads above 256, nested tensors) is left to torch.
 """
 
