@@ -69,7 +69,8 @@ class Estimate:
         self.unused_at_peak = int(r.unused_at_peak)
         self.fits = int(r.stopped_at) < 0
         self.oom = None if self.fits else _plain(r.ooms[-1]) if r.ooms else {"event": int(r.stopped_at)}
-        self.terms = list(requests.get("memsight_estimate", {}).get("terms", []))
+        self.meta: dict[str, Any] = requests.get("memsight_estimate", {})  # what produced it
+        self.terms = list(self.meta.get("terms", []))
         self._whatif: Any = None
         self._unbounded: tuple[int, int] | None = None
         self._completed: Any = None
@@ -145,16 +146,14 @@ class Estimate:
                 "limit": self.limit, "device_memory": self.device_total,
                 "memory_fraction": self.memory_fraction, "settings": list(self.settings),
                 "terms": self.terms, "seconds": round(self.seconds, 3),
-                "world_size": self.requests.get("memsight_estimate", {}).get("world_size"),
-                "rank": self.requests.get("memsight_estimate", {}).get("rank"),
-                "produced_by": self.requests.get("memsight_estimate", {}).get("produced_by", "")}
+                "world_size": self.meta.get("world_size"), "rank": self.meta.get("rank"),
+                "produced_by": self.meta.get("produced_by", "")}
 
     def json(self) -> str:
         return json.dumps(self.to_dict())
 
     def __str__(self) -> str:
-        meta = self.requests.get("memsight_estimate", {})
-        rank = f" (rank {meta['rank']} of {meta['world_size']})" if "world_size" in meta else ""
+        rank = f" (rank {self.meta['rank']} of {self.meta['world_size']})" if "world_size" in self.meta else ""
         lines = [f"memsight estimate: one training step{rank} under fake tensors, through torch's caching "
                  "allocator simulated" + (f" with {', '.join(self.settings)}" if self.settings else "")]
         lines.append(f"  peak allocated  {format_size(self.peak_allocated)}")
@@ -177,7 +176,7 @@ class Estimate:
                                                                 for k, n in kinds))
         for t in self.terms:
             lines.append(f"  included: {t['name']} {format_size(int(t['bytes']))}")
-        for n in self.requests.get("memsight_estimate", {}).get("notes", []):
+        for n in self.meta.get("notes", []):
             lines.append(f"  not included: {n}")
         return "\n".join(lines)
 

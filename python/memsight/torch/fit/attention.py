@@ -73,12 +73,3 @@ def fused_attention_mode() -> Any:
 
     return _FusedAttention()
 
-
-def gpu_answers() -> bool:
-    """Whether a GPU is there to pick attention kernels (torch asks it)."""
-    import torch
-
-    try:
-        return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001 - a broken CUDA install answers nothing
-        return False

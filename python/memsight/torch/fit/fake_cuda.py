@@ -186,6 +186,15 @@ def ensure_cuda_guard(torch: Any) -> None:
     _guard = lib
 
 
+def gpu_visible(torch: Any) -> bool:
+    """Whether a GPU answers torch's questions (which kernel, whether bfloat16
+    is supported); where none does, the estimate answers them as one would."""
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken CUDA install answers nothing
+        return False
+
+
 def current_stream_id() -> int:
     """The stream the calling thread's requests go to (0 outside an estimate)."""
     return _runtime.stream_id() if _runtime is not None else 0
@@ -213,7 +222,7 @@ def fake_cuda(device: int = 0) -> Iterator[None]:
         "synchronize": lambda device=None: None,
     }
     amp: dict[str, Any] = {}
-    if not cuda.is_available():
+    if not gpu_visible(torch):
         # No device to count: the estimate's device exists. (Where GPUs
         # exist, torch's own count stays: its first CUDA call checks each.)
         patches["device_count"] = lambda: rt.device + 1

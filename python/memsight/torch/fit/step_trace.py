@@ -12,8 +12,8 @@ from typing import Any
 
 from ..capture.phase_marks import Marker, PhaseMarks
 from ..capture.tags import storage_tags
-from .attention import fused_attention_mode, gpu_answers
-from .fake_cuda import current_stream_id, fake_cuda
+from .attention import fused_attention_mode
+from .fake_cuda import current_stream_id, fake_cuda, gpu_visible
 from .fake_dist import fake_ranks, fsdp_storage_hooks, run_collective
 from .fake_trace import FakeTrace, dispatch_mode
 from .terms import Terms
@@ -209,10 +209,12 @@ def _no_device_error(e: Exception) -> Exception:
 def _run(trace: FakeTrace, marker: TraceMarker, terms: Any, step: Callable[..., Any], model: Any,
          optimizer: Callable[..., Any] | None, inputs: Any, steps: int, device: str, marks: bool,
          mesh: Any) -> tuple[list[list[dict[str, Any]]], Any]:
+    import torch
+
     fake = _fake_mode()
     rec = dispatch_mode(trace)
     # Without a GPU to ask, attention would fall back to the math kernel.
-    attention = contextlib.nullcontext() if gpu_answers() else fused_attention_mode()
+    attention = contextlib.nullcontext() if gpu_visible(torch) else fused_attention_mode()
     with fake, rec, _optimizers_see_fake_tensors(), attention:
         m = _build_model(model, device, mesh)
         opt = optimizer(m.parameters()) if optimizer is not None else None
