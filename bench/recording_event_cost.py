@@ -14,7 +14,6 @@ each mode in turn, the modes alternating for several rounds:
   native-ids   the same with stack ids (the default: one frame an event)
   torch-cpp    context="all", stacks="all" (C++ frames too), torch's unwinder
   native-cpp   the same with memsight's native unwinder
-  native-ids-cpp  the same with stack ids' form for C++ frames (MEMSIGHT_NATIVE_STACK_IDS_CPP=1)
 
 Prints ns an iteration (median of rounds) and the cost above `off` per event.
 `--kind backward` times a tiny forward and backward instead: the gradients
@@ -33,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = ["off", "ring", "torch-state", "torch", "native", "native-ids", "torch-cpp", "native-cpp", "native-ids-cpp"]
+MODES = ["off", "ring", "torch-state", "torch", "native", "native-ids", "torch-cpp", "native-cpp"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(mode: str) -> float:
         unwinder.enable(mode.startswith("native"))
-        unwinder.compact({"native-ids": 1, "native-ids-cpp": 2}.get(mode, 0))  # the unwinder's forms
+        unwinder.compact(mode == "native-ids")
         stacks = "all" if mode.endswith("cpp") else "python"
         if mode == "ring":
             mem._record_memory_history("all", context=None, max_entries=100_000)

@@ -77,8 +77,6 @@ MODES: dict[str, tuple[str, dict[str, Any]]] = {
     "native-stacks-all": ("native", dict(context="all", stacks="all")),
     "native-nodump": ("native", dict(ALL, env={"MEMSIGHT_NATIVE_DUMP": "0"})),
     "native-noids": ("native", dict(ALL, env={"MEMSIGHT_NATIVE_STACK_IDS": "0"})),
-    "native-stacks-all-ids": ("native", dict(context="all", stacks="all",
-                                             env={"MEMSIGHT_NATIVE_STACK_IDS_CPP": "1"})),
 }
 QUICK = ["none", "torch", "memsight", "native"]
 

@@ -15,10 +15,6 @@ torch's ring buffer does. Modes, alternating over rounds:
   frames-w, ids-w   the same built as if code objects' deaths were watched (3.12's
               code watchers): a hit reads no code object. On 3.11 this build is
               for measuring only (a dead code object would go unseen)
-  cppids-w    watched, stack ids' form for recordings with C++ frames
-              (MEMSIGHT_NATIVE_STACK_IDS_CPP=1): the first frames one by one,
-              the rest as one frame (the C++ unwinding itself is torch's and
-              not in the stand-in)
 
 Each is timed with nothing between gathers and with --pollute KiB of other
 memory written between gathers (a training step's other work evicts what
@@ -44,8 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "python" / "memsight" / "torch" / "native" / "python_unwinder.cpp"
 STUB = ROOT / "tests" / "python" / "native_stub"
-MODES = ["reference", "frames", "ids", "frames-w", "ids-w", "cppids-w"]
-FORM = {"ids": 1, "cppids": 2}  # the unwinder's form of an event's stack (else 0: every frame)
+MODES = ["reference", "frames", "ids", "frames-w", "ids-w"]
 
 
 def build(out: Path, *defines: str) -> ctypes.CDLL:
@@ -87,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     def run(mode: str, pollute: int) -> float:
         lib = watched if mode.endswith("-w") else plain
         lib.memsight_unwinder_enable(0 if mode == "reference" else 1)
-        lib.memsight_unwinder_compact(FORM.get(mode.removesuffix("-w"), 0))
+        lib.memsight_unwinder_compact(1 if mode.startswith("ids") else 0)
         try:
             at_depth(lib, args.depth, 0)  # the stack resolved once, the ring full
             return at_depth(lib, args.depth, pollute) / args.n

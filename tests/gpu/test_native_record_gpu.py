@@ -32,8 +32,7 @@ WORKLOADS = ["mlp", "cpp_stacks", "alloc_context", "wrapped", "cuda_graph", "exp
 
 def run_job(mode: str, workload: str, out: Path) -> dict:
     env = dict(os.environ, MEMSIGHT_NATIVE_RECORD="1" if mode.startswith("native") else "0",
-               MEMSIGHT_NATIVE_STACK_IDS="1" if mode.startswith("native-ids") else "0",
-               MEMSIGHT_NATIVE_STACK_IDS_CPP="1" if mode == "native-ids-cpp" else "0")
+               MEMSIGHT_NATIVE_STACK_IDS="1" if mode == "native-ids" else "0")
     if workload == "expandable":
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     p = subprocess.run([sys.executable, str(JOB), mode, workload, str(out)], env=env,
@@ -100,23 +99,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> None:
     run_job("native", "mlp", tmp_path_factory.mktemp("warm") / "warm.pickle")
 
 
-@pytest.mark.parametrize("native", ["native", "native-ids", "native-ids-cpp"])
+@pytest.mark.parametrize("native", ["native", "native-ids"])
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_native_recording_equals_torchs(built: None, workload: str, native: str, tmp_path: Path) -> None:
     # native-ids: stack ids (the default), one frame an event standing for the whole
-    # stack (with C++ frames the frames stay one by one); native: the frames one by
-    # one (MEMSIGHT_NATIVE_STACK_IDS=0); native-ids-cpp: stack ids' form for C++
-    # frames too (MEMSIGHT_NATIVE_STACK_IDS_CPP=1), on the workload with C++ frames
-    if native == "native-ids-cpp" and workload != "cpp_stacks":
-        pytest.skip("the form for C++ frames: only where the recording takes them")
+    # stack (not with C++ frames, where the frames stay one by one); native: the
+    # frames one by one (MEMSIGHT_NATIVE_STACK_IDS=0)
     with ThreadPoolExecutor(2) as pool:
         futures = {m: pool.submit(run_job, m if m == "torch" else native, workload, tmp_path / f"{m}.pickle")
                    for m in ("torch", "native")}
         results = {m: f.result() for m, f in futures.items()}
     counts = results["native"]["status"]["counts"]
     assert results["native"]["status"]["answering"] and counts["gathered"] > 0, results["native"]
-    assert results["native"]["status"]["stack_ids"] is (native == "native-ids-cpp"
-                                                        or (native == "native-ids" and workload != "cpp_stacks"))
+    assert results["native"]["status"]["stack_ids"] is (native == "native-ids" and workload != "cpp_stacks")
     assert results["torch"]["status"]["answering"] is False
     snaps = {m: pickle.loads((tmp_path / f"{m}.pickle").read_bytes()) for m in ("torch", "native")}
     # "snapshot" entries mark each _snapshot() call, among them the native dumper's own

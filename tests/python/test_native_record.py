@@ -21,20 +21,17 @@ class FakeUnwinder:
 
     def __init__(self) -> None:
         self.enabled: list[bool] = []
-        self.compacted: list[int] = []  # the forms set (0 frames, 1 whole stack, 2 for C++ frames)
+        self.compacted: list[bool] = []
         self.checked = 0
-        self.cpp_differs = False  # the form for C++ frames fails its check
 
     def enable(self, on: bool = True) -> None:
         self.enabled.append(on)
 
-    def compact(self, form: int | bool = True) -> None:
-        self.compacted.append(int(form))
+    def compact(self, on: bool = True) -> None:
+        self.compacted.append(on)
 
-    def check_here(self, cpp: bool = False) -> int:  # the caller's depth, as the real one counts frames
+    def check_here(self) -> int:  # the caller's depth, as the real one counts frames
         self.checked += 1
-        if cpp and self.cpp_differs and self.compacted[-1] == 2:
-            raise MemsightError("frame 7: f a.py:3 against torch's g a.py:9")
         return len(traceback.extract_stack()) - 1
 
     def check_thread(self) -> None:
@@ -76,33 +73,15 @@ def test_stack_ids_by_default_unless_turned_off_and_never_with_cpp_frames(fresh_
     monkeypatch.setattr(_native_record, "build_unwinder", lambda torch: fake)
     monkeypatch.delenv("MEMSIGHT_NATIVE_STACK_IDS", raising=False)
     _native_record.prepare(wait=True)
-    assert fake.compacted[:3] == [0, 1, 0]  # checked both ways
+    assert fake.compacted[:3] == [False, True, False]  # checked both ways
     _native_record.set_recording(True)
-    assert fake.compacted[-1] == 1 and _native_record.status()["stack_ids"] is True  # on by default
+    assert fake.compacted[-1] is True and _native_record.status()["stack_ids"] is True  # on by default
     monkeypatch.setenv("MEMSIGHT_NATIVE_STACK_IDS", "0")
     _native_record.set_recording(True)
-    assert fake.compacted[-1] == 0 and _native_record.status()["stack_ids"] is False  # turned off
+    assert fake.compacted[-1] is False and _native_record.status()["stack_ids"] is False  # turned off
     monkeypatch.setenv("MEMSIGHT_NATIVE_STACK_IDS", "1")
-    _native_record.set_recording(True, cpp_frames=True)  # torch interleaves C++ frames: not asked for
-    assert fake.compacted[-1] == 0 and _native_record.status()["stack_ids"] is False
-
-
-@pytest.mark.parametrize("differs", [False, True])
-def test_stack_ids_with_cpp_frames_only_when_asked_for_and_checked(fresh_state: Any, monkeypatch: pytest.MonkeyPatch,
-                                                                   caplog: pytest.LogCaptureFixture,
-                                                                   differs: bool) -> None:
-    fake = FakeUnwinder()
-    fake.cpp_differs = differs
-    monkeypatch.setattr(_native_record, "build_unwinder", lambda torch: fake)
-    monkeypatch.setenv("MEMSIGHT_NATIVE_STACK_IDS_CPP", "1")
-    with caplog.at_level(logging.WARNING, logger="memsight.torch"):
-        _native_record.prepare(wait=True)
-    assert 2 in fake.compacted and fake.compacted[-1] == 1  # checked in that form too; idle in the default
-    _native_record.set_recording(True, cpp_frames=True)
-    assert fake.compacted[-1] == (0 if differs else 2)
-    assert _native_record.status()["stack_ids"] is (not differs)
-    assert ("stay off for recordings with C++ frames" in caplog.text) is differs
-    assert _native_record.ready() is fake  # a failed C++ check leaves the native recorder on
+    _native_record.set_recording(True, cpp_frames=True)  # torch interleaves C++ frames one by one
+    assert fake.compacted[-1] is False and _native_record.status()["stack_ids"] is False
 
 
 def test_a_failed_build_warns_once_and_leaves_torchs_unwinder(fresh_state: Any, monkeypatch: pytest.MonkeyPatch,

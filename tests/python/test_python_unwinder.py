@@ -42,16 +42,11 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
     return lib
 
 
-MODES = {"frames": 0, "stack ids": 1, "stack ids with C++ frames": 2}
-
-
-@pytest.fixture(params=list(MODES), autouse=True)
+@pytest.fixture(params=["frames", "stack ids"], autouse=True)
 def compact(request: pytest.FixtureRequest, lib: ctypes.CDLL) -> object:
-    # Every test runs in each form: each event's frames; one frame standing
-    # for the whole stack, expanded when symbolised (stack ids); and the form
-    # for recordings with C++ frames (the first frames one by one, the rest
-    # as one).
-    lib.memsight_unwinder_compact(MODES[request.param])
+    # Every test runs twice: each event's frames, and one frame standing for
+    # the whole stack, expanded when symbolised (MEMSIGHT_NATIVE_STACK_IDS).
+    lib.memsight_unwinder_compact(1 if request.param == "stack ids" else 0)
     yield request.param
     lib.memsight_unwinder_compact(0)
 
@@ -147,49 +142,3 @@ def test_code_deaths_are_watched_where_python_tells_them(lib: ctypes.CDLL) -> No
     # checks them at each hit instead. The test above covers both ways.
     check(lib)
     assert counts(lib)[3] == (1 if sys.version_info >= (3, 12) else 0)
-
-
-def check_with_cpp(lib: ctypes.CDLL, n_eval: int) -> tuple[int, str]:
-    """torch's interleaving of Python frames into C++ frames (one at each C++
-    frame of the eval loop: the harness makes up `n_eval` of them), with
-    torch's unwinder and with this one."""
-    lib.memsight_harness_cpp_frames(n_eval)
-    frames, err = ctypes.c_int(0), ctypes.create_string_buffer(512)
-    rc = lib.memsight_unwinder_check_stacks(1, ctypes.byref(frames), err, len(err))
-    return rc, err.value.decode()
-
-
-def test_with_cpp_frames_each_python_frame_sits_where_torchs_does(lib: ctypes.CDLL, compact: str) -> None:
-    if compact == "stack ids":
-        pytest.skip("never used with C++ frames: torch would place the whole stack at one C++ frame")
-
-    def deep(k: int) -> list[tuple[int, str]]:
-        return [check_with_cpp(lib, n) for n in range(0, 9)] if k == 0 else deep(k - 1)
-
-    for rc, err in deep(40):
-        assert rc == 0, err
-    lib.memsight_harness_cpp_frames(0)
-
-
-def test_the_form_for_cpp_frames_stores_few_frames_and_the_check_catches_a_miscount(lib: ctypes.CDLL,
-                                                                                   compact: str) -> None:
-    if compact != "stack ids with C++ frames":
-        pytest.skip("the form for C++ frames only")
-
-    def deep(k: int) -> tuple[int, int, int]:
-        if k:
-            return deep(k - 1)
-        lib.memsight_unwinder_enable(1)
-        ours = lib.memsight_harness_frames_per_event(1)
-        lib.memsight_unwinder_enable(0)
-        theirs = lib.memsight_harness_frames_per_event(1)
-        # far more eval-loop frames than the interpreter entered it: the
-        # fragment for the rest would land at one of them, and the check that
-        # runs before the form is used says so
-        rc, _ = check_with_cpp(lib, theirs + 5)
-        return ours, theirs, rc
-
-    ours, theirs, rc = deep(60)
-    lib.memsight_harness_cpp_frames(0)
-    assert theirs >= 60 and ours < theirs // 2, (ours, theirs)
-    assert rc != 0

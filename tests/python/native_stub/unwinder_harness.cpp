@@ -8,7 +8,6 @@
 #include <Python.h>
 
 #include <atomic>
-#include <string>
 #include <unordered_map>
 
 #include "torch/csrc/profiler/combined_traceback.h"
@@ -62,11 +61,7 @@ void CapturedTraceback::addPythonUnwinder(Python* p) {
 // torch registers its own unwinder when it is imported, before any other.
 const bool reference_installed = (CapturedTraceback::addPythonUnwinder(new Reference()), true);
 
-// The C++ frames a gather "finds" (innermost first), set by the test:
-// memsight_harness_cpp_frames(). A frame is its index in this list, plus one.
-std::vector<std::string> cpp_names;
-
-std::shared_ptr<CapturedTraceback> CapturedTraceback::gather(bool python, bool, bool cpp) {
+std::shared_ptr<CapturedTraceback> CapturedTraceback::gather(bool python, bool, bool) {
   auto r = std::make_shared<CapturedTraceback>();
   for (Python* p = python ? chain.load() : nullptr; p && r->frames_.empty(); p = p->next_) {
     if (p->canGather()) {
@@ -74,56 +69,27 @@ std::shared_ptr<CapturedTraceback> CapturedTraceback::gather(bool python, bool, 
       r->python_ = p;
     }
   }
-  if (cpp)
-    for (size_t i = 0; i < cpp_names.size(); ++i)
-      r->cpp_frames_.push_back(reinterpret_cast<void*>(i + 1));
   return r;
 }
 
-// As torch's: each Python frame's fragment (what appendSymbolized gives for
-// it); one fragment at each C++ frame of the interpreter's eval loop, in
-// order, and the fragments left after the C++ frames.
 SymbolizedTracebacks symbolize(const std::vector<CapturedTraceback*>& tbs) {
   SymbolizedTracebacks r;
   std::vector<std::vector<uint64_t>> out;
-  auto append_python = [&](CapturedTraceback* tb, const CapturedTraceback::PyFrame& f) {
+  for (CapturedTraceback* tb : tbs) {
+    out.emplace_back();
+    if (!tb->python_) continue;
     SymbolizedTracebacks one;
-    tb->python_->appendSymbolized({f}, one);
+    tb->python_->appendSymbolized(tb->frames_, one);
     for (const auto& fragment : one.tracebacks)
       for (uint64_t i : fragment) {
         out.back().push_back(r.all_frames.size());
         r.all_frames.push_back(one.all_frames[i]);
       }
-  };
-  for (CapturedTraceback* tb : tbs) {
-    out.emplace_back();
-    auto py = tb->frames_.begin();
-    bool has_python = tb->python_ != nullptr;
-    for (void* ip : tb->cpp_frames_) {
-      const std::string& name = cpp_names.at(reinterpret_cast<size_t>(ip) - 1);
-      if (has_python && name.find("PyEval_EvalFrame") != std::string::npos &&
-          py != tb->frames_.end())
-        append_python(tb, *py++);
-      out.back().push_back(r.all_frames.size());
-      r.all_frames.push_back({"", name, 0});
-    }
-    for (; has_python && py != tb->frames_.end(); ++py) append_python(tb, *py);
   }
   r.tracebacks = std::move(out);
   return r;
 }
 }  // namespace torch
-
-// Sets the C++ frames every later gather with C++ frames finds: `n_eval`
-// frames of the interpreter's eval loop, each between two other frames.
-extern "C" __attribute__((visibility("default"))) void memsight_harness_cpp_frames(int n_eval) {
-  torch::cpp_names = {"torch::unwind::unwind()"};
-  for (int i = 0; i < n_eval; ++i) {
-    torch::cpp_names.push_back("_PyEval_EvalFrameDefault");
-    torch::cpp_names.push_back("_PyObject_MakeTpCall");
-  }
-  torch::cpp_names.push_back("main");
-}
 
 // For bench/unwinder_gather_bench.py: gathers the calling thread's stack n
 // times as torch's allocator does, keeping the last `ring` tracebacks alive
@@ -149,9 +115,4 @@ extern "C" __attribute__((visibility("default"))) long long memsight_harness_gat
             .count();
   }
   return ns + other[0] * 0;
-}
-
-// How many frames torch stores for the calling thread's stack at one event.
-extern "C" __attribute__((visibility("default"))) int memsight_harness_frames_per_event(int cpp) {
-  return static_cast<int>(torch::CapturedTraceback::gather(true, false, cpp != 0)->frames_.size());
 }

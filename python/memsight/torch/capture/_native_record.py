@@ -43,8 +43,7 @@ from . import _native_counters as build
 from . import _native_dump
 
 log = logging.getLogger("memsight.torch")
-ABI = 4  # memsight_unwinder_abi() in native/python_unwinder.cpp (4: the form for C++ frames)
-FRAMES, WHOLE_STACK, WITH_CPP = 0, 1, 2  # the unwinder's forms of an event's stack (enum Compact)
+ABI = 3  # memsight_unwinder_abi() in native/python_unwinder.cpp (3: compact stacks)
 
 
 class NativeUnwinder:
@@ -56,8 +55,6 @@ class NativeUnwinder:
         lib.memsight_unwinder_enable.argtypes = [ctypes.c_int]
         lib.memsight_unwinder_compact.argtypes = [ctypes.c_int]
         lib.memsight_unwinder_check.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_char_p, ctypes.c_int]
-        lib.memsight_unwinder_check_stacks.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_char_p,
-                                                       ctypes.c_int]
         lib.memsight_unwinder_check_thread.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.memsight_unwinder_counts.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
         if lib.memsight_unwinder_abi() != ABI:
@@ -68,18 +65,15 @@ class NativeUnwinder:
     def enable(self, on: bool = True) -> None:
         self._lib.memsight_unwinder_enable(1 if on else 0)
 
-    def compact(self, form: int | bool = True) -> None:
-        """The form of an event's stack: FRAMES (each frame), WHOLE_STACK (one
-        frame standing for the whole stack; True) or WITH_CPP (the form for
-        recordings with C++ frames)."""
-        self._lib.memsight_unwinder_compact(int(form))
+    def compact(self, on: bool = True) -> None:
+        """Each event's stack as one frame standing for the whole stack."""
+        self._lib.memsight_unwinder_compact(1 if on else 0)
 
-    def check_here(self, cpp: bool = False) -> int:
-        """Compares this unwinder with torch's on the calling thread's stack (with
-        C++ frames too: torch then places the Python frames among them); returns
-        the number of frames. Raises MemsightError where they differ."""
+    def check_here(self) -> int:
+        """Compares this unwinder with torch's on the calling thread's stack; returns the
+        number of frames. Raises MemsightError where they differ."""
         frames, err = ctypes.c_int(0), ctypes.create_string_buffer(512)
-        if self._lib.memsight_unwinder_check_stacks(1 if cpp else 0, ctypes.byref(frames), err, len(err)) != 0:
+        if self._lib.memsight_unwinder_check(ctypes.byref(frames), err, len(err)) != 0:
             raise MemsightError("the native unwinder differs from torch's: " + err.value.decode(errors="replace"))
         return frames.value
 
@@ -116,26 +110,6 @@ def check(unwinder: NativeUnwinder) -> None:
     unwinder.compact(False)
 
 
-def check_with_cpp(unwinder: NativeUnwinder) -> None:
-    """The form for C++ frames against torch's unwinder, C++ frames included
-    (torch places one Python frame at each C++ frame of the eval loop), on
-    stacks that enter the eval loop from C several times. Raises MemsightError."""
-    def deep(k: int) -> int:
-        return unwinder.check_here(cpp=True) if k == 0 else deep(k - 1)
-
-    def generator() -> Any:
-        yield unwinder.check_here(cpp=True)
-
-    try:
-        for form in (FRAMES, WITH_CPP):
-            unwinder.compact(form)
-            deep(30)
-            next(generator())
-            sorted([0, 1], key=lambda _: deep(3))  # entered from C: sorted calls the key
-    finally:
-        unwinder.compact(FRAMES)
-
-
 def build_unwinder(torch: Any) -> NativeUnwinder:
     """Builds (or finds in the cache) the unwinder for the installed torch and Python."""
     flags = build.torch_flags(torch, needs="torch/csrc")
@@ -161,7 +135,6 @@ class _State:
         self.seconds: dict[str, float] = {}
         self.recording = False  # memsight is recording: the unwinder answers once checked
         self.cpp_frames = False  # the recording takes C++ frames too (stacks="all")
-        self.cpp_ids = False  # the form for C++ frames passed its check against torch
 
 
 _state = _State()
@@ -178,12 +151,6 @@ def _prepare() -> None:
             time.sleep(0.5)
         t1 = time.perf_counter()
         check(unwinder)
-        if cpp_stack_ids_wanted():
-            try:
-                check_with_cpp(unwinder)
-                _state.cpp_ids = True
-            except MemsightError as e:
-                log.warning("memsight: stack ids stay off for recordings with C++ frames (%s)", e)
         _state.seconds.update(build=t1 - t0, check=time.perf_counter() - t1)
     except Exception as e:  # no compiler, no headers, another Python: torch's unwinder
         _state.error = f"{type(e).__name__}: {e}"
@@ -219,12 +186,6 @@ def stack_ids_wanted() -> bool:
     return os.environ.get("MEMSIGHT_NATIVE_STACK_IDS", "") != "0"
 
 
-def cpp_stack_ids_wanted() -> bool:
-    """Stack ids for recordings with C++ frames: opt-in (MEMSIGHT_NATIVE_STACK_IDS_CPP=1)
-    until the GPU suite has compared them with torch's recording."""
-    return stack_ids_wanted() and os.environ.get("MEMSIGHT_NATIVE_STACK_IDS_CPP", "") == "1"
-
-
 def set_recording(on: bool, cpp_frames: bool = False) -> None:
     """memsight's recording started (True) or stopped: the unwinder answers only
     while memsight records, once it is ready. ``cpp_frames``: the recording takes
@@ -238,17 +199,8 @@ def _answer() -> None:
     """Applies the recording state to the unwinder, if it is ready (lock held)."""
     u = _state.unwinder
     if u is not None:
-        u.compact(_form())
+        u.compact(stack_ids_wanted() and not _state.cpp_frames)
         u.enable(_state.recording and wanted())
-
-
-def _form() -> int:
-    """The form of an event's stack for the recording now (stack ids where wanted)."""
-    if not stack_ids_wanted():
-        return FRAMES
-    if not _state.cpp_frames:
-        return WHOLE_STACK
-    return WITH_CPP if _state.cpp_ids and cpp_stack_ids_wanted() else FRAMES
 
 
 def ready() -> NativeUnwinder | None:
@@ -262,5 +214,5 @@ def status() -> dict[str, Any]:
     answering = bool(u is not None and _state.recording and wanted())
     return {"ready": u is not None, "error": _state.error, "seconds": dict(_state.seconds),
             "answering": answering,
-            "stack_ids": answering and _form() != FRAMES,
+            "stack_ids": answering and stack_ids_wanted() and not _state.cpp_frames,
             "counts": u.counts() if u is not None else {}}

@@ -40,7 +40,6 @@
 
 #include <torch/csrc/profiler/combined_traceback.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -129,19 +128,9 @@ struct RawFrame {
 // PyFrame_GetBack skip the others (_PyFrame_IsIncomplete, from what a walk kept).
 bool complete(const RawFrame& f) { return f.generator || f.lasti >= f.code->_co_firsttraceable; }
 
-// A compact frame's code is a Stack, and its lasti says from which of the
-// stack's frames it stands for the rest: kWholeStack - k stands for frames k
-// onwards (kWholeStack: all of them). A real frame's lasti is a line, -1 or
-// more.
+// What a compact event's one frame holds in lasti: its code is the Stack. A
+// real lasti is -1 or more.
 constexpr int kWholeStack = -2;
-
-// Stack ids: 0, each event's frames; 1, one frame for the whole stack; 2,
-// with C++ frames (stacks="all"): torch places one Python frame at each C++
-// frame of the interpreter's eval loop and the rest after the C++ stack, so
-// the first frames go one by one (at least as many as the eval loop can
-// have C++ frames: twice the interpreter's entries into it, and two) and the
-// rest as one frame.
-enum Compact : int { kFrames = 0, kWhole = 1, kWithCpp = 2 };
 
 // A resolved stack: the raw frames it was found from, and what torch keeps.
 // `valid` turns false when one of its code objects dies (code watchers):
@@ -165,7 +154,7 @@ class Unwinder final : public CapturedTraceback::Python {
   // stacks="all" it places each Python frame at an interpreter's C++ frame.
   // Where code deaths are watched, a hit is then found by the walk's hashes
   // alone, without comparing the frames.
-  std::atomic<int> compact{kFrames};
+  std::atomic<bool> compact{false};
   // Whether code objects' deaths are watched (3.12): then a stack found is
   // valid without reading its code objects.
   std::atomic<bool> watched{false};
@@ -180,23 +169,13 @@ class Unwinder final : public CapturedTraceback::Python {
     gathered.fetch_add(1, std::memory_order_relaxed);
     thread_local std::vector<RawFrame> raw;
     raw.clear();
-    auto [hash, check, entries] = walk(raw);
+    auto [hash, check] = walk(raw);
     if (raw.empty()) return {PyFrame{&no_frames, 0}};
     std::lock_guard<std::mutex> lock(mutex_);
     const Stack* s = find_or_resolve(raw, hash, check);
-    switch (compact.load(std::memory_order_relaxed)) {
-      case kWhole:
-        return {PyFrame{const_cast<Stack*>(s), kWholeStack}};
-      case kWithCpp: {
-        size_t singles = std::min(s->frames.size(), 2 * entries + 2);
-        std::vector<PyFrame> out(s->frames.begin(), s->frames.begin() + singles);
-        if (singles < s->frames.size())
-          out.push_back(PyFrame{const_cast<Stack*>(s), kWholeStack - static_cast<int>(singles)});
-        return out;
-      }
-      default:
-        return s->frames;
-    }
+    if (compact.load(std::memory_order_relaxed))
+      return {PyFrame{const_cast<Stack*>(s), kWholeStack}};
+    return s->frames;
   }
 
   // A code object dies (3.12's code watchers, with the GIL held): the stacks
@@ -216,14 +195,12 @@ class Unwinder final : public CapturedTraceback::Python {
                         torch::SymbolizedTracebacks& st) override {
     for (const PyFrame& f : to_symbolize) {
       st.tracebacks.emplace_back();
-      if (f.lasti > kWholeStack) {
+      if (f.lasti != kWholeStack) {
         append_frame(f, st);
         continue;
       }
       // A stack is never freed, and a retired one still names what it named.
-      const auto& frames = static_cast<const Stack*>(f.code)->frames;
-      for (size_t k = static_cast<size_t>(kWholeStack - f.lasti); k < frames.size(); ++k)
-        append_frame(frames[k], st);
+      for (const PyFrame& g : static_cast<const Stack*>(f.code)->frames) append_frame(g, st);
     }
   }
 
@@ -258,23 +235,12 @@ class Unwinder final : public CapturedTraceback::Python {
   // (resolving drops them, as torch's unwinder skips them); returns two
   // independent 64-bit hashes of them, which name the stack: comparing the
   // frames themselves at each hit would read a cold kilobyte an event. Only
-  // the frames are read, never their code objects. Also counts the
-  // interpreter's entries into its eval loop from C (each a C++ frame of it).
-  struct Walk {
-    uint64_t hash, check;
-    size_t entries;
-  };
-  static Walk walk(std::vector<RawFrame>& raw) {
+  // the frames are read, never their code objects.
+  static std::pair<uint64_t, uint64_t> walk(std::vector<RawFrame>& raw) {
     PyThreadState* ts = PyGILState_GetThisThreadState();
-    if (ts == nullptr || ts->cframe == nullptr) return {0, 0, 0};
+    if (ts == nullptr || ts->cframe == nullptr) return {0, 0};
     uint64_t h = 1469598103934665603ull, g = 0x9E3779B97F4A7C15ull;
-    size_t entries = 0;
     for (_PyInterpreterFrame* f = ts->cframe->current_frame; f; f = f->previous) {
-#if PY_VERSION_HEX >= 0x030C0000
-      entries += f->owner == FRAME_OWNED_BY_CSTACK;  // the eval loop's entry shim
-#else
-      entries += f->is_entry;
-#endif
       int lasti = _PyInterpreterFrame_LASTI(f);  // pointer arithmetic: the code is not read
       bool generator = f->owner == FRAME_OWNED_BY_GENERATOR;
       raw.push_back({f->f_code, lasti, generator});
@@ -284,7 +250,7 @@ class Unwinder final : public CapturedTraceback::Python {
       h = (h ^ where) * 1099511628211ull;
       g = mix(g + code) ^ mix(g + (where << 32 | raw.size()));
     }
-    return {h, g, entries};
+    return {h, g};
   }
 
   // splitmix64's finaliser: a second hash unrelated to FNV's.
@@ -300,7 +266,7 @@ class Unwinder final : public CapturedTraceback::Python {
     bool watching = watched.load(std::memory_order_relaxed);
     // By the hashes alone only with stack ids (checked on the CPU stand-in,
     // not yet against torch on the GPU); else the frames are compared too.
-    bool by_hashes = watching && compact.load(std::memory_order_relaxed) != kFrames;
+    bool by_hashes = watching && compact.load(std::memory_order_relaxed);
     for (const Stack* s = head; s; s = s->next_same_hash)
       if (s->valid && s->check == check && s->raw.size() == raw.size() &&
           (by_hashes || (watching ? s->raw == raw : still_valid(*s, raw))))
@@ -405,12 +371,11 @@ std::vector<torch::unwind::Frame> symbolized(const std::shared_ptr<CapturedTrace
 
 extern "C" {
 
-__attribute__((visibility("default"))) int memsight_unwinder_abi(void) { return 4; }
+__attribute__((visibility("default"))) int memsight_unwinder_abi(void) { return 3; }
 
-// Stack ids (enum Compact): 0 each event's frames, 1 one frame for the whole
-// stack, 2 the form for recordings with C++ frames.
-__attribute__((visibility("default"))) void memsight_unwinder_compact(int mode) {
-  unwinder()->compact.store(mode == kWhole || mode == kWithCpp ? mode : kFrames);
+// Whether an event's stack is one frame standing for the whole stack (its id).
+__attribute__((visibility("default"))) void memsight_unwinder_compact(int on) {
+  unwinder()->compact.store(on != 0);
 }
 
 // Registers the unwinder (once; disabled) and sets whether it answers.
@@ -418,23 +383,20 @@ __attribute__((visibility("default"))) void memsight_unwinder_enable(int on) {
   unwinder()->enabled.store(on != 0);
 }
 
-// Gathers the calling thread's stack with torch's unwinder and with this one
-// (with C++ frames too when `cpp`: then torch interleaves the Python frames)
-// and compares the symbolised frames. Called without the GIL (torch's
-// unwinder takes it). 0: equal, with how many frames; -1: differs or
-// failed, with a message.
-__attribute__((visibility("default"))) int memsight_unwinder_check_stacks(int cpp, int* frames,
-                                                                          char* err, int err_len) {
+// Gathers the calling thread's Python stack with torch's unwinder and with
+// this one and compares the symbolised frames. Called without the GIL
+// (torch's unwinder takes it). 0: equal, with how many frames; -1: differs
+// or failed, with a message.
+__attribute__((visibility("default"))) int memsight_unwinder_check(int* frames, char* err,
+                                                                   int err_len) {
   try {
     Unwinder* u = unwinder();
-    bool was = u->enabled.load();
-    std::shared_ptr<CapturedTraceback> tb[2];
-    for (int ours = 0; ours < 2; ++ours) {  // one call site: the same C++ frames
-      u->enabled.store(ours == 1);
-      tb[ours] = CapturedTraceback::gather(true, false, cpp != 0);
-    }
+    bool was = u->enabled.exchange(false);
+    auto theirs = CapturedTraceback::gather(true, false, false);
+    u->enabled.store(true);
+    auto ours = CapturedTraceback::gather(true, false, false);
     u->enabled.store(was);
-    std::vector<torch::unwind::Frame> a = symbolized(tb[1]), b = symbolized(tb[0]);
+    std::vector<torch::unwind::Frame> a = symbolized(ours), b = symbolized(theirs);
     *frames = static_cast<int>(a.size());
     if (a.size() != b.size()) {
       set_error(err, err_len,
@@ -458,11 +420,6 @@ __attribute__((visibility("default"))) int memsight_unwinder_check_stacks(int cp
     set_error(err, err_len, "unknown C++ exception");
   }
   return -1;
-}
-
-__attribute__((visibility("default"))) int memsight_unwinder_check(int* frames, char* err,
-                                                                   int err_len) {
-  return memsight_unwinder_check_stacks(0, frames, err, err_len);
 }
 
 // The same check on a new thread that has never run Python, as autograd's

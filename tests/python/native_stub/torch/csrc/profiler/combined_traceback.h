@@ -50,7 +50,6 @@ struct CapturedTraceback : public c10::GatheredContext {
 
   std::vector<PyFrame> frames_;
   Python* python_ = nullptr;
-  std::vector<void*> cpp_frames_;
 };
 
 SymbolizedTracebacks symbolize(const std::vector<CapturedTraceback*>& to_symbolize);
