@@ -31,11 +31,15 @@ sys.path.insert(0, str(HERE.parent / "tests" / "gpu"))
 sys.path.insert(0, str(HERE.parent / "python"))
 
 
+def torchrun_rank() -> int | None:
+    """This process's rank when torchrun started it (a real NCCL job), else None."""
+    return int(os.environ["RANK"]) if "LOCAL_RANK" in os.environ else None
+
+
 def build_real(w: Any) -> Any:
     """The workload's model on the GPU. A rank of a distributed job runs as
-    rank 0 under torch's fake process group: the rank's own allocations and
-    frees are the real ones (its collectives move no data, and NCCL's own
-    buffers are outside torch's allocator either way)."""
+    rank 0 under torch's fake process group (its collectives move no data),
+    or, started by torchrun, as its rank of a real NCCL job on its own GPU."""
     import torch
 
     if not w.world_size:
@@ -44,7 +48,11 @@ def build_real(w: Any) -> Any:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=w.world_size)
+    if torchrun_rank() is None:
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=w.world_size)
+    else:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        dist.init_process_group("nccl")
     mesh = init_device_mesh("cuda", (w.world_size,))
     with torch.device("cuda"):
         return w.model(mesh)
@@ -60,9 +68,14 @@ def real(name: str, batch: int, steps: int, out: Path, fraction: float = 0.0, re
     torch.manual_seed(0)
     if fraction:
         torch.cuda.set_per_process_memory_fraction(fraction)
+    def outside() -> int:  # device memory in use that torch's allocator does not hold
+        free, total = torch.cuda.mem_get_info()
+        return total - free - torch.cuda.memory_reserved()
+
     try:
         model = build_real(w)
         opt = w.optimizer(model.parameters())
+        before = outside()
         if record:
             torch.cuda.memory._record_memory_history(max_entries=2_000_000, context="all", stacks="all")
         torch.cuda.reset_peak_memory_stats()
@@ -77,9 +90,12 @@ def real(name: str, batch: int, steps: int, out: Path, fraction: float = 0.0, re
         return
     snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
-    (out / f"{name}.real.pickle").write_bytes(pickle.dumps(snap))
-    (out / f"{name}.real.json").write_text(json.dumps({
+    rank = torchrun_rank()
+    stem = f"{name}.real" if rank is None else f"{name}.nccl{rank}"  # a real NCCL job: one file per rank
+    (out / f"{stem}.pickle").write_bytes(pickle.dumps(snap))
+    (out / f"{stem}.json").write_text(json.dumps({
         "max_allocated": torch.cuda.max_memory_allocated(), "max_reserved": torch.cuda.max_memory_reserved(),
+        "outside_allocator_before": before, "outside_allocator_after": outside(),
         "seconds": dt, "batch": batch, "steps": steps, "torch": torch.__version__}))
 
 
