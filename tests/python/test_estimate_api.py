@@ -11,7 +11,7 @@ import pickle
 import pytest
 
 import memsight
-from memsight.torch.fit import api
+from memsight.torch.fit import api, terms
 from memsight.torch.fit.fake_trace import FakeTrace
 from memsight.torch.fit.terms import cublas_workspace_bytes, cublaslt_workspace_bytes
 
@@ -42,6 +42,10 @@ def synthetic_step(batch: int, steps: int = 2) -> dict:
 
 @pytest.fixture
 def fake_trace(monkeypatch):
+    """The synthetic trace, on devices whose whole memory torch's allocator
+    may take (nothing held outside it; the tests of that say so)."""
+    monkeypatch.setattr(terms, "CUDA_CONTEXT_BYTES", 0)
+    monkeypatch.setattr(terms, "NCCL_BYTES", 0)
     calls = []
 
     def trace_step(step, model, optimizer, inputs, steps=2, stacks=True, world_size=None, rank=0):
@@ -78,6 +82,41 @@ def test_a_ranks_estimate_says_which_rank_it_is(fake_trace, monkeypatch):
     est = api.estimate(None, None, inputs=lambda i: 2, device_memory="1GiB", world_size=8, rank=3)
     assert str(est).startswith("memsight estimate: one training step (rank 3 of 8) under fake tensors")
     assert (est.to_dict()["world_size"], est.to_dict()["rank"]) == (8, 3)
+
+
+def test_memory_held_outside_the_allocator_is_taken_from_the_device(fake_trace, monkeypatch):
+    monkeypatch.setattr(terms, "CUDA_CONTEXT_BYTES", 500 * MiB)
+    monkeypatch.setattr(terms, "NCCL_BYTES", 300 * MiB)
+    one = api.estimate(None, None, inputs=lambda i: 8, device_memory="4GiB")
+    assert one.limit == 4096 * MiB - 500 * MiB
+    assert "taken from the device's memory: CUDA context and kernels (outside torch's allocator) 500.0MiB" \
+        in str(one)
+    assert [t["bytes"] for t in one.to_dict()["outside_allocator"]] == [500 * MiB]
+
+    def rank_step(step, model, optimizer, inputs, steps=2, stacks=True, world_size=None, rank=0):
+        snap = synthetic_step(inputs(0), steps)
+        snap["memsight_estimate"].update(world_size=world_size, rank=rank)
+        return snap
+
+    monkeypatch.setattr(api, "trace_step", rank_step)
+    rank = api.estimate(None, None, inputs=lambda i: 8, device_memory="4GiB", world_size=2)
+    assert rank.limit == 4096 * MiB - 800 * MiB and "NCCL buffers" in str(rank)
+    # A batch that fits the whole device runs out of what is left of it.
+    assert api.estimate(None, None, inputs=lambda i: 370, device_memory="4GiB", outside_memory=0).fits
+    assert not api.estimate(None, None, inputs=lambda i: 370, device_memory="4GiB").fits
+
+
+def test_the_lower_of_a_memory_fraction_and_the_memory_left_is_the_limit(fake_trace, monkeypatch):
+    monkeypatch.setattr(terms, "CUDA_CONTEXT_BYTES", 500 * MiB)
+    assert api.estimate(None, None, inputs=lambda i: 8, device_memory="4GiB", memory_fraction=0.25).limit == 1 << 30
+    assert api.estimate(None, None, inputs=lambda i: 8, device_memory="4GiB",
+                        memory_fraction=0.99).limit == 4096 * MiB - 500 * MiB
+    given = api.estimate(None, None, inputs=lambda i: 8, device_memory="4GiB", outside_memory="1GiB")
+    assert given.limit == 3 << 30 and "(as given) 1.0GiB" in str(given)
+    with pytest.raises(ValueError, match="leaves nothing for torch's allocator"):
+        api.estimate(None, None, inputs=lambda i: 8, device_memory="400MiB")
+    with pytest.raises(ValueError, match="outside_memory"):
+        api.estimate(None, None, inputs=lambda i: 8, device_memory="4GiB", outside_memory=-1)
 
 
 def test_a_step_over_the_device_runs_out_and_says_what_to_try(fake_trace):

@@ -12,6 +12,7 @@ from typing import Any
 from ..._engine import core
 from ..._sizes import parse_size
 from .step_trace import trace_step
+from .terms import outside_allocator
 
 log = logging.getLogger("memsight")
 
@@ -45,7 +46,8 @@ class Estimate:
     ``str()`` is the report; ``to_dict()`` / ``json()`` the same as data."""
 
     def __init__(self, requests: dict[str, Any], settings: tuple[str, ...], device_total: int | None,
-                 memory_fraction: float | None, seconds: float) -> None:
+                 memory_fraction: float | None, seconds: float,
+                 outside_memory: int | str | None = None) -> None:
         import memsight
 
         self.requests = requests
@@ -53,14 +55,11 @@ class Estimate:
         self.device_total = device_total
         self.memory_fraction = memory_fraction
         self.seconds = seconds
+        self.meta: dict[str, Any] = requests.get("memsight_estimate", {})  # what produced it
+        self.outside = _outside_terms(self.meta.get("world_size"), outside_memory)
         self._snap = memsight.from_dict(requests)
-        kw: dict[str, Any] = {}
-        if device_total is not None:
-            kw["device_memory"] = device_total
-        if memory_fraction is not None:
-            kw["memory_fraction"] = memory_fraction
-        self._kw = kw
-        report = self._snap.whatif(*(settings or ("defaults",)), **kw)
+        self._kw = _device_kw(device_total, memory_fraction, sum(t["bytes"] for t in self.outside))
+        report = self._snap.whatif(*(settings or ("defaults",)), **self._kw)
         dev = report.devices[0]
         r = dev.results[0]
         self.limit = _limit(dev.memory)
@@ -69,7 +68,6 @@ class Estimate:
         self.unused_at_peak = int(r.unused_at_peak)
         self.fits = int(r.stopped_at) < 0
         self.oom = None if self.fits else _plain(r.ooms[-1]) if r.ooms else {"event": int(r.stopped_at)}
-        self.meta: dict[str, Any] = requests.get("memsight_estimate", {})  # what produced it
         self.terms = list(self.meta.get("terms", []))
         self._whatif: Any = None
         self._unbounded: tuple[int, int] | None = None
@@ -101,10 +99,11 @@ class Estimate:
 
     @classmethod
     def from_requests(cls, requests: dict[str, Any], *, device_memory: int | str | None = None,
-                      memory_fraction: float | None = None, settings: tuple[str, ...] | list[str] = ()) -> Estimate:
+                      memory_fraction: float | None = None, settings: tuple[str, ...] | list[str] = (),
+                      outside_memory: int | str | None = None) -> Estimate:
         """The answer for a requests-only history made elsewhere
         (:func:`memsight.torch.calibrate`, or a saved ``trace_step``)."""
-        return cls(requests, tuple(settings), _device_total(device_memory), memory_fraction, 0.0)
+        return cls(requests, tuple(settings), _device_total(device_memory), memory_fraction, 0.0, outside_memory)
 
     @property
     def snapshot(self) -> Any:
@@ -145,7 +144,7 @@ class Estimate:
                 "unused_at_peak": self.unused_at_peak, "fits": self.fits, "oom": self.oom,
                 "limit": self.limit, "device_memory": self.device_total,
                 "memory_fraction": self.memory_fraction, "settings": list(self.settings),
-                "terms": self.terms, "seconds": round(self.seconds, 3),
+                "terms": self.terms, "outside_allocator": self.outside, "seconds": round(self.seconds, 3),
                 "world_size": self.meta.get("world_size"), "rank": self.meta.get("rank"),
                 "produced_by": self.meta.get("produced_by", "")}
 
@@ -176,11 +175,40 @@ class Estimate:
                                                                 for k, n in kinds))
         for t in self.terms:
             lines.append(f"  included: {t['name']} {format_size(int(t['bytes']))}")
+        if self.outside and self.device_total is not None:
+            lines.append("  taken from the device's memory: " + ", ".join(
+                f"{t['name']} {format_size(int(t['bytes']))}" for t in self.outside))
         for n in self.meta.get("notes", []):
             lines.append(f"  not included: {n}")
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def _outside_terms(world_size: int | None, outside_memory: int | str | None) -> list[dict[str, Any]]:
+    """What the job holds outside torch's allocator: the measured terms, or
+    the user's figure in their place."""
+    if outside_memory is None:
+        return outside_allocator(world_size)
+    n = parse_size(outside_memory) if isinstance(outside_memory, str) else int(outside_memory)
+    if n < 0:
+        raise ValueError(f"outside_memory must be 0 or more bytes, not {outside_memory!r}")
+    return [{"name": "outside torch's allocator (as given)", "bytes": n}] if n else []
+
+
+def _device_kw(total: int | None, fraction: float | None, outside: int) -> dict[str, Any]:
+    """The simulation's device: cudaMalloc reaches the device's memory less
+    what is held outside the allocator; a memory fraction caps the
+    allocator at that fraction of the whole device, whichever is lower."""
+    if total is None:
+        return {} if fraction is None else {"memory_fraction": fraction}
+    usable = total - outside
+    if usable < 1 << 20:
+        raise ValueError(f"device_memory {format_size(total)} leaves nothing for torch's allocator after "
+                         f"{format_size(outside)} outside it (the CUDA context, NCCL): pass outside_memory=")
+    if fraction is not None and fraction * total <= usable:
+        return {"device_memory": total, "memory_fraction": fraction}
+    return {"device_memory": usable}
 
 
 def _limit(memory: Any) -> int | None:
@@ -198,7 +226,8 @@ def _plain(x: Any) -> dict[str, Any]:
 def estimate(step: Callable[..., Any], model: Any, optimizer: Callable[..., Any] | None = None,
              inputs: Any = None, *, device_memory: int | str | None = None,
              memory_fraction: float | None = None, settings: tuple[str, ...] | list[str] = (),
-             steps: int = 2, stacks: bool = True, world_size: int | None = None, rank: int = 0) -> Estimate:
+             steps: int = 2, stacks: bool = True, world_size: int | None = None, rank: int = 0,
+             outside_memory: int | str | None = None) -> Estimate:
     """The memory of ``step(model, optimizer, inputs)`` on a GPU, without one.
 
     The step runs ``steps`` times (two: the optimizer's state exists in the
@@ -214,7 +243,10 @@ def estimate(step: Callable[..., Any], model: Any, optimizer: Callable[..., Any]
     ``settings``: PYTORCH_CUDA_ALLOC_CONF entries ("expandable_segments:True");
     ``world_size``: the step is rank ``rank`` of a job of that many ranks
     (FSDP2, DDP: the model factory may take the job's device mesh and shard
-    the model; collectives run on torch's fake process group).
+    the model; collectives run on torch's fake process group);
+    ``outside_memory``: what the job holds outside torch's allocator (the
+    CUDA context, NCCL's buffers), taken from ``device_memory``; default:
+    the figures measured on an H200 (``terms.outside_allocator``), 0: none.
     """
     import time
 
@@ -222,15 +254,15 @@ def estimate(step: Callable[..., Any], model: Any, optimizer: Callable[..., Any]
     requests = trace_step(step, model, optimizer, inputs, steps=steps, stacks=stacks,
                           world_size=world_size, rank=rank)
     return Estimate(requests, tuple(settings), _device_total(device_memory), memory_fraction,
-                    time.perf_counter() - t0)
+                    time.perf_counter() - t0, outside_memory)
 
 
 def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], model: Any,
               optimizer: Callable[..., Any] | None = None, *, device_memory: int | str | None = None,
               memory_fraction: float | None = None, settings: tuple[str, ...] | list[str] = (),
               margin: float = 0.0, low: int = 1, high: int = 1 << 16, steps: int = 2,
-              max_estimates: int = 10, world_size: int | None = None,
-              rank: int = 0) -> tuple[int, list[tuple[int, Estimate]]]:
+              max_estimates: int = 10, world_size: int | None = None, rank: int = 0,
+              outside_memory: int | str | None = None) -> tuple[int, list[tuple[int, Estimate]]]:
     """The largest batch (or sequence length: whatever ``make_inputs(n,
     step_index)`` scales) whose step fits, leaving ``margin`` (a fraction of
     the limit) free. Two estimates give the memory's slope per unit; the
@@ -240,7 +272,8 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
     made as (batch, Estimate)); the batch is ``low - 1`` when not even
     ``low`` fits. Near a memory cap the allocator's edge can be uneven (one
     batch runs out where a larger one fits); the answer fits and the batch
-    above it does not. ``world_size`` / ``rank``: as :func:`estimate`."""
+    above it does not. ``world_size``, ``rank``, ``outside_memory``: as
+    :func:`estimate`."""
     total = _device_total(device_memory)
     if total is None:
         raise ValueError("max_batch needs the device's memory: pass device_memory=\"80GiB\" (no GPU here)")
@@ -250,7 +283,7 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
     def fits(n: int) -> bool:
         e = estimate(step, model, optimizer, lambda i: make_inputs(n, i), device_memory=cap,
                      memory_fraction=memory_fraction, settings=settings, steps=steps, stacks=False,
-                     world_size=world_size, rank=rank)
+                     world_size=world_size, rank=rank, outside_memory=outside_memory)
         tried.append((n, e))
         limit = e.limit if e.limit is not None else cap
         ok = e.fits and e.peak_reserved <= limit * (1 - margin)

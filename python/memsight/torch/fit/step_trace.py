@@ -192,7 +192,6 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
                                 "notes": notes}
     if world_size is not None:
         estimate["world_size"], estimate["rank"] = world_size, rank
-        notes.append("NCCL's own buffers (outside torch's allocator) are not included")
     return {"segments": [], "device_traces": traces, "external_annotations": list(trace.annotations),
             "memsight_tags": {"version": 1, "time_us": trace.tick(), "storages": tags},
             "memsight_estimate": estimate}

@@ -12,6 +12,16 @@ allocations with C++ stacks against the fake run's; docs/estimate.md):
 - **cuBLASLt workspace**: 1 MiB (``TORCH_CUBLASLT_WORKSPACE_SIZE``, in KiB),
   at the first matrix product with a bias (``addmm``), kept likewise.
 
+Memory outside torch's allocator (not in ``max_memory_reserved()``, but
+cudaMalloc cannot have it), measured as the device's used memory less
+torch's reserved memory, before and after three steps of the 4-layer Llama
+of tests/gpu/estimate_workloads.py (an FSDP2 rank; 2026-11-29):
+
+- **the CUDA context and the kernels loaded**: 877,461,504 bytes after the
+  steps (648,871,936 before them: cuBLAS, cuDNN and the kernels load lazily);
+- **NCCL's buffers**: 809,566,208 bytes more on each rank of a real 2-rank
+  NCCL job (one NVLink peer; more peers take more, not measured).
+
 Library workspaces that live for one kernel (cuDNN's attention and
 convolution plans, the memory-efficient attention kernels) depend on the
 algorithm the library picks on the device; they are listed in
@@ -26,6 +36,9 @@ import threading
 from typing import Any
 
 from .fake_trace import FakeTrace
+
+CUDA_CONTEXT_BYTES = 877_461_504
+NCCL_BYTES = 809_566_208
 
 _CUBLAS_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "_addmm_activation", "addmv", "mv",
                          "_scaled_mm", "_int_mm"})
@@ -83,3 +96,13 @@ class Terms:
         bias = args[0] if args else None
         if name in ("addmm", "_addmm_activation") and getattr(bias, "dim", lambda: 0)() == 1:
             self._add(trace, "cuBLASLt workspace", self.cublaslt, index)
+
+
+def outside_allocator(world_size: int | None) -> list[dict[str, Any]]:
+    """The memory a job holds outside torch's allocator, as measured above:
+    the CUDA context, and NCCL's buffers for a rank of a distributed job."""
+    terms: list[dict[str, Any]] = [{"name": "CUDA context and kernels (outside torch's allocator)", "bytes": CUDA_CONTEXT_BYTES}]
+    if world_size and world_size > 1:
+        terms.append({"name": "NCCL buffers, measured at 2 ranks (outside torch's allocator)",
+                      "bytes": NCCL_BYTES})
+    return [t for t in terms if t["bytes"] > 0]
