@@ -43,4 +43,5 @@ est = memsight.torch.estimate(step, model=make_model, optimizer=adamw, inputs=la
 print(est)
 est.save(sys.argv[1] if len(sys.argv) > 1 else "llama_step.pickle")
 best, tried = memsight.torch.max_batch(make_batch, step, make_model, adamw, device_memory="80GiB")
-print(f"largest batch that fits in 80GiB: {best} ({len(tried)} estimates)")
+limit = memsight.torch.fit.api.format_size(tried[0][1].limit)
+print(f"largest batch that fits in 80GiB ({limit} for torch's allocator): {best} ({len(tried)} estimates)")
