@@ -18,7 +18,9 @@ torch's reserved memory, before and after three steps of the 4-layer Llama
 of tests/gpu/estimate_workloads.py (an FSDP2 rank; 2026-11-29):
 
 - **the CUDA context and the kernels loaded**: 877,461,504 bytes after the
-  steps (648,871,936 before them: cuBLAS, cuDNN and the kernels load lazily);
+  steps (648,871,936 before them: cuBLAS, cuDNN and the kernels load
+  lazily); on another H200 host 804-808 MB after the steps of the Llama,
+  ViT-B/16 and ResNet-50 alike. The larger figure is the default;
 - **NCCL's buffers**: 809,566,208 bytes more on each rank of a real 2-rank
   NCCL job (one NVLink peer; more peers take more, not measured).
 
