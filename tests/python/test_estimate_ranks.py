@@ -206,3 +206,44 @@ def test_attention_runs_a_fused_kernel_with_or_without_a_gpu():
         matrix = b * h * t * t * (2 if dtype == torch.bfloat16 else 4)
         sizes = [e["size"] for e in snap["device_traces"][0] if e["action"] == "alloc"]
         assert not [s for s in sizes if s >= matrix], (dtype, sorted(sizes)[-3:])
+
+
+@pytest.mark.parametrize("layout", ["tokens_first", "batch_first"])
+def test_the_efficient_attention_backwards_temporaries_are_added(layout):
+    # torch's memory-efficient backward makes grad_out contiguous (when the
+    # gradient arrives in another order, as torchvision's attention sends it)
+    # and, for float32, two temporaries for the softmax's row sums; its fake
+    # kernel makes none of them (ViT-B/16 on the H200: 37 MiB short at the peak).
+    torch = _no_gpu_torch()
+    import torch.nn.functional as F
+
+    from memsight.torch.fit.step_trace import trace_step
+
+    b, h, t, d = 2, 4, 256, 64
+
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(d * h, 3 * d * h)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).view(b, t, 3, h, d).permute(2, 0, 3, 1, 4)
+            out = F.scaled_dot_product_attention(q, k, v)  # float32: the memory-efficient kernel
+            if layout == "tokens_first":  # as torchvision: (tokens, batch, heads, dim), contiguous
+                return out.permute(2, 0, 1, 3).contiguous()
+            return out.transpose(1, 2).contiguous()
+
+    def step(m, opt, x):
+        m(x).square().sum().backward()  # a dense gradient in the output's order (sum alone gives a broadcast)
+
+    snap = trace_step(step, Attn, None, torch.randn(b, t, d * h), stacks=False, steps=1)
+    terms = {x["name"]: x["bytes"] for x in snap["memsight_estimate"]["terms"]}
+    copy = b * h * t * d * 4 if layout == "tokens_first" else 0
+    sums = b * t * h * d * 4 + b * t * h * 4 + b * h * t * 4
+    assert terms["memory-efficient attention backward's temporaries (the largest)"] == copy + sums
+    made = [e for e in snap["device_traces"][0] if any("softmax row sums" in f["name"] or "made contiguous"
+                                                         in f["name"] for f in e["frames"])]
+    assert sorted(e["size"] for e in made if e["action"] == "alloc") == sorted(
+        ([copy] if copy else []) + [b * t * h * d * 4, b * t * h * 4, b * h * t * 4])
+    freed = {e["addr"] for e in snap["device_traces"][0] if e["action"] == "free_completed"}
+    assert {e["addr"] for e in made} <= freed  # each lives for the kernel only

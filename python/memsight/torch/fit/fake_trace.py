@@ -54,6 +54,7 @@ class FakeTrace:
         self.max_frames = max_frames
         # Called after each operator's outputs are recorded: (op, args, output).
         self.hooks: list[Callable[[Any, Any, Any], None]] = []
+        self.before: list[Callable[[Any, Any], None]] = []  # (func, args) before an operator runs
         self._lock = threading.RLock()
         self._next_addr = _BASE
         self._clock = 0
@@ -187,6 +188,8 @@ def dispatch_mode(trace: FakeTrace) -> Any:
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             if trace.collective is not None and func.namespace == "c10d":
                 return trace.collective(func, args, kwargs)
+            for early in trace.before:
+                early(func, args)
             out = func(*args, **(kwargs or {}))
             for leaf in tree_leaves(out):
                 if not isinstance(leaf, torch.Tensor):

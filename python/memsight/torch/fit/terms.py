@@ -24,9 +24,17 @@ of tests/gpu/estimate_workloads.py (an FSDP2 rank; 2026-11-29):
 - **NCCL's buffers**: 809,566,208 bytes more on each rank of a real 2-rank
   NCCL job (one NVLink peer; more peers take more, not measured).
 
+The memory-efficient attention's backward (torch's CUDA implementation,
+which its fake kernel does not follow) also allocates inside the kernel:
+``grad_out`` made contiguous in (batch, tokens, heads, dim) order where it
+is not, and the softmax's row sums in float32, which for float32 inputs it
+computes with two temporaries (the product of ``grad_out`` and ``out``, and
+its sum) and for half-precision inputs leaves to the kernel. These are
+added around the operator at their sizes; a split-keys workspace it may
+also take depends on the kernel chosen and is not.
+
 Library workspaces that live for one kernel (cuDNN's attention and
-convolution plans, the memory-efficient attention kernels) depend on the
-algorithm the library picks on the device; they are listed in
+convolution plans) depend on the algorithm the library picks on the device; they are listed in
 docs/estimate.md with their measured sizes and are not added: a small real
 run calibrates them (``memsight.torch.calibrate``).
 """
@@ -70,8 +78,11 @@ class Terms:
         self.cublaslt = cublaslt_workspace_bytes() if cublaslt else 0
         self._seen: set[tuple[str, int, int, int]] = set()  # (term, thread, device, stream)
         self.applied: dict[str, int] = {}
+        # A kernel's temporaries made before its outputs, by thread: (device, address, bytes).
+        self._held: dict[int, list[tuple[int, int, int]]] = {}
 
     def attach(self, trace: FakeTrace) -> None:
+        trace.before.append(lambda func, args: self._before(trace, func, args))
         trace.hooks.append(lambda func, args, out: self._after(trace, func, args, out))
 
     def finish(self, trace: FakeTrace) -> None:
@@ -86,8 +97,36 @@ class Terms:
         trace.alloc(device, size, [frame, *trace.stack()])
         self.applied[term] = self.applied.get(term, 0) + size
 
+    def _temporary(self, trace: FakeTrace, device: int, size: int, what: str) -> tuple[int, int, int]:
+        frame = {"name": f"{what} (memsight estimate)", "filename": "<estimate>", "line": 0}
+        return device, trace.alloc(device, size, [frame, *trace.stack()]), size
+
+    def _before(self, trace: FakeTrace, func: Any, args: Any) -> None:
+        if _op_name(func) != _EFFICIENT_BACKWARD:
+            return
+        plan = efficient_backward_temporaries(args)
+        if plan is not None and plan[1]:
+            held = [self._temporary(trace, plan[0], plan[1], "grad_out made contiguous")]
+            self._held[threading.get_ident()] = held
+
+    def _efficient_backward(self, trace: FakeTrace, args: Any) -> None:
+        held = self._held.pop(threading.get_ident(), [])
+        plan = efficient_backward_temporaries(args)
+        if plan is None:
+            return
+        device, _, during = plan
+        held += [self._temporary(trace, device, n, "softmax row sums") for n in during]
+        total = sum(n for _, _, n in held)
+        key = "memory-efficient attention backward's temporaries (the largest)"
+        self.applied[key] = max(self.applied.get(key, 0), total)
+        for dev, addr, size in held:
+            trace.free(dev, addr, size)
+
     def _after(self, trace: FakeTrace, func: Any, args: Any, out: Any) -> None:
-        name = getattr(getattr(func, "overloadpacket", None), "__name__", "")
+        name = _op_name(func)
+        if name == _EFFICIENT_BACKWARD:
+            self._efficient_backward(trace, args)
+            return
         if name not in _CUBLAS_OPS:
             return
         device = getattr(out, "device", None)
@@ -98,6 +137,34 @@ class Terms:
         bias = args[0] if args else None
         if name in ("addmm", "_addmm_activation") and getattr(bias, "dim", lambda: 0)() == 1:
             self._add(trace, "cuBLASLt workspace", self.cublaslt, index)
+
+
+_EFFICIENT_BACKWARD = "_scaled_dot_product_efficient_attention_backward"
+
+
+def _op_name(func: Any) -> str:
+    return str(getattr(getattr(func, "overloadpacket", None), "__name__", ""))
+
+
+def efficient_backward_temporaries(args: Any) -> tuple[int, int, list[int]] | None:
+    """What torch's memory-efficient attention backward allocates inside,
+    for its arguments (grad_out, query, key, value, bias, out, ...: SDPA's
+    batch x heads x tokens x dim order): (device, bytes of the contiguous
+    copy of grad_out made first, 0 if none, [bytes of the temporaries made
+    after the gradients]); None where it does not run on CUDA as modelled
+    (batches above 65,535 go in chunks)."""
+    grad_out = args[0] if args else None
+    if grad_out is None or getattr(grad_out, "device", None) is None or grad_out.device.type != "cuda" \
+            or grad_out.dim() != 4 or grad_out.size(0) > 65535:
+        return None
+    b, h, m, kv = (int(n) for n in grad_out.shape)
+    item = grad_out.element_size()
+    copy = 0 if grad_out.transpose(1, 2).is_contiguous() else b * h * m * kv * item
+    if item == 2:  # the kernel computes the row sums into an empty float32 tensor
+        return grad_out.device.index or 0, copy, [b * h * m * 4]
+    # (grad_out * out) in float32, its sum over the last dimension, and that
+    # sum transposed and made contiguous.
+    return grad_out.device.index or 0, copy, [b * m * h * kv * 4, b * m * h * 4, b * h * m * 4]
 
 
 def outside_allocator(world_size: int | None) -> list[dict[str, Any]]:
