@@ -178,6 +178,20 @@ def test_autocast_keeps_half_precision_with_or_without_a_gpu():
     assert 100 * 3000 * 2 in sizes and 100 * 3000 * 4 not in sizes  # the output in bf16, never in fp32
 
 
+def _attention(torch, b, h, t, d, attend):
+    """A module projecting its input to q, k and v in one matrix product (so
+    the three share a storage) and returning ``attend(q, k, v)``."""
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(d * h, 3 * d * h)
+
+        def forward(self, x):
+            return attend(*self.qkv(x).view(b, t, 3, h, d).permute(2, 0, 3, 1, 4))
+
+    return Attn
+
+
 def test_attention_runs_a_fused_kernel_with_or_without_a_gpu():
     # Without a GPU to choose the kernel, torch fell back to the math one,
     # which holds the batch x heads x T x T attention matrix for the backward.
@@ -187,15 +201,7 @@ def test_attention_runs_a_fused_kernel_with_or_without_a_gpu():
     from memsight.torch.fit.step_trace import trace_step
 
     b, h, t, d = 2, 4, 512, 64
-
-    class Attn(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.qkv = torch.nn.Linear(d * h, 3 * d * h)
-
-        def forward(self, x):
-            q, k, v = self.qkv(x).view(b, t, 3, h, d).permute(2, 0, 3, 1, 4)
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    Attn = _attention(torch, b, h, t, d, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
     for dtype in (torch.bfloat16, torch.float32):  # flash, then memory-efficient attention
         def step(m, opt, x, dtype=dtype):
@@ -221,17 +227,13 @@ def test_the_efficient_attention_backwards_temporaries_are_added(layout):
 
     b, h, t, d = 2, 4, 256, 64
 
-    class Attn(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.qkv = torch.nn.Linear(d * h, 3 * d * h)
+    def attend(q, k, v):
+        out = F.scaled_dot_product_attention(q, k, v)  # float32: the memory-efficient kernel
+        if layout == "tokens_first":  # as torchvision: (tokens, batch, heads, dim), contiguous
+            return out.permute(2, 0, 1, 3).contiguous()
+        return out.transpose(1, 2).contiguous()
 
-        def forward(self, x):
-            q, k, v = self.qkv(x).view(b, t, 3, h, d).permute(2, 0, 3, 1, 4)
-            out = F.scaled_dot_product_attention(q, k, v)  # float32: the memory-efficient kernel
-            if layout == "tokens_first":  # as torchvision: (tokens, batch, heads, dim), contiguous
-                return out.permute(2, 0, 1, 3).contiguous()
-            return out.transpose(1, 2).contiguous()
+    Attn = _attention(torch, b, h, t, d, attend)
 
     def step(m, opt, x):
         m(x).square().sum().backward()  # a dense gradient in the output's order (sum alone gives a broadcast)
