@@ -34,9 +34,10 @@ added around the operator at their sizes; a split-keys workspace it may
 also take depends on the kernel chosen and is not.
 
 Library workspaces that live for one kernel (cuDNN's attention and
-convolution plans) depend on the algorithm the library picks on the device; they are listed in
-docs/estimate.md with their measured sizes and are not added: a small real
-run calibrates them (``memsight.torch.calibrate``).
+convolution plans) depend on the algorithm the library picks on the
+device; they are listed in docs/estimate.md with their measured sizes and
+are not added: a small real run calibrates them
+(``memsight.torch.calibrate``).
 """
 
 from __future__ import annotations
