@@ -79,8 +79,9 @@ class Terms:
         self.cublaslt = cublaslt_workspace_bytes() if cublaslt else 0
         self._seen: set[tuple[str, int, int, int]] = set()  # (term, thread, device, stream)
         self.applied: dict[str, int] = {}
-        # A kernel's temporaries made before its outputs, by thread: (device, address, bytes).
-        self._held: dict[int, list[tuple[int, int, int]]] = {}
+        # By thread, the operator running: what it allocates inside, and the
+        # temporaries it made before its outputs, as (device, address, bytes).
+        self._running: dict[int, tuple[tuple[int, int, list[int]], list[tuple[int, int, int]]]] = {}
 
     def attach(self, trace: FakeTrace) -> None:
         trace.before.append(lambda func, args: self._before(trace, func, args))
@@ -106,16 +107,16 @@ class Terms:
         if _op_name(func) != _EFFICIENT_BACKWARD:
             return
         plan = efficient_backward_temporaries(args)
-        if plan is not None and plan[1]:
-            held = [self._temporary(trace, plan[0], plan[1], "grad_out made contiguous")]
-            self._held[threading.get_ident()] = held
+        self._running.pop(threading.get_ident(), None)  # one that raised leaves nothing behind
+        if plan is not None:
+            held = [self._temporary(trace, plan[0], plan[1], "grad_out made contiguous")] if plan[1] else []
+            self._running[threading.get_ident()] = (plan, held)
 
-    def _efficient_backward(self, trace: FakeTrace, args: Any) -> None:
-        held = self._held.pop(threading.get_ident(), [])
-        plan = efficient_backward_temporaries(args)
-        if plan is None:
+    def _efficient_backward(self, trace: FakeTrace) -> None:
+        running = self._running.pop(threading.get_ident(), None)
+        if running is None:
             return
-        device, _, during = plan
+        (device, _, during), held = running
         held += [self._temporary(trace, device, n, "softmax row sums") for n in during]
         total = sum(n for _, _, n in held)
         key = "memory-efficient attention backward's temporaries (the largest)"
@@ -126,7 +127,7 @@ class Terms:
     def _after(self, trace: FakeTrace, func: Any, args: Any, out: Any) -> None:
         name = _op_name(func)
         if name == _EFFICIENT_BACKWARD:
-            self._efficient_backward(trace, args)
+            self._efficient_backward(trace)
             return
         if name not in _CUBLAS_OPS:
             return
@@ -171,7 +172,8 @@ def efficient_backward_temporaries(args: Any) -> tuple[int, int, list[int]] | No
 def outside_allocator(world_size: int | None) -> list[dict[str, Any]]:
     """The memory a job holds outside torch's allocator, as measured above:
     the CUDA context, and NCCL's buffers for a rank of a distributed job."""
-    terms: list[dict[str, Any]] = [{"name": "CUDA context and kernels (outside torch's allocator)", "bytes": CUDA_CONTEXT_BYTES}]
+    terms: list[dict[str, Any]] = [{"name": "CUDA context and kernels (outside torch's allocator)",
+                                    "bytes": CUDA_CONTEXT_BYTES}]
     if world_size and world_size > 1:
         terms.append({"name": "NCCL buffers, measured at 2 ranks (outside torch's allocator)",
                       "bytes": NCCL_BYTES})
