@@ -90,3 +90,61 @@ def test_calibrated_from_two_small_real_runs(tmp_path):
           f"reserved {est.peak_reserved:,} vs torch {real8['max_reserved']:,}")
     assert est.peak_allocated == pytest.approx(real8["max_allocated"], rel=0.03)
     assert est.peak_reserved == pytest.approx(real8["max_reserved"], rel=0.05)
+
+
+def _inside(run) -> list[int]:
+    """The sizes torch's allocator gave out while ``run()`` ran, less the
+    sizes of the tensors it returned: what the kernels took for themselves."""
+    torch.cuda.synchronize()
+    torch.cuda.memory._record_memory_history(max_entries=100_000, context=None, stacks="python")
+    try:
+        out = run()
+        torch.cuda.synchronize()
+        trace = torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()]
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    sizes = [e["size"] for e in trace if e["action"] == "alloc"]
+    for t in out if isinstance(out, tuple) else (out,):
+        if isinstance(t, torch.Tensor) and t.untyped_storage().nbytes():
+            size = t.untyped_storage().nbytes()
+            sizes.remove(next(s for s in sizes if s >= size and s - size < 512))
+    return sorted(sizes)
+
+
+@pytest.mark.parametrize("case", [
+    ((6304, 768), None, [0], torch.float32),     # ViT-B/16's bias gradients at batch 32
+    ((6304, 3072), None, [0], torch.float32),
+    ((8274, 2304), None, [0], torch.float32),
+    ((8192, 4096), None, [0], torch.bfloat16),
+    ((4, 197, 768), None, [0, 1], torch.float32),
+    ((100, 30), None, [0], torch.float32),       # too short to split: nothing
+    ((768, 6304), "t", [0], torch.float32),      # along the fastest dimension
+    ((32, 197, 768), None, None, torch.float32),  # everything: a loss's mean
+])
+def test_a_reductions_staging_buffers_are_torchs(case):
+    from memsight.torch.fit.terms import _device_sms, reduction_buffers
+
+    shape, layout, dims, dtype = case
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    if layout == "t":
+        x = torch.randn(shape[::-1], device="cuda", dtype=dtype).t()
+    real = _inside(lambda: x.sum(dims) if dims is not None else x.mean())
+    want = reduction_buffers(list(x.shape), list(x.stride()), dims, 4, _device_sms())
+    assert real == sorted(n for n in want if n), (case, real, want)  # the requests, to the byte
+
+
+def test_a_layer_norms_backward_copies_a_gradient_that_arrives_transposed():
+    x = torch.randn(197, 32, 768, device="cuda").transpose(0, 1)  # as nn.MultiheadAttention hands it back
+    w, b = torch.ones(768, device="cuda"), torch.zeros(768, device="cuda")
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x.contiguous(), [768], w, b, 1e-5)
+    grad = torch.randn(197, 32, 768, device="cuda").transpose(0, 1)
+    real = _inside(lambda: torch.ops.aten.native_layer_norm_backward(grad, x, [768], mean, rstd, w, b,
+                                                                     [True, True, True]))
+    assert real == [x.numel() * 4, grad.numel() * 4], real
+
+
+def test_a_layer_norm_copies_an_input_that_is_not_contiguous():
+    x = torch.randn(197, 32, 768, device="cuda").transpose(0, 1)
+    w, b = torch.ones(768, device="cuda"), torch.zeros(768, device="cuda")
+    real = _inside(lambda: torch.ops.aten.native_layer_norm(x, [768], w, b, 1e-5))
+    assert real == [x.numel() * 4], real

@@ -288,3 +288,43 @@ def test_the_estimate_saves_the_completed_snapshot(fake_trace, tmp_path):
     done = memsight.load(out)
     assert done.summary().devices[0].peak_reserved == est.peak_reserved
     assert "<html" in est.html()[:200].lower()
+
+
+def test_max_batch_finds_the_edge_when_the_need_bends_upward(monkeypatch):
+    # A step whose memory a sample grows with the batch (as ViT-B/16's did
+    # on the H200: 48 MB a sample between batch 1 and 4, 136 MB at 32): the
+    # line through two small batches lands far past the edge.
+    def trace_step(step, model, optimizer, inputs, steps=2, stacks=True, world_size=None, rank=0):
+        tr = FakeTrace(stacks=False)
+        tr.alloc(0, 50 * MiB, [])
+        n = inputs(0)
+        size = (n // 8 + 1) * MiB + 4096
+        acts = [tr.alloc(0, size, []) for _ in range(n)]
+        for a in acts:
+            tr.free(0, a, size)
+        return {"segments": [], "device_traces": tr.snapshot_traces()}
+
+    monkeypatch.setattr(api, "trace_step", trace_step)
+    best, tried = api.max_batch(lambda n, i: n, None, None, device_memory="1GiB", high=200)
+
+    def fits(n):
+        return api.estimate(None, None, inputs=lambda i: n, device_memory="1GiB").fits
+
+    assert fits(best) and not any(fits(n) for n in range(best + 1, best + 6)), [(n, e.fits) for n, e in tried]
+    assert len(tried) <= 9, [(n, e.fits) for n, e in tried]  # one of them past the edge
+
+
+def test_max_batch_looks_past_an_uneven_edge(fake_trace, monkeypatch):
+    # Near a cap one batch can run out where the next fits (the FSDP2 rank
+    # on the H200: 14 fits, 15 runs out, 16 fits, 17 runs out).
+    def trace_step(step, model, optimizer, inputs, steps=2, stacks=True, world_size=None, rank=0):
+        n = inputs(0)  # 82 needs what 95 would; 83 what 80 would
+        return synthetic_step({82: 95, 83: 80}.get(n, n), steps)
+
+    monkeypatch.setattr(api, "trace_step", trace_step)
+    best, tried = api.max_batch(lambda n, i: n, None, None, device_memory="1GiB")
+    verdicts = dict((n, e.fits) for n, e in tried)
+    assert verdicts.get(82) is False and best == 83, verdicts
+    assert api.estimate(None, None, inputs=lambda i: best, device_memory="1GiB").fits
+    assert not api.estimate(None, None, inputs=lambda i: best + 1, device_memory="1GiB").fits
+    assert len(tried) <= 10

@@ -249,3 +249,35 @@ def test_the_efficient_attention_backwards_temporaries_are_added(layout):
         ([copy] if copy else []) + [b * t * h * d * 4, b * t * h * 4, b * h * t * 4])
     freed = {e["addr"] for e in snap["device_traces"][0] if e["action"] == "free_completed"}
     assert {e["addr"] for e in made} <= freed  # each lives for the kernel only
+
+
+def test_kernel_temporaries_of_a_bias_gradient_and_a_layer_norm_are_added():
+    # On the H200 the real run of ViT-B/16 held 38 MiB at its peak that the
+    # fake step had no request for: the reduction kernel's staging buffer
+    # for a bias gradient; and layer norm copies a transposed gradient.
+    torch = _no_gpu_torch()
+    from memsight.torch.fit import terms
+    from memsight.torch.fit.step_trace import trace_step
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(768)
+            self.fc = torch.nn.Linear(768, 3072)
+
+        def forward(self, x):  # x: (tokens, batch, 768), as attention hands it back
+            return self.fc(self.ln(x.transpose(0, 1)))
+
+    def step(m, opt, x):
+        m(x).square().sum().backward()
+
+    snap = trace_step(step, Block, None, torch.randn(197, 32, 768), stacks=False, steps=1)
+    applied = {x["name"]: x["bytes"] for x in snap["memsight_estimate"]["terms"]}
+    buffer, semaphores = terms.reduction_buffers([6304, 3072], [3072, 1], [0], 4, terms.SMS)
+    assert (buffer, semaphores) == (138_412_032, 96)  # 4 B x 3072 outputs x 88 blocks x 32 x 4 lanes
+    assert applied["reductions' staging buffers (the largest)"] == buffer + semaphores
+    # the transposed input, copied in the forward and again in the backward
+    assert applied["layer norm's contiguous copies (the largest)"] == 197 * 32 * 768 * 4
+    entries = snap["device_traces"][0]
+    made = {e["addr"] for e in entries if any("staging buffer" in f["name"] for f in e["frames"])}
+    assert made and made <= {e["addr"] for e in entries if e["action"] == "free_completed"}  # the kernel's only

@@ -265,14 +265,16 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
               outside_memory: int | str | None = None) -> tuple[int, list[tuple[int, Estimate]]]:
     """The largest batch (or sequence length: whatever ``make_inputs(n,
     step_index)`` scales) whose step fits, leaving ``margin`` (a fraction of
-    the limit) free. Two estimates give the memory's slope per unit; the
-    line's answer is then checked and narrowed by bisection, at most
-    ``max_estimates`` estimates in all (a bracket still open then gives
-    its lower, fitting end). Returns (the batch, the estimates
+    the limit) free. Each estimate after the first two is aimed where the
+    memory measured so far, drawn as a line, meets the limit, falling back
+    to halving the bracket (:func:`_search`); at most ``max_estimates``
+    estimates in all (a bracket still open then gives its lower, fitting
+    end). Returns (the batch, the estimates
     made as (batch, Estimate)); the batch is ``low - 1`` when not even
     ``low`` fits. Near a memory cap the allocator's edge can be uneven (one
-    batch runs out where a larger one fits); the answer fits and the batch
-    above it does not. ``world_size``, ``rank``, ``outside_memory``: as
+    batch runs out where a larger one fits): the search looks one batch
+    past the first that runs out, and the answer is the largest batch found
+    to fit (the estimates returned show any below it that run out). ``world_size``, ``rank``, ``outside_memory``: as
     :func:`estimate`."""
     total = _device_total(device_memory)
     if total is None:
@@ -293,56 +295,79 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
 
     if not fits(low):
         return low - 1, tried
-    lo, hi = low, high + 1  # lo fits, hi does not (high + 1: not known)
-    # The first guess: where the line through two small batches meets the
-    # limit (the step's need grows about linearly with the batch).
-    second = min(high, 4 * low)
-    if second > lo:
-        if fits(second):
-            lo = second
-        else:
-            hi = second
-    guess = lo
-    if hi > high and second > low:
-        # The steeper of allocated and reserved memory: reserved memory grows
-        # in whole segments (flat between two small batches), and where it
-        # grows faster than allocated memory, fragmentation grows with it.
-        first, other = tried[0][1]._need(), tried[1][1]._need()
-        target = (tried[0][1].limit or cap) * (1 - margin)
-        slope = max(other[0] - first[0], other[1] - first[1]) / (second - low)
-        guess = int(low + (target - first[1]) / slope) if slope > 0 else high
-    if lo < guess < hi:
-        if fits(guess):
-            lo = guess
-        else:
-            hi = guess
-    return _narrow(fits, lo, hi, high, lambda: len(tried) < max_estimates), tried
+    target = (tried[0][1].limit or cap) * (1 - margin)
+    return _search(fits, tried, low, high, target, lambda: len(tried) < max_estimates), tried
 
 
-def _narrow(fits: Callable[[int], bool], lo: int, hi: int, high: int, more: Callable[[], bool]) -> int:
-    """The fitting end of the bracket [lo fits, hi does not] once narrowed to
-    one step (or when ``more()`` says the estimates are spent). The edge is
-    bracketed with steps that double (the line is seldom off by much; the
-    allocator's caching makes the edge a little uneven), then halved."""
-    stride = max(1, lo // 20)
-    while hi > high and lo < high and more():
-        n = min(high, lo + stride)
-        if fits(n):
-            lo = n
+def _search(fits: Callable[[int], bool], tried: list[tuple[int, Estimate]], low: int, high: int,
+            target: float, more: Callable[[], bool]) -> int:
+    """The largest batch that fits, ``low`` known to (``fits`` adds each
+    estimate to ``tried``). Each guess is where a line meets ``target``.
+    While every batch tried fits, the line goes through the two largest,
+    its slope the steeper of allocated and reserved memory (reserved memory
+    grows in whole segments, flat between two small batches); as the need
+    per sample grows with the batch, this line overshoots and brackets the
+    edge. It is at least a step up, doubling while the steps fit (where the
+    need per sample shrinks, the line falls short). Once a batch does not
+    fit, the line goes through the reserved peaks (no limit) at the
+    bracket's two ends; where one end moves twice in a row, the other's
+    distance from the target halves for this line (the Illinois rule of
+    regula falsi: the need is seldom linear). Where this line cannot say
+    (under a cap the allocator frees its cache, so a step fits past it),
+    or after three guesses in a row on one side (reserved memory grows in
+    steps), the bracket halves. Once the edge is found, the batch one past
+    the first that runs out is tried too (under a cap the allocator's edge
+    can be uneven), and the search goes on from it if it fits."""
+    lo, hi = low, high + 1  # lo fits, hi does not (high + 1: not yet known)
+    fitting = [low]
+    stride, stepped = 0, False  # the least step up after a batch that fits; the last guess was one
+    last, run = True, 0  # the last guess's verdict, and how many in a row
+    # The reserved peak less the target at each end, as the bracket's line takes them.
+    f_lo, f_hi = _need_of(tried, low)[1] - target, 0.0
+    while more():
+        if hi - lo <= 1:
+            # The edge is found; near a cap it can be uneven (a batch runs
+            # out where the next one fits): one past it is tried, and the
+            # search goes on from there if it fits.
+            if hi + 1 > high or hi + 1 in (n for n, _ in tried):
+                break
+            if not fits(hi + 1):
+                break
+            lo, f_lo, hi = hi + 1, _need_of(tried, hi + 1)[1] - target, high + 1
+            fitting.append(lo)
+            last, run = True, 1
+            continue
+        if len(fitting) < 2:
+            guess = 4 * lo
+        elif run >= 3 and hi <= high:  # three in a row on one side: the lines are not closing in
+            guess = (lo + hi) // 2
+        elif hi > high:
+            a, b = _need_of(tried, fitting[-2]), _need_of(tried, fitting[-1])
+            slope = max(b[0] - a[0], b[1] - a[1]) / (fitting[-1] - fitting[-2])
+            line = int(lo + (target - b[1]) / slope) if slope > 0 else 2 * lo
+            stride = 2 * stride if stepped else max(1, lo // 32)
+            stepped = line < lo + stride
+            guess = max(line, lo + stride)
+        elif f_lo < 0 < f_hi:
+            guess = int(lo + -f_lo * (hi - lo) / (f_hi - f_lo))
         else:
-            hi = n
-        stride *= 2
-    stride = max(1, hi // 20)
-    while hi <= high and hi - lo > stride + 1 and more():
-        n = hi - stride
-        if fits(n):
-            lo = n
-            break
-        hi, stride = n, stride * 2
-    while hi - lo > 1 and more():
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
+            guess = (lo + hi) // 2
+        guess = max(lo + 1, min(guess, hi - 1, high))
+        ok = fits(guess)
+        stepped = stepped and ok
+        run = run + 1 if ok == last else 1
+        last = ok
+        if ok:
+            lo, f_lo = guess, _need_of(tried, guess)[1] - target
+            fitting.append(guess)
+            if run >= 2:  # the Illinois rule
+                f_hi /= 2
         else:
-            hi = mid
+            hi, f_hi = guess, _need_of(tried, guess)[1] - target
+            if run >= 2:
+                f_lo /= 2
     return lo
+
+
+def _need_of(tried: list[tuple[int, Estimate]], n: int) -> tuple[int, int]:
+    return next(e for m, e in reversed(tried) if m == n)._need()

@@ -19,7 +19,9 @@ flash attention's are of the same shapes and dtypes.) Anything these two cannot 
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable, Iterator
 from typing import Any
 
 _HALF = ("float16", "bfloat16")
@@ -53,23 +55,41 @@ def _fused(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: f
                                                         is_causal, **kw)[0]
 
 
-def fused_attention_mode() -> Any:
-    """A torch-function mode that runs ``F.scaled_dot_product_attention`` on
-    CUDA fake tensors through the fused kernel a GPU would choose."""
+@contextlib.contextmanager
+def fused_attention_mode() -> Iterator[None]:
+    """While it is entered, ``F.scaled_dot_product_attention`` on CUDA fake
+    tensors runs through the fused kernel a GPU would choose: a torch-function
+    mode catches the calls made from the step, and the name in
+    ``torch.nn.functional`` is replaced for the calls its own Python
+    functions make (``multi_head_attention_forward``, which
+    ``nn.MultiheadAttention`` and torchvision's ViT run): torch takes the
+    mode off its stack while such a function runs, so the mode alone never
+    sees the attention inside it."""
     import torch.nn.functional as F
     from torch.overrides import TorchFunctionMode
 
+    found = getattr(F, "scaled_dot_product_attention", None)
+    if found is None:
+        yield
+        return
+    original: Callable[..., Any] = found
+
+    def attention(*args: Any, **kwargs: Any) -> Any:
+        try:
+            out = _fused(*args, **kwargs)
+        except TypeError:  # arguments this version of the rule does not know: torch's own path
+            out = None
+        return original(*args, **kwargs) if out is None else out
+
     class _FusedAttention(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            if func is getattr(F, "scaled_dot_product_attention", None):
-                try:
-                    out = _fused(*args, **kwargs)
-                except TypeError:  # arguments this version of the rule does not know: torch's own path
-                    out = None
-                if out is not None:
-                    return out
-            return func(*args, **kwargs)
+            if func is original:
+                return attention(*args, **(kwargs or {}))
+            return func(*args, **(kwargs or {}))
 
-    return _FusedAttention()
-
+    setattr(F, "scaled_dot_product_attention", attention)  # noqa: B010 - torch's own name, put back after
+    try:
+        with _FusedAttention():
+            yield
+    finally:
+        setattr(F, "scaled_dot_product_attention", original)  # noqa: B010

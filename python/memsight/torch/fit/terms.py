@@ -33,6 +33,18 @@ its sum) and for half-precision inputs leaves to the kernel. These are
 added around the operator at their sizes; a split-keys workspace it may
 also take depends on the kernel chosen and is not.
 
+Kernels that take memory for themselves from the caching allocator, for
+the kernel only, after their outputs:
+
+- **torch's CUDA reductions** (``sum``, ``mean``: the bias gradients, a
+  loss's mean) split a long reduction across thread blocks and stage the
+  blocks' partial results in global memory: ``reduction_buffers`` follows
+  torch's launch plan (Reduce.cuh's setReduceConfig) for the device's
+  multiprocessors. Summing a (6304, 3072) float32 gradient over its rows
+  (ViT-B/16's MLP bias at batch 32) takes 138,412,032 bytes;
+- **layer norm** copies a non-contiguous input (forward and backward) and a
+  non-contiguous incoming gradient (backward) to contiguous memory.
+
 Library workspaces that live for one kernel (cuDNN's attention and
 convolution plans) depend on the algorithm the library picks on the
 device; they are listed in docs/estimate.md with their measured sizes and
@@ -44,6 +56,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from .fake_trace import FakeTrace
@@ -79,6 +92,7 @@ class Terms:
         self.cublaslt = cublaslt_workspace_bytes() if cublaslt else 0
         self._seen: set[tuple[str, int, int, int]] = set()  # (term, thread, device, stream)
         self.applied: dict[str, int] = {}
+        self.sms = _device_sms()
         # By thread, the operator running: what it allocates inside, and the
         # temporaries it made before its outputs, as (device, address, bytes).
         self._running: dict[int, tuple[tuple[int, int, list[int]], list[tuple[int, int, int]]]] = {}
@@ -124,10 +138,40 @@ class Terms:
         for dev, addr, size in held:
             trace.free(dev, addr, size)
 
+    def _kernel_temporaries(self, trace: FakeTrace, name: str, args: Any) -> None:
+        """What a reduction or a layer norm's backward allocates inside the
+        kernel, after its outputs and freed before it returns."""
+        x = args[0] if args else None
+        if getattr(x, "device", None) is None or x.device.type != "cuda" or x.dim() == 0:
+            return
+        device = x.device.index or 0
+        if name in _LAYER_NORM:
+            # torch's CUDA layer norm makes its input contiguous where it is
+            # not (expect_contiguous), and its backward the incoming gradient
+            # too (dY.contiguous()): nn.MultiheadAttention hands the gradient
+            # back transposed.
+            sizes = [t.numel() * t.element_size() for t in args[:_LAYER_NORM[name]]
+                     if hasattr(t, "is_contiguous") and not t.is_contiguous()]
+            what, key = "copied contiguous for layer norm", "layer norm's contiguous copies (the largest)"
+        else:
+            dims = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else None
+            # float accumulates half precision; integers go to int64
+            acc = max(4, x.element_size()) if x.dtype.is_floating_point or x.dtype.is_complex else 8
+            sizes = [n for n in reduction_buffers(list(x.shape), list(x.stride()), dims, acc, self.sms) if n]
+            what, key = "reduction's staging buffer", "reductions' staging buffers (the largest)"
+        held = [self._temporary(trace, device, n, what) for n in sizes if n > 0]
+        if held:
+            self.applied[key] = max(self.applied.get(key, 0), sum(n for _, _, n in held))
+        for dev, addr, size in reversed(held):
+            trace.free(dev, addr, size)
+
     def _after(self, trace: FakeTrace, func: Any, args: Any, out: Any) -> None:
         name = _op_name(func)
         if name == _EFFICIENT_BACKWARD:
             self._efficient_backward(trace)
+            return
+        if name in _REDUCE_OPS or name in _LAYER_NORM:
+            self._kernel_temporaries(trace, name, args)
             return
         if name not in _CUBLAS_OPS:
             return
@@ -167,6 +211,115 @@ def efficient_backward_temporaries(args: Any) -> tuple[int, int, list[int]] | No
     # (grad_out * out) in float32, its sum over the last dimension, and that
     # sum transposed and made contiguous.
     return grad_out.device.index or 0, copy, [b * m * h * kv * 4, b * m * h * 4, b * h * m * 4]
+
+
+# torch's CUDA reduction kernel (the sums of the bias gradients, means)
+# splits a long reduction across thread blocks and stages their partial
+# results in global memory it takes from the caching allocator for the
+# kernel: ``acc size x outputs x blocks per output`` (x the threads of a
+# block row when the reduction is not along the fastest dimension), and an
+# int a block column for the semaphores. The launch plan below follows
+# torch's setReduceConfig (Reduce.cuh); the device's streaming
+# multiprocessors set the number of blocks.
+_REDUCE_OPS = frozenset({"sum", "mean"})
+_LAYER_NORM = {"native_layer_norm": 1, "native_layer_norm_backward": 2}  # how many leading tensors it copies
+SMS = 132  # an H100 or H200; the GPU's own count where one is visible
+THREADS_PER_SM = 2048
+
+
+def _device_sms() -> int:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
+    except Exception:  # noqa: BLE001 - no device to ask: the default
+        pass
+    return SMS
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def reduction_buffers(shape: Sequence[int], strides: Sequence[int], dims: Sequence[int] | None, acc: int,
+                      sms: int = SMS) -> tuple[int, int]:
+    """(bytes of the staging buffer, bytes of the semaphores) torch's CUDA
+    reduction kernel allocates to reduce a tensor of ``shape`` and
+    ``strides`` (in elements) over ``dims`` (None or empty: all),
+    accumulating in ``acc`` bytes, on a device of ``sms`` multiprocessors;
+    (0, 0) where its blocks need no global memory."""
+    nd = len(shape)
+    red = set(range(nd)) if not dims else {d % nd for d in dims}
+    kept_sizes = [shape[i] for i in range(nd) if i not in red]
+    out_stride, acc_stride = {}, 1  # the output: contiguous in the kept dimensions' order
+    for i in reversed(range(nd)):
+        if i not in red:
+            out_stride[i], acc_stride = acc_stride, acc_stride * shape[i]
+    # TensorIterator's order: reduced dimensions first (by the input's
+    # strides), then the others (by the output's); size-1 dimensions dropped.
+    order = sorted((i for i in range(nd) if shape[i] != 1),
+                   key=lambda i: (0, strides[i]) if i in red else (1, out_stride[i]))
+    dims_: list[list[int]] = []  # [size, input stride, output stride, reduced]
+    for i in order:
+        cur = [shape[i], strides[i], 0 if i in red else out_stride[i], i in red]
+        if dims_:
+            p = dims_[-1]
+            if p[3] == cur[3] and p[0] * p[1] == cur[1] and p[0] * p[2] == cur[2]:
+                p[0] *= cur[0]  # coalesced with the one before
+                continue
+        dims_.append(cur)
+    num_outputs = 1
+    for s in kept_sizes:
+        num_outputs *= s
+    numel = num_outputs
+    for i in red:
+        numel *= shape[i]
+    inputs = numel // max(1, num_outputs)
+    if not dims_ or inputs <= 1 or numel >= 1 << 31:
+        return 0, 0
+    nred = sum(1 for d in dims_ if d[3])
+    fastest = nred == len(dims_) or dims_[0][1] < dims_[nred][1]
+    if fastest:
+        dim0, dim1, moving = inputs, num_outputs, dims_[0][1]
+    else:
+        dim0, dim1, moving = num_outputs, inputs, dims_[nred][1]
+    vec = 1
+    if moving == 1:
+        if fastest and dim0 > 128 and nred == 1:
+            dim0 //= 4  # loads vectorised along the input
+        elif not fastest:
+            vec = 4  # along the output, as far as sizes and strides divide
+            for n in [dims_[nred][0]] + [d[1] for j, d in enumerate(dims_) if j != nred]:
+                while n % vec:
+                    vec //= 2
+            dim0 //= vec
+    most = 512 // vec
+    p0 = most if dim0 >= most else _pow2_floor(dim0)
+    p1 = most if dim1 >= most else _pow2_floor(dim1)
+    width = min(p0, 32)
+    height = min(p1, most // width)
+    width = min(p0, most // height)
+    step_in = step_out = 1
+    if fastest:
+        step_in *= width
+    else:
+        step_out *= width
+    split_warps = -(-inputs // step_in) >= min(height * 16, 256)
+    if split_warps:
+        step_in *= height
+    else:
+        step_out *= height
+    per_thread = -(-inputs // step_in)
+    grid = -(-(num_outputs // vec) // step_out)
+    target = sms * (THREADS_PER_SM // (width * height))
+    if not (split_warps and per_thread >= 256 and grid <= target):
+        return 0, 0
+    ctas = max(min(-(-target // grid), -(-per_thread // 16)), -(-per_thread // 256))
+    if ctas <= 1:
+        return 0, 0
+    size = acc * num_outputs * ctas * (1 if fastest else width * vec)
+    return size, 4 * grid
 
 
 def outside_allocator(world_size: int | None) -> list[dict[str, Any]]:
