@@ -291,7 +291,10 @@ def compare(out: Path, names: list[str]) -> None:
             key = next((n for n in names_ if any(k in n.lower() for k in
                                                  ("cublas", "cudnn", "workspace", "flash", "efficient", "attention",
                                                   "conv", "autograd", "engine"))), names_[0] if names_ else "?")
-            inner = " < ".join(n.split("(")[0][-60:] for n in names_[:3])
+            # the innermost frames below the allocator and torch's unwinder
+            own = [n for n in names_ if not any(k in n for k in ("unwind", "CapturedTraceback", "Allocator",
+                                                                 "c10::cuda", "torch::cuda"))]
+            inner = " < ".join(n.split("(")[0][-60:] for n in own[:3])
             unseen[f"{key[:100]}\n              innermost: {inner}"].append(e["size"])
         extra = sum(left.values())
         print(f"== {name}: real allocs {len(rt)}, fake allocs {len(ft)}, fake-only requests {extra}")
