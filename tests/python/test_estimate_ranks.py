@@ -281,3 +281,20 @@ def test_kernel_temporaries_of_a_bias_gradient_and_a_layer_norm_are_added():
     entries = snap["device_traces"][0]
     made = {e["addr"] for e in entries if any("staging buffer" in f["name"] for f in e["frames"])}
     assert made and made <= {e["addr"] for e in entries if e["action"] == "free_completed"}  # the kernel's only
+
+
+def test_the_report_names_the_cudnn_workspaces_the_step_would_take():
+    # cuDNN picks its convolution and attention workspaces on the device:
+    # not added, but named with the sizes measured, where the step runs them.
+    torch = _no_gpu_torch()
+    from memsight.torch.fit import terms
+    from memsight.torch.fit.step_trace import trace_step
+
+    def step(m, opt, x):
+        m(x).sum().backward()
+
+    conv = trace_step(step, lambda: torch.nn.Conv2d(3, 8, 3), None, torch.randn(2, 3, 16, 16), stacks=False,
+                      steps=1)
+    assert conv["memsight_estimate"]["notes"] == [terms.NOT_ADDED["conv"]]
+    linear = trace_step(step, lambda: torch.nn.Linear(8, 8), None, torch.randn(2, 8), stacks=False, steps=1)
+    assert linear["memsight_estimate"]["notes"] == []

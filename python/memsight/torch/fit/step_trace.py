@@ -185,7 +185,7 @@ def trace_step(step: Callable[..., Any], model: Any, optimizer: Callable[..., An
     produced = "memsight.torch.estimate: the step under torch's fake tensors"
     if world_size is not None:
         produced += f", rank {rank} of {world_size} (fake process group)"
-    notes = ["library workspaces that live for one kernel (cuDNN attention and convolution plans)"]
+    notes = terms.notes() if terms else []
     estimate: dict[str, Any] = {"version": 1, "produced_by": produced, "torch": str(torch.__version__),
                                 "steps": steps, "terms": [{"name": k, "bytes": v} for k, v in applied.items()],
                                 "notes": notes}
