@@ -269,13 +269,13 @@ def max_batch(make_inputs: Callable[[int, int], Any], step: Callable[..., Any], 
     memory measured so far, drawn as a line, meets the limit, falling back
     to halving the bracket (:func:`_search`); at most ``max_estimates``
     estimates in all (a bracket still open then gives its lower, fitting
-    end). Returns (the batch, the estimates
-    made as (batch, Estimate)); the batch is ``low - 1`` when not even
-    ``low`` fits. Near a memory cap the allocator's edge can be uneven (one
-    batch runs out where a larger one fits): the search looks one batch
-    past the first that runs out, and the answer is the largest batch found
-    to fit (the estimates returned show any below it that run out). ``world_size``, ``rank``, ``outside_memory``: as
-    :func:`estimate`."""
+    end). Returns (the batch, the estimates made as (batch, Estimate)); the
+    batch is ``low - 1`` when not even ``low`` fits. Near a memory cap the
+    allocator's edge can be uneven (one batch runs out where a larger one
+    fits): the search looks one batch past the first that runs out, and the
+    answer is the largest batch found to fit (the estimates returned show
+    any below it that run out). ``world_size``, ``rank``,
+    ``outside_memory``: as :func:`estimate`."""
     total = _device_total(device_memory)
     if total is None:
         raise ValueError("max_batch needs the device's memory: pass device_memory=\"80GiB\" (no GPU here)")

@@ -140,8 +140,8 @@ class Terms:
             trace.free(dev, addr, size)
 
     def _kernel_temporaries(self, trace: FakeTrace, name: str, args: Any) -> None:
-        """What a reduction or a layer norm's backward allocates inside the
-        kernel, after its outputs and freed before it returns."""
+        """What a reduction or a layer norm (forward or backward) allocates
+        inside the kernel, after its outputs and freed before it returns."""
         x = args[0] if args else None
         if getattr(x, "device", None) is None or x.device.type != "cuda" or x.dim() == 0:
             return
@@ -174,7 +174,8 @@ class Terms:
         if name in _REDUCE_OPS or name in _LAYER_NORM:
             self._kernel_temporaries(trace, name, args)
             return
-        if name in _CUDNN_OPS and getattr(getattr(args[0] if args else None, "device", None), "type", "") == "cuda":
+        first = getattr(args[0] if args else None, "device", None)
+        if name in _CUDNN_OPS and getattr(first, "type", "") == "cuda":  # the fake device, as torch.device
             self.unmodelled.add(_CUDNN_OPS[name])
         if name not in _CUBLAS_OPS:
             return
